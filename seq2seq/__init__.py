@@ -1,0 +1,22 @@
+"""seq2seq: English-German Transformer translation in JAX and Haiku.
+
+Public API:
+  Translator   load a trained run directory and translate text (`Translator.load(RUN_DIR)`).
+  Config       typed configuration (model, data, train, decode).
+
+Shape glossary (tensor names end in these letters, einsums use them too):
+  B batch, S source length, T target length, D model width, H heads,
+  K head width, F feed-forward width, V vocabulary, W beam width, L cache length.
+"""
+
+from seq2seq.config import Config, ModelConfig
+
+__all__ = ["Config", "ModelConfig", "Translator"]
+
+
+def __getattr__(name):
+  # Imported lazily so that `import seq2seq` stays cheap for the config-only users.
+  if name == "Translator":
+    from seq2seq.translator import Translator
+    return Translator
+  raise AttributeError(name)

@@ -1,0 +1,167 @@
+"""Typed configs (model, data, train, decode) and model presets.
+
+The dataclasses are the single source of truth for every field and its default.
+Config files under `configs/` start from `default_config()` (an
+`ml_collections.ConfigDict` built from these dataclasses, locked so that a typo
+is an error) and change what they need; `Config.from_dict` turns the result back
+into typed objects that the library consumes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import ml_collections
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """Transformer encoder-decoder hyper-parameters."""
+
+  vocab_size: int = 8000  # joint source/target SentencePiece vocabulary
+  d_model: int = 256  # D: residual stream width
+  num_heads: int = 4  # H: attention heads (key width K = D / H)
+  d_ff: int = 1024  # F: feed-forward hidden width
+  encoder_layers: int = 3
+  decoder_layers: int = 3
+  dropout: float = 0.1  # residual, embedding and feed-forward dropout
+  attention_dropout: float = 0.0  # dropout on attention probabilities
+  max_len: int = 256  # longest sequence (pieces, EOS included) the model sees
+  positional: str = "sinusoidal"  # "sinusoidal" or "learned"
+  activation: str = "relu"  # feed-forward activation: "relu" or "gelu"
+  pre_norm: bool = True  # layer norm before each sub-layer (False: after, as in Vaswani)
+  tied_embeddings: bool = True  # one embedding for source, target and output layer
+  dtype: str = "float32"  # compute dtype, "float32" or "bfloat16"; params stay float32
+
+  def __post_init__(self):
+    if self.d_model % self.num_heads:
+      raise ValueError(
+          f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
+    if self.positional not in ("sinusoidal", "learned"):
+      raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
+    if self.activation not in ("relu", "gelu"):
+      raise ValueError(f"activation must be 'relu' or 'gelu', got {self.activation!r}")
+    if self.dtype not in ("float32", "bfloat16"):
+      raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {self.dtype!r}")
+
+  @property
+  def head_dim(self) -> int:
+    return self.d_model // self.num_heads
+
+
+PRESETS: dict[str, ModelConfig] = {
+    # For tests and the demo: compiles in seconds, trains on data/ in a minute.
+    "tiny": ModelConfig(vocab_size=512, d_model=64, num_heads=2, d_ff=128,
+                        encoder_layers=2, decoder_layers=2, max_len=128),
+    "small": ModelConfig(d_model=256, num_heads=4, d_ff=1024,
+                         encoder_layers=3, decoder_layers=3),
+    # Vaswani et al. (2017) Transformer base.
+    "base": ModelConfig(vocab_size=32000, d_model=512, num_heads=8, d_ff=2048,
+                        encoder_layers=6, decoder_layers=6),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+  """Where the parallel text comes from and how it is tokenized and batched."""
+
+  dir: str = "data/sample"  # local folder of {split}.{lang}[.gz] files; "" when using `hub`
+  hub: str = ""  # Hugging Face data set name or a `save_to_disk` folder, e.g. "wmt14"
+  hub_config: str = ""  # Hub data set config, e.g. "de-en"
+  src_field: str = "en"  # column holding the source text; dotted for nested, e.g. "translation.en"
+  tgt_field: str = "de"
+  src_lang: str = "en"  # file suffix of the source language for local folders
+  tgt_lang: str = "de"
+  train_split: str = "train"
+  val_split: str = "val"
+  test_split: str = "test_2016_flickr"
+  spm_model_type: str = "unigram"  # "unigram" or "bpe"
+  spm_vocab_size: int = 8000  # must equal model.vocab_size
+  spm_max_sentences: int = 2_000_000  # sentences sampled to train SentencePiece
+  max_train_len: int = 100  # longer training pairs (pieces, EOS included) are dropped
+  max_tokens: int = 4096  # token budget of one training batch (padded rows x length)
+  bucket_boundaries: tuple[int, ...] = (8, 12, 16, 20, 24, 32, 48, 64, 100, 128, 256)
+  seed: int = 0  # shuffling seed
+  cache_dir: str = ""  # where encoded corpora are cached; "" = WORKDIR/cache
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """Optimisation, schedule, validation and checkpointing."""
+
+  seed: int = 0  # parameter init and dropout
+  optimizer: str = "adam"  # "adam" or "adamw"
+  learning_rate: float = 1e-3  # peak learning rate, reached at the end of warmup
+  warmup_steps: int = 4000  # linear warmup, then inverse square root decay
+  b1: float = 0.9
+  b2: float = 0.98
+  eps: float = 1e-9
+  weight_decay: float = 0.0  # only with adamw
+  clip_norm: float = 1.0  # global gradient-norm clipping; 0 turns it off
+  label_smoothing: float = 0.1
+  grad_accum_steps: int = 1  # micro-batches per optimizer update
+  max_steps: int = 100_000  # optimizer updates
+  max_minutes: float = 0.0  # stop after this much training wall time; 0 = no limit
+  log_every: int = 100  # steps between log lines / metrics.jsonl records
+  eval_every: int = 1000  # steps between validations (loss, accuracy, BLEU)
+  eval_max_sentences: int = 0  # validation sentences decoded for BLEU; 0 = all
+  checkpoint_every: int = 1000  # steps between "latest" checkpoints
+  keep_checkpoints: int = 3  # latest checkpoints kept
+  early_stopping_patience: int = 0  # validations without a new best BLEU; 0 = off
+  average_last: int = 0  # at the end, average the last K checkpoints into "averaged"
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeConfig:
+  """Search settings used by validation, evaluate.py and translate.py."""
+
+  beam_size: int = 1  # 1 = greedy
+  alpha: float = 0.6  # GNMT length penalty ((5 + len) / 6) ** alpha; 0 = raw log-prob
+  max_len_a: float = 1.5  # output length limit: a * source_length + b
+  max_len_b: int = 10
+  batch_size: int = 64  # sentences per decoding batch
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  model: ModelConfig = ModelConfig()
+  data: DataConfig = DataConfig()
+  train: TrainConfig = TrainConfig()
+  decode: DecodeConfig = DecodeConfig()
+
+  @classmethod
+  def from_dict(cls, d: Any) -> "Config":
+    """Builds typed configs from a (nested) dict or ConfigDict; unknown keys are errors."""
+    if isinstance(d, ml_collections.ConfigDict):
+      d = d.to_dict()
+    sections = {}
+    for f in dataclasses.fields(cls):
+      sub_cls = f.type if isinstance(f.type, type) else globals()[f.type]
+      sub = dict(d.get(f.name, {}))
+      known = {g.name: g for g in dataclasses.fields(sub_cls)}
+      unknown = sorted(set(sub) - set(known))
+      if unknown:
+        raise ValueError(f"unknown config field(s) {', '.join(f'{f.name}.{u}' for u in unknown)};"
+                         f" known {f.name} fields: {', '.join(known)}")
+      for k, v in list(sub.items()):
+        if isinstance(v, list):
+          sub[k] = tuple(v)
+      sections[f.name] = sub_cls(**sub)
+    extra = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
+    if extra:
+      raise ValueError(f"unknown config section(s): {', '.join(extra)}")
+    if sections["data"].spm_vocab_size != sections["model"].vocab_size:
+      raise ValueError(f"data.spm_vocab_size={sections['data'].spm_vocab_size} differs from "
+                       f"model.vocab_size={sections['model'].vocab_size}; set both")
+    return cls(**sections)
+
+  def to_dict(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+def default_config(preset: str = "small") -> ml_collections.ConfigDict:
+  """The defaults as a locked ConfigDict (a misspelt override is an error)."""
+  model = PRESETS[preset]
+  cfg = Config(model=model, data=DataConfig(spm_vocab_size=model.vocab_size))
+  return ml_collections.ConfigDict(cfg.to_dict(), type_safe=True).lock()

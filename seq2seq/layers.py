@@ -1,0 +1,142 @@
+"""Building blocks: dense projection, embedding + positions, attention, feed-forward.
+
+Parameters are always float32; each module casts them to the compute dtype of its
+input (so `bfloat16` compute keeps float32 master weights). Layer norm and
+softmax run in float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def dropout(x: jnp.ndarray, rate: float, is_training: bool) -> jnp.ndarray:
+  """Dropout that only draws a key (and so only needs an rng) when training."""
+  if not is_training or rate == 0.0:
+    return x
+  return hk.dropout(hk.next_rng_key(), rate, x)
+
+
+class Dense(hk.Module):
+  """y = x W + b over the last axis, float32 params cast to the input dtype."""
+
+  def __init__(self, features: int, name: str | None = None):
+    super().__init__(name=name)
+    self.features = features
+
+  def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    d_in = x.shape[-1]
+    w = hk.get_parameter("w", [d_in, self.features], jnp.float32,
+                         init=hk.initializers.VarianceScaling(1.0, "fan_avg", "uniform"))
+    b = hk.get_parameter("b", [self.features], jnp.float32, init=jnp.zeros)
+    return x @ w.astype(x.dtype) + b.astype(x.dtype)
+
+
+class LayerNorm(hk.Module):
+  """Layer norm computed in float32, returned in the input dtype."""
+
+  def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    ln = hk.LayerNorm(axis=-1, create_scale=True, create_offset=True, name="ln")
+    return ln(x.astype(jnp.float32)).astype(x.dtype)
+
+
+def sinusoidal_positions(max_len: int, d_model: int) -> np.ndarray:
+  """Vaswani et al. sin/cos table. Returns `[max_len, D]`."""
+  pos = np.arange(max_len)[:, None]
+  inv_freq = np.exp(-math.log(10000.0) * np.arange(0, d_model, 2) / d_model)
+  table = np.zeros((max_len, d_model), dtype=np.float32)
+  table[:, 0::2] = np.sin(pos * inv_freq)
+  table[:, 1::2] = np.cos(pos * inv_freq)
+  return table
+
+
+class Embedding(hk.Module):
+  """Token embedding scaled by sqrt(D) plus positional encoding; `attend` gives output logits."""
+
+  def __init__(self, vocab_size: int, d_model: int, max_len: int, positional: str,
+               dtype: jnp.dtype, name: str | None = None):
+    super().__init__(name=name)
+    self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
+    self.positional, self.dtype = positional, dtype
+
+  def _table(self) -> jnp.ndarray:
+    # std D^-1/2 so that the sqrt(D)-scaled input embedding has unit variance and
+    # the tied output layer starts with logits of unit scale.
+    return hk.get_parameter("embeddings", [self.vocab_size, self.d_model], jnp.float32,
+                            init=hk.initializers.RandomNormal(self.d_model ** -0.5))
+
+  def __call__(self, ids_BT: jnp.ndarray, positions_BT: jnp.ndarray) -> jnp.ndarray:
+    """Args: ids and their positions, `[B, T]` int. Returns `[B, T, D]` in the compute dtype."""
+    x_BTD = jnp.take(self._table(), ids_BT, axis=0) * math.sqrt(self.d_model)
+    if self.positional == "learned":
+      pos_table = hk.get_parameter("positions", [self.max_len, self.d_model], jnp.float32,
+                                   init=hk.initializers.RandomNormal(0.02))
+    else:
+      pos_table = jnp.asarray(sinusoidal_positions(self.max_len, self.d_model))
+    x_BTD = x_BTD + jnp.take(pos_table, positions_BT, axis=0)
+    return x_BTD.astype(self.dtype)
+
+  def attend(self, x_BTD: jnp.ndarray) -> jnp.ndarray:
+    """Tied output layer: logits `[B, T, V]` in float32."""
+    table_VD = self._table().astype(x_BTD.dtype)
+    return jnp.einsum("btd,vd->btv", x_BTD, table_VD).astype(jnp.float32)
+
+
+class MultiHeadAttention(hk.Module):
+  """Multi-head scaled dot-product attention (self, causal self, or cross)."""
+
+  def __init__(self, num_heads: int, head_dim: int, dropout_rate: float = 0.0,
+               name: str | None = None):
+    super().__init__(name=name)
+    self.num_heads, self.head_dim, self.dropout_rate = num_heads, head_dim, dropout_rate
+    self.query = Dense(num_heads * head_dim, name="query")
+    self.key = Dense(num_heads * head_dim, name="key")
+    self.value = Dense(num_heads * head_dim, name="value")
+    self.out = Dense(num_heads * head_dim, name="out")
+
+  def _split(self, x_BTD: jnp.ndarray) -> jnp.ndarray:
+    return x_BTD.reshape(*x_BTD.shape[:-1], self.num_heads, self.head_dim)
+
+  def project_kv(self, kv_BSD: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """Keys and values `[B, S, H, K]` (what the KV cache stores)."""
+    return self._split(self.key(kv_BSD)), self._split(self.value(kv_BSD))
+
+  def attend(self, q_BTD: jnp.ndarray, k_BSHK: jnp.ndarray, v_BSHK: jnp.ndarray,
+             mask: jnp.ndarray, is_training: bool = False) -> jnp.ndarray:
+    """Attends queries over given keys/values; mask broadcasts to `[B, H, T, S]`."""
+    q_BTHK = self._split(self.query(q_BTD)) * (self.head_dim ** -0.5)
+    scores_BHTS = jnp.einsum("bthk,bshk->bhts", q_BTHK, k_BSHK).astype(jnp.float32)
+    # finfo.min instead of -inf: a fully masked row gives a uniform distribution, not NaN.
+    scores_BHTS = jnp.where(mask, scores_BHTS, jnp.finfo(jnp.float32).min)
+    probs_BHTS = jax.nn.softmax(scores_BHTS, axis=-1)
+    probs_BHTS = dropout(probs_BHTS, self.dropout_rate, is_training).astype(v_BSHK.dtype)
+    out_BTHK = jnp.einsum("bhts,bshk->bthk", probs_BHTS, v_BSHK)
+    return self.out(out_BTHK.reshape(*out_BTHK.shape[:2], -1))
+
+  def __call__(self, q_BTD: jnp.ndarray, kv_BSD: jnp.ndarray, mask: jnp.ndarray,
+               is_training: bool = False) -> jnp.ndarray:
+    """Args: queries `[B, T, D]`, keys/values source `[B, S, D]`, mask. Returns `[B, T, D]`."""
+    k_BSHK, v_BSHK = self.project_kv(kv_BSD)
+    return self.attend(q_BTD, k_BSHK, v_BSHK, mask, is_training)
+
+
+class FeedForward(hk.Module):
+  """Position-wise two-layer MLP."""
+
+  def __init__(self, d_model: int, d_ff: int, activation: str, dropout_rate: float,
+               name: str | None = None):
+    super().__init__(name=name)
+    self.inner = Dense(d_ff, name="inner")
+    self.outer = Dense(d_model, name="outer")
+    self.activation = jax.nn.relu if activation == "relu" else jax.nn.gelu
+    self.dropout_rate = dropout_rate
+
+  def __call__(self, x_BTD: jnp.ndarray, is_training: bool = False) -> jnp.ndarray:
+    h_BTF = self.activation(self.inner(x_BTD))
+    h_BTF = dropout(h_BTF, self.dropout_rate, is_training)
+    return self.outer(h_BTF)

@@ -1,0 +1,220 @@
+"""Transformer encoder-decoder (Vaswani et al., 2017) in Haiku.
+
+`Model` wraps one `hk.multi_transform` whose apply functions share a parameter
+tree: `apply` (teacher-forced logits), `encode`, `init_cache` and `decode_step`
+(one token per sequence with an explicit KV cache). All submodules are built in
+constructors so that every apply function finds them under the same names.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+
+from seq2seq import masks
+from seq2seq.config import ModelConfig
+from seq2seq.layers import Dense, Embedding, FeedForward, LayerNorm, MultiHeadAttention, dropout
+from seq2seq.tokenizer import BOS_ID, PAD_ID
+
+Cache = dict[str, Any]
+Params = hk.Params
+
+
+def shift_right(tgt_out_BT: jnp.ndarray) -> jnp.ndarray:
+  """Decoder input: BOS followed by the labels without their last position."""
+  bos = jnp.full((tgt_out_BT.shape[0], 1), BOS_ID, tgt_out_BT.dtype)
+  return jnp.concatenate([bos, tgt_out_BT[:, :-1]], axis=1)
+
+
+class _Residual(hk.Module):
+  """Wraps a sub-layer with dropout, a residual connection and pre- or post-norm."""
+
+  def __init__(self, cfg: ModelConfig, name: str | None = None):
+    super().__init__(name=name)
+    self.cfg = cfg
+    self.norm = LayerNorm(name="norm")
+
+  def __call__(self, x: jnp.ndarray, sublayer: Callable[[jnp.ndarray], jnp.ndarray],
+               is_training: bool) -> jnp.ndarray:
+    if self.cfg.pre_norm:
+      return x + dropout(sublayer(self.norm(x)), self.cfg.dropout, is_training)
+    return self.norm(x + dropout(sublayer(x), self.cfg.dropout, is_training))
+
+
+class EncoderLayer(hk.Module):
+  """Self-attention and feed-forward, each with a residual."""
+
+  def __init__(self, cfg: ModelConfig, name: str | None = None):
+    super().__init__(name=name)
+    self.self_attention = MultiHeadAttention(cfg.num_heads, cfg.head_dim,
+                                             cfg.attention_dropout, name="self_attention")
+    self.feed_forward = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout,
+                                    name="feed_forward")
+    self.res_attention = _Residual(cfg, name="res_attention")
+    self.res_ff = _Residual(cfg, name="res_ff")
+
+  def __call__(self, x_BSD, mask, is_training):
+    x_BSD = self.res_attention(
+        x_BSD, lambda h: self.self_attention(h, h, mask, is_training), is_training)
+    return self.res_ff(x_BSD, lambda h: self.feed_forward(h, is_training), is_training)
+
+
+class DecoderLayer(hk.Module):
+  """Causal self-attention, cross-attention to the encoder, feed-forward."""
+
+  def __init__(self, cfg: ModelConfig, name: str | None = None):
+    super().__init__(name=name)
+    self.cfg = cfg
+    self.self_attention = MultiHeadAttention(cfg.num_heads, cfg.head_dim,
+                                             cfg.attention_dropout, name="self_attention")
+    self.cross_attention = MultiHeadAttention(cfg.num_heads, cfg.head_dim,
+                                              cfg.attention_dropout, name="cross_attention")
+    self.feed_forward = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout,
+                                    name="feed_forward")
+    self.res_self = _Residual(cfg, name="res_self")
+    self.res_cross = _Residual(cfg, name="res_cross")
+    self.res_ff = _Residual(cfg, name="res_ff")
+
+  def __call__(self, x_BTD, memory_BSD, self_mask, cross_mask, is_training):
+    x_BTD = self.res_self(
+        x_BTD, lambda h: self.self_attention(h, h, self_mask, is_training), is_training)
+    x_BTD = self.res_cross(
+        x_BTD, lambda h: self.cross_attention(h, memory_BSD, cross_mask, is_training),
+        is_training)
+    return self.res_ff(x_BTD, lambda h: self.feed_forward(h, is_training), is_training)
+
+  def init_cache(self, memory_BSD: jnp.ndarray, max_len: int) -> Cache:
+    """Empty self-attention cache `[B, L, H, K]` and the encoder's keys/values `[B, S, H, K]`."""
+    cross_k, cross_v = self.cross_attention.project_kv(memory_BSD)
+    shape = (memory_BSD.shape[0], max_len, self.cfg.num_heads, self.cfg.head_dim)
+    zeros = jnp.zeros(shape, memory_BSD.dtype)
+    return {"k": zeros, "v": zeros, "cross_k": cross_k, "cross_v": cross_v}
+
+  def step(self, x_B1D, cache: Cache, index, src_mask) -> tuple[jnp.ndarray, Cache]:
+    """One decoding position: writes its key/value at `index` and attends to 0..index."""
+    new_cache = dict(cache)
+
+    def self_attend(h_B1D):
+      k_B1HK, v_B1HK = self.self_attention.project_kv(h_B1D)
+      new_cache["k"] = jax.lax.dynamic_update_slice_in_dim(cache["k"], k_B1HK, index, axis=1)
+      new_cache["v"] = jax.lax.dynamic_update_slice_in_dim(cache["v"], v_B1HK, index, axis=1)
+      mask = masks.cache_mask(index, cache["k"].shape[1])
+      return self.self_attention.attend(h_B1D, new_cache["k"], new_cache["v"], mask)
+
+    x_B1D = self.res_self(x_B1D, self_attend, False)
+    x_B1D = self.res_cross(
+        x_B1D, lambda h: self.cross_attention.attend(h, cache["cross_k"], cache["cross_v"],
+                                                     src_mask), False)
+    x_B1D = self.res_ff(x_B1D, lambda h: self.feed_forward(h, False), False)
+    return x_B1D, new_cache
+
+
+class Transformer(hk.Module):
+  """Encoder-decoder with shared (tied) or separate embeddings."""
+
+  def __init__(self, cfg: ModelConfig, name: str | None = "transformer"):
+    super().__init__(name=name)
+    self.cfg = cfg
+    dtype = jnp.dtype(cfg.dtype)
+    emb = lambda n: Embedding(cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.positional,
+                              dtype, name=n)
+    if cfg.tied_embeddings:
+      self.src_embed = self.tgt_embed = emb("shared_embedding")
+      self.output = self.tgt_embed.attend
+    else:
+      self.src_embed, self.tgt_embed = emb("src_embedding"), emb("tgt_embedding")
+      projection = Dense(cfg.vocab_size, name="output_projection")
+      self.output = lambda x: projection(x).astype(jnp.float32)
+    self.encoder_layers = [EncoderLayer(cfg, name=f"encoder_layer_{i}")
+                           for i in range(cfg.encoder_layers)]
+    self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_layer_{i}")
+                           for i in range(cfg.decoder_layers)]
+    # Pre-norm stacks need a final norm: their residual stream is never normalised.
+    self.encoder_norm = LayerNorm(name="encoder_norm") if cfg.pre_norm else (lambda x: x)
+    self.decoder_norm = LayerNorm(name="decoder_norm") if cfg.pre_norm else (lambda x: x)
+
+  def _positions(self, ids_BT):
+    return jnp.broadcast_to(jnp.arange(ids_BT.shape[1]), ids_BT.shape)
+
+  def encode(self, src_BS: jnp.ndarray, is_training: bool = False) -> jnp.ndarray:
+    """Source ids `[B, S]` -> memory `[B, S, D]`."""
+    x_BSD = self.src_embed(src_BS, self._positions(src_BS))
+    x_BSD = dropout(x_BSD, self.cfg.dropout, is_training)
+    mask = masks.padding_mask(src_BS)
+    for layer in self.encoder_layers:
+      x_BSD = layer(x_BSD, mask, is_training)
+    return self.encoder_norm(x_BSD)
+
+  def decode(self, tgt_in_BT, memory_BSD, src_BS, is_training: bool = False):
+    """Teacher-forced decoder: input ids `[B, T]` -> logits `[B, T, V]` (float32)."""
+    x_BTD = self.tgt_embed(tgt_in_BT, self._positions(tgt_in_BT))
+    x_BTD = dropout(x_BTD, self.cfg.dropout, is_training)
+    self_mask = masks.decoder_self_mask(tgt_in_BT)
+    cross_mask = masks.padding_mask(src_BS)
+    for layer in self.decoder_layers:
+      x_BTD = layer(x_BTD, memory_BSD, self_mask, cross_mask, is_training)
+    return self.output(self.decoder_norm(x_BTD))
+
+  def __call__(self, src_BS, tgt_in_BT, is_training: bool = False):
+    return self.decode(tgt_in_BT, self.encode(src_BS, is_training), src_BS, is_training)
+
+  def init_cache(self, memory_BSD, src_BS, max_len: int) -> Cache:
+    """A cache for `max_len` decoding steps over this batch's encoder output."""
+    return {
+        "index": jnp.zeros((), jnp.int32),
+        "src_mask": masks.padding_mask(src_BS),  # [B, 1, 1, S]
+        "layers": [layer.init_cache(memory_BSD, max_len) for layer in self.decoder_layers],
+    }
+
+  def decode_step(self, ids_B: jnp.ndarray, cache: Cache) -> tuple[jnp.ndarray, Cache]:
+    """Feeds one token per sequence at position `cache['index']`. Returns logits `[B, V]`."""
+    index = cache["index"]
+    ids_B1 = ids_B[:, None]
+    x_B1D = self.tgt_embed(ids_B1, jnp.broadcast_to(index, ids_B1.shape))
+    new_layers = []
+    for layer, layer_cache in zip(self.decoder_layers, cache["layers"]):
+      x_B1D, layer_cache = layer.step(x_B1D, layer_cache, index, cache["src_mask"])
+      new_layers.append(layer_cache)
+    logits_B1V = self.output(self.decoder_norm(x_B1D))
+    new_cache = {"index": index + 1, "src_mask": cache["src_mask"], "layers": new_layers}
+    return logits_B1V[:, 0], new_cache
+
+
+class Model:
+  """The Haiku transforms of `Transformer`, with an explicit, checked rng policy."""
+
+  def __init__(self, cfg: ModelConfig):
+    self.cfg = cfg
+
+    def fns():
+      t = Transformer(cfg)
+      return t.__call__, (t.__call__, t.encode, t.init_cache, t.decode_step)
+
+    self._transformed = hk.multi_transform(fns)
+
+  def init(self, rng: jax.Array, src_BS: jnp.ndarray, tgt_in_BT: jnp.ndarray) -> Params:
+    return self._transformed.init(rng, src_BS, tgt_in_BT, is_training=True)
+
+  def apply(self, params: Params, src_BS, tgt_in_BT, *, rng: jax.Array | None = None,
+            is_training: bool = False) -> jnp.ndarray:
+    """Teacher-forced logits `[B, T, V]`; `is_training` turns dropout on and needs `rng`."""
+    if is_training and rng is None:
+      raise ValueError("Model.apply(is_training=True) applies dropout and needs an rng: "
+                       "pass rng=jax.random.PRNGKey(...) (inference needs none)")
+    return self._transformed.apply[0](params, rng, src_BS, tgt_in_BT, is_training=is_training)
+
+  def encode(self, params: Params, src_BS) -> jnp.ndarray:
+    return self._transformed.apply[1](params, None, src_BS)
+
+  def init_cache(self, params: Params, memory_BSD, src_BS, max_len: int) -> Cache:
+    return self._transformed.apply[2](params, None, memory_BSD, src_BS, max_len)
+
+  def decode_step(self, params: Params, ids_B, cache: Cache) -> tuple[jnp.ndarray, Cache]:
+    return self._transformed.apply[3](params, None, ids_B, cache)
+
+
+def count_params(params: Params) -> int:
+  return sum(x.size for x in jax.tree_util.tree_leaves(params))

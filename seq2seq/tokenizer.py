@@ -1,0 +1,131 @@
+"""SentencePiece: train a joint source+target model, load it, encode and decode.
+
+The special ids are defined here and nowhere else. Padding (0) is distinct from
+`<unk>` (1), so no code ever mistakes an unknown piece for padding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import sentencepiece as spm
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+MODEL_FILE = "spm.model"
+META_FILE = "spm.json"
+
+log = logging.getLogger(__name__)
+
+
+class TokenizerMismatchError(ValueError):
+  """The tokenizer on disk does not belong to this corpus or this model."""
+
+
+class Tokenizer:
+  """A loaded SentencePiece model with the project's special ids."""
+
+  def __init__(self, model_proto: bytes):
+    self.model_proto = model_proto
+    self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+    ids = (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id())
+    if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+      raise TokenizerMismatchError(
+          f"SentencePiece model has pad/unk/bos/eos ids {ids}, expected "
+          f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}; it was not trained by seq2seq")
+
+  @classmethod
+  def load(cls, path: str | os.PathLike) -> "Tokenizer":
+    return cls(Path(path).read_bytes())
+
+  @property
+  def vocab_size(self) -> int:
+    return self.sp.get_piece_size()
+
+  def encode(self, texts: Sequence[str]) -> list[list[int]]:
+    """Pieces of each text, without BOS/EOS."""
+    return self.sp.encode(list(texts), out_type=int, num_threads=os.cpu_count() or 1)
+
+  def decode(self, ids_batch: Iterable[Sequence[int]]) -> list[str]:
+    """Text of each id sequence, cut at its first EOS; padding and BOS are ignored."""
+    out = []
+    for ids in ids_batch:
+      ids = [int(i) for i in ids]
+      if EOS_ID in ids:
+        ids = ids[:ids.index(EOS_ID)]
+      out.append(self.sp.decode([i for i in ids if i not in (PAD_ID, BOS_ID)]))
+    return out
+
+  def pieces(self, ids: Sequence[int]) -> list[str]:
+    return [self.sp.id_to_piece(int(i)) for i in ids]
+
+  def normalize(self, text: str) -> str:
+    """The text as SentencePiece normalises it (NFKC, whitespace folded)."""
+    return self.sp.normalize(text)
+
+  def fingerprint(self) -> str:
+    return hashlib.sha256(self.model_proto).hexdigest()[:16]
+
+
+def train(sentences: Iterable[str], vocab_size: int, model_type: str = "unigram",
+          max_sentences: int = 2_000_000) -> Tokenizer:
+  """Trains a SentencePiece model in memory on `sentences` (source and target together)."""
+  if model_type not in ("unigram", "bpe"):
+    raise ValueError(f"spm_model_type must be 'unigram' or 'bpe', got {model_type!r}")
+  proto = io.BytesIO()
+  try:
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_writer=proto,
+        vocab_size=vocab_size, model_type=model_type,
+        pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+        pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
+        byte_fallback=True,  # every character is representable: no <unk> at all
+        character_coverage=1.0,
+        normalization_rule_name="nmt_nfkc",
+        input_sentence_size=max_sentences, shuffle_input_sentence=True,
+        num_threads=os.cpu_count() or 1, minloglevel=2)
+  except RuntimeError as e:
+    raise ValueError(f"SentencePiece training failed for vocab_size={vocab_size}: {e}. "
+                     "A small corpus needs a smaller data.spm_vocab_size.") from e
+  return Tokenizer(proto.getvalue())
+
+
+def load_or_train(workdir: str | os.PathLike, corpus_id: str, sentences_fn,
+                  vocab_size: int, model_type: str, max_sentences: int) -> Tokenizer:
+  """Loads WORKDIR/spm.model if it was trained on this corpus, else trains and stores it.
+
+  Args:
+    corpus_id: a string identifying the training corpus and tokenizer settings; a stored
+      model trained on another corpus is refused rather than silently reused or replaced.
+    sentences_fn: called only when training is needed; returns an iterable of sentences.
+  """
+  workdir = Path(workdir)
+  model_path, meta_path = workdir / MODEL_FILE, workdir / META_FILE
+  if model_path.exists():
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    if meta.get("corpus_id") != corpus_id:
+      raise TokenizerMismatchError(
+          f"{model_path} was trained on corpus {meta.get('corpus_id')!r}, but this run's "
+          f"data and tokenizer settings give {corpus_id!r}. Use a new --workdir, or delete "
+          f"{model_path} to retrain (checkpoints in that run would no longer match).")
+    tok = Tokenizer.load(model_path)
+    log.info("loaded tokenizer %s (%d pieces)", model_path, tok.vocab_size)
+    return tok
+  tok = train(sentences_fn(), vocab_size, model_type, max_sentences)
+  workdir.mkdir(parents=True, exist_ok=True)
+  tmp = model_path.with_suffix(".tmp")
+  tmp.write_bytes(tok.model_proto)
+  os.replace(tmp, model_path)
+  vocab = "\n".join(f"{tok.sp.id_to_piece(i)}\t{tok.sp.get_score(i)}"
+                    for i in range(tok.vocab_size))
+  (workdir / "spm.vocab").write_text(vocab + "\n", encoding="utf-8")
+  meta_path.write_text(json.dumps({"corpus_id": corpus_id, "vocab_size": tok.vocab_size,
+                                   "model_type": model_type}, indent=1))
+  log.info("trained tokenizer %s (%d pieces)", model_path, tok.vocab_size)
+  return tok

@@ -1,0 +1,176 @@
+"""Model properties: shapes, parameter count, causality, padding, cache, rng policy."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from seq2seq.config import PRESETS, ModelConfig
+from seq2seq.model import Model, count_params, shift_right
+from seq2seq.tokenizer import PAD_ID
+
+TINY = PRESETS["tiny"]
+SRC = jnp.array([[5, 6, 7, 8, 3, 0, 0], [9, 10, 3, 0, 0, 0, 0]])
+TGT = jnp.array([[11, 12, 13, 3, 0], [14, 15, 16, 17, 3]])
+
+
+def _init(cfg=TINY, src=SRC, tgt=TGT):
+  model = Model(cfg)
+  return model, model.init(jax.random.PRNGKey(0), src, shift_right(tgt))
+
+
+def test_shapes():
+  model, params = _init()
+  B, S, T = SRC.shape[0], SRC.shape[1], TGT.shape[1]
+  assert model.apply(params, SRC, shift_right(TGT)).shape == (B, T, TINY.vocab_size)
+  memory = model.encode(params, SRC)
+  assert memory.shape == (B, S, TINY.d_model)
+  cache = model.init_cache(params, memory, SRC, max_len=9)
+  assert cache["layers"][0]["k"].shape == (B, 9, TINY.num_heads, TINY.head_dim)
+  logits, cache = model.decode_step(params, TGT[:, 0], cache)
+  assert logits.shape == (B, TINY.vocab_size) and int(cache["index"]) == 1
+
+
+def test_base_parameter_count_matches_architecture():
+  cfg = PRESETS["base"]
+  V, D, F = cfg.vocab_size, cfg.d_model, cfg.d_ff
+  attention = 4 * (D * D + D)
+  ff = D * F + F + F * D + D
+  norm = 2 * D
+  encoder = cfg.encoder_layers * (attention + ff + 2 * norm) + norm
+  decoder = cfg.decoder_layers * (2 * attention + ff + 3 * norm) + norm
+  expected = V * D + encoder + decoder  # tied: one embedding, also the output layer
+  shapes = jax.eval_shape(Model(cfg).init, jax.random.PRNGKey(0), SRC, TGT)
+  assert count_params(shapes) == expected
+  untied = dataclasses.replace(cfg, tied_embeddings=False)
+  shapes = jax.eval_shape(Model(untied).init, jax.random.PRNGKey(0), SRC, TGT)
+  assert count_params(shapes) == expected + 2 * V * D + V  # src, tgt embedding, output w+b
+
+
+def test_decoder_causality_by_gradient():
+  # Learned, untied positions: row j of the target position table feeds position j only.
+  cfg = dataclasses.replace(TINY, positional="learned", tied_embeddings=False)
+  model, params = _init(cfg)
+  tgt_in = shift_right(TGT)
+  key = "transformer/~/tgt_embedding"
+  T = TGT.shape[1]
+  for t in range(T):
+    def logits_at_t(pos_table):
+      p = dict(params)
+      p[key] = {**params[key], "positions": pos_table}
+      return model.apply(p, SRC, tgt_in)[:, t].sum()
+    grad = jax.grad(logits_at_t)(params[key]["positions"])
+    row_norms = np.abs(np.asarray(grad[:T])).sum(-1)
+    assert np.all(row_norms[t + 1:] == 0.0), f"position {t} sees the future: {row_norms}"
+    assert np.all(row_norms[:t + 1] > 0.0), f"position {t} ignores its prefix: {row_norms}"
+
+
+def test_future_target_tokens_do_not_change_past_logits():
+  model, params = _init()
+  tgt_in = shift_right(TGT)
+  logits = model.apply(params, SRC, tgt_in)
+  changed = tgt_in.at[:, 3:].set(42)
+  logits2 = model.apply(params, SRC, changed)
+  np.testing.assert_array_equal(logits[:, :3], logits2[:, :3])
+  assert not np.allclose(logits[:, 3:], logits2[:, 3:])
+
+
+def _target_positions(tgt):
+  return np.asarray(tgt) != PAD_ID
+
+
+def test_padding_invariance():
+  model, params = _init()
+  tgt_in = shift_right(TGT)
+  logits = np.asarray(model.apply(params, SRC, tgt_in))
+  real = _target_positions(TGT)
+  # Other ids at target positions whose label is padding.
+  tgt_in2 = jnp.where(jnp.asarray(real), tgt_in, 55)
+  logits2 = np.asarray(model.apply(params, SRC, tgt_in2))
+  np.testing.assert_array_equal(logits[real], logits2[real])
+  # More padding on both sides.
+  src3 = jnp.pad(SRC, ((0, 0), (0, 5)))
+  tgt3 = jnp.pad(TGT, ((0, 0), (0, 4)))
+  logits3 = np.asarray(model.apply(params, src3, shift_right(tgt3)))[:, :TGT.shape[1]]
+  np.testing.assert_allclose(logits[real], logits3[real], atol=1e-5, rtol=1e-5)
+
+
+def test_encoder_states_under_source_padding_are_ignored():
+  model, params = _init()
+  tgt_in = shift_right(TGT)
+  logits = np.asarray(model.apply(params, SRC, tgt_in))
+  memory = model.encode(params, SRC)
+  noisy = jnp.where((SRC == PAD_ID)[..., None], 100.0, memory)
+  cache = model.init_cache(params, noisy, SRC, TGT.shape[1])
+  steps = []
+  for t in range(TGT.shape[1]):
+    out, cache = model.decode_step(params, tgt_in[:, t], cache)
+    steps.append(out)
+  real = _target_positions(TGT)
+  np.testing.assert_allclose(np.stack(steps, 1)[real], logits[real], atol=1e-5)
+
+
+def test_cross_attention_is_used():
+  model, params = _init()
+  tgt_in = shift_right(TGT)
+  logits = model.apply(params, SRC, tgt_in)
+  logits2 = model.apply(params, SRC.at[0, 1].set(99), tgt_in)
+  assert not np.allclose(logits[0], logits2[0])
+  np.testing.assert_array_equal(logits[1], logits2[1])  # the other sentence is untouched
+
+
+@pytest.mark.parametrize("pre_norm", [True, False])
+def test_incremental_decoding_matches_forward(pre_norm):
+  cfg = dataclasses.replace(TINY, pre_norm=pre_norm, activation="gelu")
+  model, params = _init(cfg)
+  tgt_in = shift_right(TGT)
+  full = np.asarray(model.apply(params, SRC, tgt_in))
+  cache = model.init_cache(params, model.encode(params, SRC), SRC, max_len=8)
+  step = jax.jit(model.decode_step)
+  steps = []
+  for t in range(TGT.shape[1]):
+    logits, cache = step(params, tgt_in[:, t], cache)
+    steps.append(np.asarray(logits))
+  real = _target_positions(TGT)
+  np.testing.assert_allclose(np.stack(steps, 1)[real], full[real], atol=2e-5, rtol=1e-5)
+
+
+def test_fully_padded_source_gives_finite_logits():
+  model, params = _init()
+  src = SRC.at[1].set(PAD_ID)
+  assert np.isfinite(np.asarray(model.apply(params, src, shift_right(TGT)))).all()
+
+
+def test_jit_matches_eager_and_dropout_policy():
+  cfg = dataclasses.replace(TINY, dropout=0.3)
+  model, params = _init(cfg)
+  tgt_in = shift_right(TGT)
+  eager = model.apply(params, SRC, tgt_in)
+  jitted = jax.jit(model.apply)(params, SRC, tgt_in)
+  np.testing.assert_allclose(eager, jitted, atol=1e-5)
+  np.testing.assert_array_equal(eager, model.apply(params, SRC, tgt_in))  # no dropout
+  train = jax.jit(model.apply, static_argnames="is_training")
+  a = train(params, SRC, tgt_in, rng=jax.random.PRNGKey(1), is_training=True)
+  b = train(params, SRC, tgt_in, rng=jax.random.PRNGKey(2), is_training=True)
+  a2 = train(params, SRC, tgt_in, rng=jax.random.PRNGKey(1), is_training=True)
+  assert not np.allclose(a, b)
+  np.testing.assert_array_equal(a, a2)
+  with pytest.raises(ValueError, match="needs an rng"):
+    model.apply(params, SRC, tgt_in, is_training=True)
+
+
+def test_bfloat16_compute_keeps_float32_params():
+  cfg = dataclasses.replace(TINY, dtype="bfloat16")
+  model, params = _init(cfg)
+  assert {x.dtype for x in jax.tree_util.tree_leaves(params)} == {jnp.dtype("float32")}
+  logits = model.apply(params, SRC, shift_right(TGT))
+  assert logits.dtype == jnp.float32
+  reference = Model(TINY).apply(params, SRC, shift_right(TGT))
+  np.testing.assert_allclose(logits, reference, atol=0.15)
+
+
+def test_config_validation():
+  with pytest.raises(ValueError, match="divisible"):
+    ModelConfig(d_model=10, num_heads=3)
