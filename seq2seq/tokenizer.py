@@ -66,8 +66,8 @@ class Tokenizer:
     return [self.sp.id_to_piece(int(i)) for i in ids]
 
   def normalize(self, text: str) -> str:
-    """The text as SentencePiece normalises it (NFKC, whitespace folded)."""
-    return self.sp.normalize(text)
+    """The text as SentencePiece normalises it (NFKC, whitespace folded and stripped)."""
+    return self.sp.normalize(text).replace("\u2581", " ").strip()
 
   def fingerprint(self) -> str:
     return hashlib.sha256(self.model_proto).hexdigest()[:16]

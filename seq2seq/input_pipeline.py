@@ -1,0 +1,344 @@
+"""Parallel text -> Hugging Face `datasets` -> SentencePiece ids -> length-bucketed batches.
+
+Sources: a local folder of `{split}.{lang}` / `{split}.{lang}.gz` files aligned by line,
+or a Hub data set (by name, or a folder written by `Dataset.save_to_disk`) whose source
+and target fields are mapped by config. Either way a split becomes a `datasets.Dataset`
+with the columns `src` and `tgt`.
+
+Training batches hold whole sentences grouped by length: each pair goes to the first
+bucket boundary L >= max(source length, target length), both sides are padded to L, and
+a batch has max_tokens // L rows. So `jit` sees one shape per bucket, whatever the data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import logging
+import os
+import queue
+import threading
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import datasets
+import numpy as np
+
+from seq2seq.config import DataConfig
+from seq2seq.tokenizer import EOS_ID, PAD_ID, Tokenizer
+
+log = logging.getLogger(__name__)
+datasets.disable_progress_bars()
+
+
+class DataError(ValueError):
+  """Input data is missing or malformed; the message names the file and line."""
+
+
+# ------------------------------------------------------------------------------ reading
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+  """Lines of a UTF-8 text file, plain or gzipped, without their line endings.
+
+  Only '\\n' ends a line (str.splitlines would also split on U+2028 and friends and
+  misalign a parallel corpus). Invalid UTF-8 is an error naming the file and line.
+  """
+  path = Path(path)
+  opener = gzip.open if path.suffix == ".gz" else open
+  try:
+    with opener(path, "rb") as f:
+      raw = f.read()
+  except (OSError, EOFError) as e:
+    raise DataError(f"{path}: cannot read: {e}") from e
+  chunks = raw.split(b"\n")
+  if chunks and chunks[-1] == b"":
+    chunks.pop()
+  lines = []
+  for number, chunk in enumerate(chunks, start=1):
+    try:
+      lines.append(chunk.decode("utf-8").rstrip("\r"))
+    except UnicodeDecodeError as e:
+      raise DataError(f"{path}, line {number}: not valid UTF-8 ({e.reason} at byte "
+                      f"{e.start}); the corpus must be UTF-8 text") from e
+  return lines
+
+
+def find_split_file(directory: str | os.PathLike, split: str, lang: str) -> Path:
+  directory = Path(directory)
+  for name in (f"{split}.{lang}", f"{split}.{lang}.gz"):
+    if (directory / name).exists():
+      return directory / name
+  available = sorted(p.name for p in directory.glob("*")) if directory.is_dir() else []
+  raise DataError(f"split {split!r} not found: expected {directory / f'{split}.{lang}'} "
+                  f"(or .gz); {directory} holds: {', '.join(available) or 'nothing'}")
+
+
+def _local_split(cfg: DataConfig, split: str) -> datasets.Dataset:
+  src_path = find_split_file(cfg.dir, split, cfg.src_lang)
+  tgt_path = find_split_file(cfg.dir, split, cfg.tgt_lang)
+  src, tgt = read_lines(src_path), read_lines(tgt_path)
+  if len(src) != len(tgt):
+    raise DataError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; "
+                    "parallel files must be aligned line by line")
+  return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
+
+
+def _field(example: dict, dotted: str):
+  value = example
+  for part in dotted.split("."):
+    value = value[part]
+  return value
+
+
+def _hub_split(cfg: DataConfig, split: str) -> datasets.Dataset:
+  if Path(cfg.hub).is_dir():
+    loaded = datasets.load_from_disk(cfg.hub)
+    if isinstance(loaded, datasets.DatasetDict):
+      if split not in loaded:
+        raise DataError(f"split {split!r} not in {cfg.hub}; it has {', '.join(loaded)}")
+      ds = loaded[split]
+    else:
+      ds = loaded
+  else:
+    try:
+      ds = datasets.load_dataset(cfg.hub, cfg.hub_config or None, split=split)
+    except (ConnectionError, OSError) as e:
+      raise DataError(
+          f"cannot load Hub data set {cfg.hub!r} (config {cfg.hub_config!r}, split "
+          f"{split!r}): {e}. Without network access, point the package at local files "
+          "instead: --config.data.hub='' --config.data.dir=FOLDER with "
+          "{split}.{lang}[.gz] files, or at a folder saved with Dataset.save_to_disk "
+          "(--config.data.hub=FOLDER).") from e
+  first = ds[0] if len(ds) else None
+  for f in (cfg.src_field, cfg.tgt_field):
+    try:
+      if first is not None:
+        _field(first, f)
+    except (KeyError, TypeError) as e:
+      raise DataError(f"Hub data set {cfg.hub!r} has no field {f!r}; its columns are "
+                      f"{ds.column_names} (set data.src_field / data.tgt_field, dotted "
+                      "for nested fields such as 'translation.en')") from e
+  return ds.map(lambda ex: {"src": _field(ex, cfg.src_field), "tgt": _field(ex, cfg.tgt_field)},
+                remove_columns=ds.column_names)
+
+
+def load_split(cfg: DataConfig, split: str) -> datasets.Dataset:
+  """A split as a Dataset with string columns `src` and `tgt`; empty splits are errors."""
+  ds = _hub_split(cfg, split) if cfg.hub else _local_split(cfg, split)
+  if len(ds) == 0:
+    where = cfg.hub or cfg.dir
+    raise DataError(f"split {split!r} of {where} is empty")
+  return ds
+
+
+def corpus_id(cfg: DataConfig, split: str) -> str:
+  """Identifies a split's content (and the tokenizer settings) for caches and the tokenizer."""
+  h = hashlib.sha256()
+  if cfg.hub:
+    h.update(f"hub:{cfg.hub}:{cfg.hub_config}:{split}:{cfg.src_field}:{cfg.tgt_field}".encode())
+  else:
+    for lang in (cfg.src_lang, cfg.tgt_lang):
+      with open(find_split_file(cfg.dir, split, lang), "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+          h.update(block)
+  h.update(f"{cfg.spm_model_type}:{cfg.spm_vocab_size}".encode())
+  return h.hexdigest()[:16]
+
+
+def drop_empty(ds: datasets.Dataset) -> datasets.Dataset:
+  """Drops pairs where either side is empty or whitespace, logging how many."""
+  keep = ds.filter(lambda ex: bool(ex["src"].strip()) and bool(ex["tgt"].strip()))
+  if len(keep) < len(ds):
+    log.warning("dropped %d empty or whitespace-only pairs of %d", len(ds) - len(keep), len(ds))
+  if len(keep) == 0:
+    raise DataError("no non-empty sentence pairs left in the training corpus")
+  return keep
+
+
+# ----------------------------------------------------------------------------- encoding
+
+
+@dataclasses.dataclass
+class EncodedCorpus:
+  """Token ids (EOS appended) of aligned source and target sentences."""
+
+  src: list[np.ndarray]
+  tgt: list[np.ndarray]
+
+  def __len__(self):
+    return len(self.src)
+
+  def lengths(self) -> tuple[np.ndarray, np.ndarray]:
+    return (np.array([len(x) for x in self.src]), np.array([len(x) for x in self.tgt]))
+
+
+def _pack(seqs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+  offsets = np.cumsum([0] + [len(s) for s in seqs])
+  flat = np.concatenate(seqs) if seqs else np.zeros(0, np.int32)
+  return flat.astype(np.int32), offsets
+
+
+def _unpack(flat: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
+  return [flat[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
+
+
+def encode_texts(tok: Tokenizer, texts: Sequence[str]) -> list[np.ndarray]:
+  return [np.array(ids + [EOS_ID], np.int32) for ids in tok.encode(texts)]
+
+
+def encode_dataset(tok: Tokenizer, ds: datasets.Dataset, cache_path: Path | None = None
+                   ) -> EncodedCorpus:
+  """Encodes both columns once; with `cache_path`, reuses (or writes) a .npz cache."""
+  if cache_path is not None and cache_path.exists():
+    with np.load(cache_path) as z:
+      return EncodedCorpus(_unpack(z["src"], z["src_off"]), _unpack(z["tgt"], z["tgt_off"]))
+  corpus = EncodedCorpus(encode_texts(tok, ds["src"]), encode_texts(tok, ds["tgt"]))
+  if cache_path is not None:
+    cache_path.parent.mkdir(parents=True, exist_ok=True)
+    (src, src_off), (tgt, tgt_off) = _pack(corpus.src), _pack(corpus.tgt)
+    tmp = cache_path.with_name(cache_path.name + ".tmp.npz")
+    np.savez(tmp, src=src, src_off=src_off, tgt=tgt, tgt_off=tgt_off)
+    os.replace(tmp, cache_path)
+  return corpus
+
+
+# ----------------------------------------------------------------------------- batching
+
+
+@dataclasses.dataclass
+class Batch:
+  """Padded ids: `src [B, S]`, `tgt [B, T]` (labels, EOS-terminated; the decoder input
+  is BOS + tgt shifted right). Rows that are all padding carry no loss."""
+
+  src: np.ndarray
+  tgt: np.ndarray
+
+  @property
+  def shape(self):
+    return (self.src.shape, self.tgt.shape)
+
+
+def bucket_length(length: int, boundaries: Sequence[int]) -> int:
+  for b in boundaries:
+    if length <= b:
+      return b
+  return int(length)  # longer than every boundary: pad to itself (evaluation only)
+
+
+def pad_batch(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], rows: int,
+              src_len: int, tgt_len: int) -> Batch:
+  s = np.full((rows, src_len), PAD_ID, np.int32)
+  t = np.full((rows, tgt_len), PAD_ID, np.int32)
+  for i, (x, y) in enumerate(zip(src, tgt)):
+    s[i, :len(x)] = x
+    t[i, :len(y)] = y
+  return Batch(s, t)
+
+
+def rows_for(length: int, max_tokens: int, multiple: int) -> int:
+  """Rows of a batch padded to `length` under the token budget, a multiple of `multiple`."""
+  rows = max(1, max_tokens // length)
+  return max(multiple, rows // multiple * multiple)
+
+
+class TrainBatches:
+  """Shuffled, length-bucketed training batches with a resumable (epoch, index) position.
+
+  Each epoch's batch list is a pure function of (seed, epoch), so a resumed run sees
+  exactly the batches an uninterrupted run would.
+  """
+
+  def __init__(self, corpus: EncodedCorpus, cfg: DataConfig, num_devices: int = 1):
+    self.corpus, self.cfg, self.num_devices = corpus, cfg, num_devices
+    src_len, tgt_len = corpus.lengths()
+    longest = np.maximum(src_len, tgt_len)
+    keep = longest <= cfg.max_train_len
+    if (~keep).any():
+      log.warning("dropped %d of %d training pairs longer than max_train_len=%d pieces",
+                  int((~keep).sum()), len(keep), cfg.max_train_len)
+    if not keep.any():
+      raise DataError(f"every training pair is longer than max_train_len={cfg.max_train_len}")
+    boundaries = sorted(set([b for b in cfg.bucket_boundaries if b < cfg.max_train_len]
+                            + [cfg.max_train_len]))
+    self.boundaries = boundaries
+    bucket_of = np.array([bucket_length(int(n), boundaries) for n in longest])
+    self.buckets = {int(b): np.flatnonzero(keep & (bucket_of == b)) for b in boundaries}
+    self.buckets = {b: idx for b, idx in self.buckets.items() if len(idx)}
+    self.num_pairs = int(keep.sum())
+
+  def epoch_batches(self, epoch: int) -> list[np.ndarray]:
+    """Index arrays of one epoch's batches, in training order."""
+    rng = np.random.default_rng([self.cfg.seed, epoch])
+    batches = []
+    for length, idx in self.buckets.items():
+      rows = rows_for(length, self.cfg.max_tokens, self.num_devices)
+      idx = rng.permutation(idx)
+      batches += [idx[i:i + rows] for i in range(0, len(idx), rows)]
+    order = rng.permutation(len(batches))
+    return [batches[i] for i in order]
+
+  def make_batch(self, idx: np.ndarray) -> Batch:
+    src = [self.corpus.src[i] for i in idx]
+    tgt = [self.corpus.tgt[i] for i in idx]
+    length = bucket_length(max(max(len(x), len(y)) for x, y in zip(src, tgt)), self.boundaries)
+    return pad_batch(src, tgt, rows_for(length, self.cfg.max_tokens, self.num_devices),
+                     length, length)
+
+  def iterate(self, epoch: int = 0, index: int = 0) -> Iterator[tuple[int, int, Batch]]:
+    """Yields (epoch, index of the next batch, batch) forever, from the given position."""
+    while True:
+      order = self.epoch_batches(epoch)
+      for i in range(index, len(order)):
+        yield epoch, i + 1, self.make_batch(order[i])
+      epoch, index = epoch + 1, 0
+
+
+def eval_batches(corpus: EncodedCorpus, rows: int, max_len: int,
+                 boundaries: Sequence[int], multiple: int = 1) -> Iterator[Batch]:
+  """Every pair in the original order; sequences longer than the model's `max_len` are
+  truncated (keeping EOS) rather than dropped, so each sentence is scored."""
+  rows = max(multiple, rows // multiple * multiple)
+  for start in range(0, len(corpus), rows):
+    src = [_truncate(x, max_len) for x in corpus.src[start:start + rows]]
+    tgt = [_truncate(y, max_len) for y in corpus.tgt[start:start + rows]]
+    s_len = bucket_length(max(len(x) for x in src), boundaries)
+    t_len = bucket_length(max(len(y) for y in tgt), boundaries)
+    yield pad_batch(src, tgt, rows, s_len, t_len)
+
+
+def _truncate(ids: np.ndarray, max_len: int) -> np.ndarray:
+  if len(ids) <= max_len:
+    return ids
+  return np.concatenate([ids[:max_len - 1], [EOS_ID]]).astype(np.int32)
+
+
+def padding_fraction(batches: Sequence[Batch]) -> float:
+  """Share of padded positions among all source and target positions."""
+  total = sum(b.src.size + b.tgt.size for b in batches)
+  real = sum(int((b.src != PAD_ID).sum() + (b.tgt != PAD_ID).sum()) for b in batches)
+  return 1.0 - real / total
+
+
+def prefetch(iterator: Iterator, size: int = 4) -> Iterator:
+  """Runs `iterator` in a background thread so batching stays off the critical path."""
+  q: queue.Queue = queue.Queue(maxsize=size)
+  sentinel = object()
+
+  def worker():
+    try:
+      for item in iterator:
+        q.put(item)
+    except BaseException as e:  # re-raised in the consumer
+      q.put(e)
+    q.put(sentinel)
+
+  threading.Thread(target=worker, daemon=True).start()
+  while True:
+    item = q.get()
+    if item is sentinel:
+      return
+    if isinstance(item, BaseException):
+      raise item
+    yield item

@@ -1,0 +1,182 @@
+"""Reading, bad-input errors, Hub mapping, encoding cache, bucketing and resume."""
+
+import dataclasses
+import gzip
+import os
+import subprocess
+import sys
+
+import datasets
+import numpy as np
+import pytest
+
+from helpers import MULTI30K, ROOT, SAMPLE, write_corpus
+from seq2seq import input_pipeline as ip
+from seq2seq import tokenizer
+from seq2seq.config import DataConfig
+from seq2seq.tokenizer import EOS_ID, PAD_ID
+
+
+def test_plain_and_gzipped_files_read_the_same(tmp_path):
+  write_corpus(tmp_path / "plain", "train", ["a b", "c\u2028d"], ["x", "y"])
+  gz = tmp_path / "gz"
+  gz.mkdir()
+  for lang in ("en", "de"):
+    data = (tmp_path / "plain" / f"train.{lang}").read_bytes()
+    with gzip.open(gz / f"train.{lang}.gz", "wb") as f:
+      f.write(data)
+  a = ip.load_split(DataConfig(dir=str(tmp_path / "plain")), "train")
+  b = ip.load_split(DataConfig(dir=str(gz)), "train")
+  assert list(a["src"]) == list(b["src"]) == ["a b", "c\u2028d"]  # U+2028 does not split a line
+  assert list(a["tgt"]) == list(b["tgt"]) == ["x", "y"]
+
+
+def test_line_count_mismatch_names_both_files(tmp_path):
+  write_corpus(tmp_path, "train", ["a", "b", "c"], ["x", "y"])
+  with pytest.raises(ip.DataError, match=r"train\.en has 3 lines but .*train\.de has 2"):
+    ip.load_split(DataConfig(dir=str(tmp_path)), "train")
+
+
+def test_missing_split_is_named(tmp_path):
+  write_corpus(tmp_path, "train", ["a"], ["x"])
+  with pytest.raises(ip.DataError, match="split 'val' not found.*holds: train.de, train.en"):
+    ip.load_split(DataConfig(dir=str(tmp_path)), "val")
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+  write_corpus(tmp_path, "train", ["a", "b", "c"], ["x", "y", "z"])
+  (tmp_path / "train.de").write_bytes(b"x\ny\n\xff\xfez\n")
+  with pytest.raises(ip.DataError, match=r"train\.de, line 3: not valid UTF-8"):
+    ip.load_split(DataConfig(dir=str(tmp_path)), "train")
+
+
+def test_empty_corpus_is_an_error(tmp_path):
+  write_corpus(tmp_path, "train", [], [])
+  with pytest.raises(ip.DataError, match="empty"):
+    ip.load_split(DataConfig(dir=str(tmp_path)), "train")
+
+
+def test_empty_pairs_are_dropped_with_a_count(tmp_path, caplog):
+  write_corpus(tmp_path, "train", ["a", "  ", "c", "d"], ["x", "y", "", "w"])
+  ds = ip.load_split(DataConfig(dir=str(tmp_path)), "train")
+  with caplog.at_level("WARNING"):
+    kept = ip.drop_empty(ds)
+  assert list(kept["src"]) == ["a", "d"]
+  assert "dropped 2 empty" in caplog.text
+  write_corpus(tmp_path / "blank", "train", [" "], ["x"])
+  with pytest.raises(ip.DataError, match="no non-empty"):
+    ip.drop_empty(ip.load_split(DataConfig(dir=str(tmp_path / "blank")), "train"))
+
+
+def test_hub_dataset_fields_are_mapped(tmp_path):
+  # A WMT-style nested layout saved to disk exercises the Hub code path offline.
+  rows = {"translation": [{"en": "a dog", "de": "ein Hund"}, {"en": "a cat", "de": "eine Katze"}]}
+  datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows)}).save_to_disk(tmp_path / "hub")
+  cfg = DataConfig(dir="", hub=str(tmp_path / "hub"), src_field="translation.en",
+                   tgt_field="translation.de")
+  ds = ip.load_split(cfg, "train")
+  assert list(ds["src"]) == ["a dog", "a cat"] and list(ds["tgt"]) == ["ein Hund", "eine Katze"]
+  with pytest.raises(ip.DataError, match="split 'validation' not in"):
+    ip.load_split(cfg, "validation")
+  with pytest.raises(ip.DataError, match="no field 'translation.fr'"):
+    ip.load_split(dataclasses.replace(cfg, src_field="translation.fr"), "train")
+
+
+def test_unreachable_hub_gives_one_clear_error():
+  code = ("from seq2seq import input_pipeline as ip; from seq2seq.config import DataConfig\n"
+          "try:\n  ip.load_split(DataConfig(dir='', hub='bentrevett/multi30k'), 'train')\n"
+          "except ip.DataError as e:\n  print('DATAERROR', e)\n")
+  env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+  out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+  assert "DATAERROR cannot load Hub data set 'bentrevett/multi30k'" in out.stdout, out.stderr
+  assert "--config.data.dir=FOLDER" in out.stdout
+
+
+@pytest.fixture(scope="module")
+def multi30k():
+  cfg = DataConfig(dir=str(MULTI30K))
+  ds = ip.load_split(cfg, "train")
+  tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=8000)
+  return cfg, tok, ip.encode_dataset(tok, ds)
+
+
+def test_encoding_is_cached(multi30k, tmp_path):
+  cfg, tok, corpus = multi30k
+  ds = ip.load_split(cfg, "val")
+  path = tmp_path / "val.npz"
+  first = ip.encode_dataset(tok, ds, path)
+  assert path.exists()
+  second = ip.encode_dataset(None, None, path)  # no tokenizer or text needed: from cache
+  assert all(np.array_equal(a, b) for a, b in zip(first.src + first.tgt, second.src + second.tgt))
+  assert all(x[-1] == EOS_ID for x in first.src)
+
+
+def test_multi30k_epoch_has_few_shapes_and_little_padding(multi30k):
+  cfg, _, corpus = multi30k
+  batches_ = ip.TrainBatches(corpus, cfg)
+  batches = [batches_.make_batch(i) for i in batches_.epoch_batches(0)]
+  shapes = {b.shape for b in batches}
+  assert len(shapes) <= len(cfg.bucket_boundaries)
+  assert all(b.src.size <= cfg.max_tokens and b.tgt.size <= cfg.max_tokens for b in batches)
+  fraction = ip.padding_fraction(batches)
+  print(f"Multi30k padding fraction: {fraction:.3f} over {len(batches)} batches, "
+        f"{len(shapes)} shapes")
+  assert fraction < 0.15
+  seen = np.concatenate(batches_.epoch_batches(0))
+  assert sorted(seen) == list(range(len(corpus)))  # each pair exactly once per epoch
+
+
+def test_long_pairs_dropped_from_training_only(multi30k, caplog):
+  cfg, _, corpus = multi30k
+  short = dataclasses.replace(cfg, max_train_len=20)
+  with caplog.at_level("WARNING"):
+    batches = ip.TrainBatches(corpus, short)
+  src_len, tgt_len = corpus.lengths()
+  n_long = int((np.maximum(src_len, tgt_len) > 20).sum())
+  assert n_long > 0 and f"dropped {n_long} of" in caplog.text
+  assert batches.num_pairs == len(corpus) - n_long
+  # Evaluation keeps every pair, in order, truncating to the model's max length.
+  evald = list(ip.eval_batches(corpus, rows=64, max_len=20, boundaries=cfg.bucket_boundaries))
+  real_rows = [r for b in evald for r in b.src if (r != PAD_ID).any()]
+  assert len(real_rows) == len(corpus)
+  np.testing.assert_array_equal(real_rows[5][:len(corpus.src[5])], corpus.src[5][:20])
+
+
+def test_resume_sees_the_same_batches(multi30k):
+  cfg, _, corpus = multi30k
+  batches = ip.TrainBatches(corpus, dataclasses.replace(cfg, max_tokens=2048))
+  n_epoch = len(batches.epoch_batches(0))
+  stream = batches.iterate()
+  uninterrupted = [next(stream) for _ in range(n_epoch + 10)]
+  stop = n_epoch - 5  # resume across an epoch boundary
+  epoch, index, _ = uninterrupted[stop - 1]
+  resumed = batches.iterate(epoch, index)
+  for expected in uninterrupted[stop:]:
+    got = next(resumed)
+    assert got[:2] == expected[:2]
+    np.testing.assert_array_equal(got[2].src, expected[2].src)
+    np.testing.assert_array_equal(got[2].tgt, expected[2].tgt)
+  other_epoch = [b.tolist() for b in batches.epoch_batches(1)]
+  assert other_epoch != [b.tolist() for b in batches.epoch_batches(0)]  # reshuffled
+
+
+def test_batches_split_evenly_across_devices():
+  cfg = DataConfig(dir=str(SAMPLE), max_tokens=300)
+  ds = ip.load_split(cfg, "train")
+  tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
+  corpus = ip.encode_dataset(tok, ds)
+  batches = ip.TrainBatches(corpus, cfg, num_devices=2)
+  for idx in batches.epoch_batches(0):
+    b = batches.make_batch(idx)
+    assert b.src.shape[0] % 2 == 0 and b.tgt.shape[0] % 2 == 0
+
+
+def test_prefetch_propagates_errors():
+  def gen():
+    yield 1
+    raise RuntimeError("boom")
+  it = ip.prefetch(gen())
+  assert next(it) == 1
+  with pytest.raises(RuntimeError, match="boom"):
+    next(it)

@@ -1,0 +1,69 @@
+"""SentencePiece training, special ids, round trips and reuse rules."""
+
+import gzip
+
+import pytest
+
+from helpers import MULTI30K, SAMPLE
+from seq2seq import tokenizer
+from seq2seq.input_pipeline import read_lines
+
+
+@pytest.fixture(scope="module")
+def multi30k_tok():
+  src = read_lines(MULTI30K / "train.en.gz")
+  tgt = read_lines(MULTI30K / "train.de.gz")
+  return tokenizer.train(src + tgt, vocab_size=8000)
+
+
+def test_special_ids_are_distinct_and_fixed(multi30k_tok):
+  sp = multi30k_tok.sp
+  ids = [sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()]
+  assert ids == [tokenizer.PAD_ID, tokenizer.UNK_ID, tokenizer.BOS_ID, tokenizer.EOS_ID]
+  assert len(set(ids)) == 4
+  assert multi30k_tok.vocab_size == 8000
+
+
+def test_round_trip_on_multi30k(multi30k_tok):
+  lines = read_lines(MULTI30K / "val.de.gz") + read_lines(MULTI30K / "val.en.gz")
+  decoded = multi30k_tok.decode(multi30k_tok.encode(lines))
+  mismatches = [(a, b) for a, b in zip(lines, decoded) if multi30k_tok.normalize(a) != b]
+  assert not mismatches, mismatches[:3]
+
+
+def test_byte_fallback_leaves_no_unknown(multi30k_tok):
+  text = ["Ein Hund 🐕 läuft über Ŝnee – 雪 \u2028 und ẞ."]
+  ids = multi30k_tok.encode(text)[0]
+  assert tokenizer.UNK_ID not in ids
+  assert multi30k_tok.decode([ids])[0] == multi30k_tok.normalize(text[0])
+
+
+def test_bpe_option():
+  lines = read_lines(SAMPLE / "train.en") + read_lines(SAMPLE / "train.de")
+  tok = tokenizer.train(lines, vocab_size=400, model_type="bpe")
+  assert tok.decode(tok.encode(lines[:5])) == [tok.normalize(l) for l in lines[:5]]
+
+
+def test_vocab_too_large_is_a_clear_error():
+  with pytest.raises(ValueError, match="smaller data.spm_vocab_size"):
+    tokenizer.train(["a b c", "d e f"], vocab_size=5000)
+
+
+def test_stored_model_is_reused_and_never_retrained_silently(tmp_path):
+  lines = read_lines(SAMPLE / "train.en") + read_lines(SAMPLE / "train.de")
+  calls = []
+
+  def sentences():
+    calls.append(1)
+    return lines
+
+  tok = tokenizer.load_or_train(tmp_path, "corpus-a", sentences, 400, "unigram", 10**6)
+  again = tokenizer.load_or_train(tmp_path, "corpus-a", sentences, 400, "unigram", 10**6)
+  assert len(calls) == 1 and again.model_proto == tok.model_proto
+  with pytest.raises(tokenizer.TokenizerMismatchError, match="new --workdir"):
+    tokenizer.load_or_train(tmp_path, "corpus-b", sentences, 400, "unigram", 10**6)
+
+
+def test_gzip_reader_keeps_every_line():
+  with gzip.open(MULTI30K / "train.en.gz", "rt", encoding="utf-8") as f:
+    assert len(read_lines(MULTI30K / "train.en.gz")) == sum(1 for _ in f) == 29000
