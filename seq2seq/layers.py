@@ -107,22 +107,28 @@ class MultiHeadAttention(hk.Module):
     return self._split(self.key(kv_BSD)), self._split(self.value(kv_BSD))
 
   def attend(self, q_BTD: jnp.ndarray, k_BSHK: jnp.ndarray, v_BSHK: jnp.ndarray,
-             mask: jnp.ndarray, is_training: bool = False) -> jnp.ndarray:
-    """Attends queries over given keys/values; mask broadcasts to `[B, H, T, S]`."""
+             mask: jnp.ndarray, is_training: bool = False,
+             probs_sink: list | None = None) -> jnp.ndarray:
+    """Attends queries over given keys/values; mask broadcasts to `[B, H, T, S]`.
+
+    `probs_sink`, if given, receives the attention probabilities `[B, H, T, S]` (for plots).
+    """
     q_BTHK = self._split(self.query(q_BTD)) * (self.head_dim ** -0.5)
     scores_BHTS = jnp.einsum("bthk,bshk->bhts", q_BTHK, k_BSHK).astype(jnp.float32)
     # finfo.min instead of -inf: a fully masked row gives a uniform distribution, not NaN.
     scores_BHTS = jnp.where(mask, scores_BHTS, jnp.finfo(jnp.float32).min)
     probs_BHTS = jax.nn.softmax(scores_BHTS, axis=-1)
+    if probs_sink is not None:
+      probs_sink.append(probs_BHTS)
     probs_BHTS = dropout(probs_BHTS, self.dropout_rate, is_training).astype(v_BSHK.dtype)
     out_BTHK = jnp.einsum("bhts,bshk->bthk", probs_BHTS, v_BSHK)
     return self.out(out_BTHK.reshape(*out_BTHK.shape[:2], -1))
 
   def __call__(self, q_BTD: jnp.ndarray, kv_BSD: jnp.ndarray, mask: jnp.ndarray,
-               is_training: bool = False) -> jnp.ndarray:
+               is_training: bool = False, probs_sink: list | None = None) -> jnp.ndarray:
     """Args: queries `[B, T, D]`, keys/values source `[B, S, D]`, mask. Returns `[B, T, D]`."""
     k_BSHK, v_BSHK = self.project_kv(kv_BSD)
-    return self.attend(q_BTD, k_BSHK, v_BSHK, mask, is_training)
+    return self.attend(q_BTD, k_BSHK, v_BSHK, mask, is_training, probs_sink)
 
 
 class FeedForward(hk.Module):

@@ -78,12 +78,12 @@ class DecoderLayer(hk.Module):
     self.res_cross = _Residual(cfg, name="res_cross")
     self.res_ff = _Residual(cfg, name="res_ff")
 
-  def __call__(self, x_BTD, memory_BSD, self_mask, cross_mask, is_training):
+  def __call__(self, x_BTD, memory_BSD, self_mask, cross_mask, is_training, probs_sink=None):
     x_BTD = self.res_self(
         x_BTD, lambda h: self.self_attention(h, h, self_mask, is_training), is_training)
     x_BTD = self.res_cross(
-        x_BTD, lambda h: self.cross_attention(h, memory_BSD, cross_mask, is_training),
-        is_training)
+        x_BTD, lambda h: self.cross_attention(h, memory_BSD, cross_mask, is_training,
+                                              probs_sink), is_training)
     return self.res_ff(x_BTD, lambda h: self.feed_forward(h, is_training), is_training)
 
   def init_cache(self, memory_BSD: jnp.ndarray, max_len: int) -> Cache:
@@ -148,18 +148,25 @@ class Transformer(hk.Module):
       x_BSD = layer(x_BSD, mask, is_training)
     return self.encoder_norm(x_BSD)
 
-  def decode(self, tgt_in_BT, memory_BSD, src_BS, is_training: bool = False):
+  def decode(self, tgt_in_BT, memory_BSD, src_BS, is_training: bool = False,
+             probs_sink: list | None = None):
     """Teacher-forced decoder: input ids `[B, T]` -> logits `[B, T, V]` (float32)."""
     x_BTD = self.tgt_embed(tgt_in_BT, self._positions(tgt_in_BT))
     x_BTD = dropout(x_BTD, self.cfg.dropout, is_training)
     self_mask = masks.decoder_self_mask(tgt_in_BT)
     cross_mask = masks.padding_mask(src_BS)
     for layer in self.decoder_layers:
-      x_BTD = layer(x_BTD, memory_BSD, self_mask, cross_mask, is_training)
+      x_BTD = layer(x_BTD, memory_BSD, self_mask, cross_mask, is_training, probs_sink)
     return self.output(self.decoder_norm(x_BTD))
 
   def __call__(self, src_BS, tgt_in_BT, is_training: bool = False):
     return self.decode(tgt_in_BT, self.encode(src_BS, is_training), src_BS, is_training)
+
+  def cross_attention(self, src_BS, tgt_in_BT) -> jnp.ndarray:
+    """Cross-attention probabilities of every decoder layer, `[layers, B, H, T, S]`."""
+    sink: list = []
+    self.decode(tgt_in_BT, self.encode(src_BS), src_BS, probs_sink=sink)
+    return jnp.stack(sink)
 
   def init_cache(self, memory_BSD, src_BS, max_len: int) -> Cache:
     """A cache for `max_len` decoding steps over this batch's encoder output."""
@@ -191,7 +198,8 @@ class Model:
 
     def fns():
       t = Transformer(cfg)
-      return t.__call__, (t.__call__, t.encode, t.init_cache, t.decode_step)
+      return t.__call__, (t.__call__, t.encode, t.init_cache, t.decode_step,
+                          t.cross_attention)
 
     self._transformed = hk.multi_transform(fns)
 
@@ -214,6 +222,9 @@ class Model:
 
   def decode_step(self, params: Params, ids_B, cache: Cache) -> tuple[jnp.ndarray, Cache]:
     return self._transformed.apply[3](params, None, ids_B, cache)
+
+  def cross_attention(self, params: Params, src_BS, tgt_in_BT) -> jnp.ndarray:
+    return self._transformed.apply[4](params, None, src_BS, tgt_in_BT)
 
 
 def count_params(params: Params) -> int:

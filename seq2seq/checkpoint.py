@@ -1,0 +1,167 @@
+"""Self-describing run directories and atomic checkpoints (orbax).
+
+    RUN_DIR/config.json        resolved config (model, data, train, decode)
+    RUN_DIR/spm.model          the SentencePiece model (spm.vocab, spm.json beside it)
+    RUN_DIR/checkpoints/latest/STEP/   params, optimizer state, meta (every N steps, at exit)
+    RUN_DIR/checkpoints/best/STEP/     params, meta of the best validation BLEU
+    RUN_DIR/checkpoints/averaged/STEP/ params averaged over the last K latest checkpoints
+
+Orbax writes each step to a temporary directory and renames it when complete, so a
+process killed at any moment leaves the previous checkpoint loadable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from seq2seq.config import Config, ModelConfig
+from seq2seq.tokenizer import MODEL_FILE, Tokenizer
+
+log = logging.getLogger(__name__)
+logging.getLogger("absl").setLevel(logging.WARNING)  # orbax logs every save at INFO
+
+CONFIG_FILE = "config.json"
+KINDS = ("latest", "best", "averaged")
+
+
+class CheckpointError(ValueError):
+  """A run directory or checkpoint is missing, incomplete or does not match the model."""
+
+
+def save_config(workdir: str | os.PathLike, cfg: Config) -> None:
+  path = Path(workdir) / CONFIG_FILE
+  tmp = path.with_suffix(".tmp")
+  tmp.write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+  os.replace(tmp, path)
+
+
+def load_config(workdir: str | os.PathLike) -> Config:
+  path = Path(workdir) / CONFIG_FILE
+  if not path.exists():
+    raise CheckpointError(f"{path} not found: {workdir} is not a run directory written by "
+                          "train.py")
+  return Config.from_dict(json.loads(path.read_text()))
+
+
+def load_tokenizer(workdir: str | os.PathLike) -> Tokenizer:
+  path = Path(workdir) / MODEL_FILE
+  if not path.exists():
+    raise CheckpointError(f"{path} not found: the run directory has no tokenizer")
+  return Tokenizer.load(path)
+
+
+def _manager(workdir, kind: str, max_to_keep: int | None) -> ocp.CheckpointManager:
+  options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
+                                         enable_async_checkpointing=False)
+  return ocp.CheckpointManager(Path(workdir).absolute() / "checkpoints" / kind,
+                               options=options, item_names=("params", "opt_state", "meta"))
+
+
+def _to_host(tree):
+  return jax.tree_util.tree_map(np.asarray, jax.device_get(tree))
+
+
+class Checkpointer:
+  """Saves and restores the training state of one run directory."""
+
+  def __init__(self, workdir: str | os.PathLike, keep: int):
+    self.workdir = Path(workdir)
+    self.latest = _manager(workdir, "latest", keep)
+    self.best = _manager(workdir, "best", 1)
+
+  def save_latest(self, step: int, params, opt_state, meta: dict[str, Any]) -> None:
+    if self.latest.latest_step() == step:
+      return
+    self.latest.save(step, args=ocp.args.Composite(
+        params=ocp.args.StandardSave(_to_host(params)),
+        opt_state=ocp.args.StandardSave(_to_host(opt_state)),
+        meta=ocp.args.JsonSave(meta)))
+
+  def save_best(self, step: int, params, meta: dict[str, Any]) -> None:
+    for old in self.best.all_steps():
+      self.best.delete(old)
+    self.best.save(step, args=ocp.args.Composite(
+        params=ocp.args.StandardSave(_to_host(params)), meta=ocp.args.JsonSave(meta)))
+
+  def restore_latest(self, params_like, opt_state_like):
+    """Returns (params, opt_state, meta) of the newest checkpoint, or None if there is none."""
+    step = self.latest.latest_step()
+    if step is None:
+      return None
+    abstract = lambda t: jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, t)
+    restored = self.latest.restore(step, args=ocp.args.Composite(
+        params=ocp.args.StandardRestore(abstract(params_like)),
+        opt_state=ocp.args.StandardRestore(abstract(opt_state_like)),
+        meta=ocp.args.JsonRestore()))
+    return restored["params"], restored["opt_state"], restored["meta"]
+
+  def close(self):
+    self.latest.close()
+    self.best.close()
+
+
+def _check_params(params, model_cfg: ModelConfig, where: str):
+  from seq2seq.model import Model  # the model imports nothing from here; avoid a cycle anyway
+  import jax.numpy as jnp
+  dummy = jnp.ones((1, 4), jnp.int32)
+  expected = jax.eval_shape(Model(model_cfg).init, jax.random.PRNGKey(0), dummy, dummy)
+  exp_shapes = jax.tree_util.tree_map(lambda x: tuple(x.shape), expected)
+  got_shapes = jax.tree_util.tree_map(lambda x: tuple(x.shape), params)
+  if exp_shapes != got_shapes:
+    raise CheckpointError(f"{where}: parameters do not match the model in config.json "
+                          "(different architecture or vocabulary size)")
+
+
+def checkpoint_path(workdir: str | os.PathLike, name: str) -> Path:
+  """The step directory for 'best', 'latest', 'averaged', or a path given directly."""
+  if name in KINDS:
+    root = Path(workdir) / "checkpoints" / name
+    steps = sorted(int(p.name) for p in root.glob("[0-9]*") if p.is_dir() and
+                   p.name.isdigit()) if root.exists() else []
+    if not steps:
+      if name == "best":  # a run stopped before its first validation still has "latest"
+        return checkpoint_path(workdir, "latest")
+      raise CheckpointError(f"no '{name}' checkpoint in {root}")
+    return root / str(steps[-1])
+  path = Path(name)
+  if not (path / "params").exists():
+    raise CheckpointError(f"{path} is not a checkpoint step directory (no params/ inside)")
+  return path
+
+
+def load_params(workdir: str | os.PathLike, name: str, model_cfg: ModelConfig):
+  """Loads parameters (and meta) of a named or explicit checkpoint, checked against the model."""
+  path = checkpoint_path(workdir, name)
+  with ocp.StandardCheckpointer() as ckptr:
+    params = ckptr.restore(path.absolute() / "params")
+  meta_path = path / "meta" / "metadata"
+  meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+  _check_params(params, model_cfg, str(path))
+  return params, meta
+
+
+def average(workdir: str | os.PathLike, last: int, model_cfg: ModelConfig) -> Path:
+  """Averages the parameters of the last K 'latest' checkpoints into 'averaged'."""
+  root = Path(workdir) / "checkpoints" / "latest"
+  steps = sorted(int(p.name) for p in root.glob("[0-9]*") if p.name.isdigit())[-last:]
+  if not steps:
+    raise CheckpointError(f"no checkpoints to average in {root}")
+  trees = [load_params(workdir, str(root / str(s)), model_cfg)[0] for s in steps]
+  mean = jax.tree_util.tree_map(lambda *xs: np.mean(np.stack(xs), axis=0), *trees)
+  mngr = _manager(workdir, "averaged", 1)
+  for old in mngr.all_steps():
+    mngr.delete(old)
+  mngr.save(steps[-1], args=ocp.args.Composite(
+      params=ocp.args.StandardSave(mean),
+      meta=ocp.args.JsonSave({"averaged_steps": steps})))
+  mngr.close()
+  log.info("averaged checkpoints %s into %s", steps, mngr.directory)
+  return Path(mngr.directory) / str(steps[-1])

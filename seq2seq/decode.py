@@ -1,0 +1,214 @@
+"""Greedy and beam search over a `tokens_to_logits(ids_B, cache) -> (logits_BV, cache)`.
+
+Model-agnostic, in the style of Flax's `decode.py`: a `lax.while_loop` over explicit
+state, with the KV cache as a pytree carried through the loop (one token per step, no
+recomputation of the prefix). Sequences are returned without BOS; after a sequence's
+first EOS every position is PAD.
+
+Length limits are per sentence (`max_len_B`, EOS included) and bounded by the static
+number of steps `max_steps`; the last allowed position can only be EOS.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+# A large finite negative instead of -inf: -inf - -inf would give NaN in the scores.
+NEG_INF = -1.0e7
+
+TokensToLogits = Callable[[jnp.ndarray, Any], tuple[jnp.ndarray, Any]]
+
+
+def length_penalty(length: jnp.ndarray, alpha: float) -> jnp.ndarray:
+  """GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al., 2016); 1 when alpha = 0."""
+  return ((5.0 + length.astype(jnp.float32)) / 6.0) ** alpha
+
+
+class GreedyState(NamedTuple):
+  step: jnp.ndarray  # [] int32: position being written
+  seqs: jnp.ndarray  # [B, T] int32
+  last: jnp.ndarray  # [B] int32: token fed at this step
+  finished: jnp.ndarray  # [B] bool
+  logprob: jnp.ndarray  # [B] float32: sum of chosen tokens' log-probabilities
+  cache: Any
+
+
+def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
+                  max_steps: int) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """Arg-max decoding. Returns sequences `[B, max_steps]` and their log-probabilities `[B]`."""
+  batch = max_len_B.shape[0]
+  state = GreedyState(
+      step=jnp.zeros((), jnp.int32),
+      seqs=jnp.full((batch, max_steps), PAD_ID, jnp.int32),
+      last=jnp.full((batch,), BOS_ID, jnp.int32),
+      finished=jnp.zeros((batch,), bool),
+      logprob=jnp.zeros((batch,), jnp.float32),
+      cache=cache)
+
+  def cond(s: GreedyState):
+    return (s.step < max_steps) & ~jnp.all(s.finished)
+
+  def body(s: GreedyState):
+    logits_BV, cache = tokens_to_logits(s.last, s.cache)
+    logp_BV = jax.nn.log_softmax(logits_BV.astype(jnp.float32))
+    # The last allowed position (per sentence) may only hold EOS.
+    must_end = (s.step + 1 >= max_len_B)[:, None]
+    eos_only = jnp.arange(logp_BV.shape[-1]) == EOS_ID
+    logp_BV = jnp.where(must_end & ~eos_only, NEG_INF, logp_BV)
+    token_B = jnp.argmax(logp_BV, axis=-1).astype(jnp.int32)
+    chosen = jnp.take_along_axis(logp_BV, token_B[:, None], axis=-1)[:, 0]
+    token_B = jnp.where(s.finished, PAD_ID, token_B)
+    return GreedyState(
+        step=s.step + 1,
+        seqs=s.seqs.at[:, s.step].set(token_B),
+        last=token_B,
+        finished=s.finished | (token_B == EOS_ID),
+        logprob=s.logprob + jnp.where(s.finished, 0.0, chosen),
+        cache=cache)
+
+  final = jax.lax.while_loop(cond, body, state)
+  return final.seqs, final.logprob
+
+
+class BeamState(NamedTuple):
+  step: jnp.ndarray  # [] int32
+  live_seqs: jnp.ndarray  # [B, W, T] int32
+  live_logprobs: jnp.ndarray  # [B, W] float32, sorted descending
+  finished_seqs: jnp.ndarray  # [B, W, T] int32
+  finished_scores: jnp.ndarray  # [B, W] float32: log-prob / length penalty, sorted
+  cache: Any  # leaves [B * W, ...]
+
+
+def _gather_beams(x: jnp.ndarray, beam_idx_BW: jnp.ndarray) -> jnp.ndarray:
+  """x `[B, W', ...]` -> `[B, W, ...]`, picking beams `beam_idx_BW` of each batch row."""
+  return jnp.take_along_axis(x, beam_idx_BW.reshape(beam_idx_BW.shape + (1,) * (x.ndim - 2)),
+                             axis=1)
+
+
+def _gather_cache(cache: Any, beam_idx_BW: jnp.ndarray) -> Any:
+  batch, width = beam_idx_BW.shape
+
+  def gather(x):
+    if x.ndim == 0:  # shared scalars such as the cache position
+      return x
+    x = x.reshape((batch, -1) + x.shape[1:])
+    return _gather_beams(x, beam_idx_BW).reshape((batch * width,) + x.shape[2:])
+
+  return jax.tree_util.tree_map(gather, cache)
+
+
+def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
+                max_steps: int, beam_size: int, alpha: float
+                ) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """Beam search with the GNMT length penalty.
+
+  Args:
+    tokens_to_logits: one decoding step over `B * W` rows.
+    cache: the model cache for `B * W` rows (each source repeated W times, beam-major
+      within a sentence).
+    max_len_B: per-sentence output limit, EOS included, `<= max_steps`.
+    max_steps: static number of positions.
+    beam_size: W.
+    alpha: length penalty exponent; 0 ranks by raw log-probability.
+
+  Returns:
+    Finished sequences `[B, W, max_steps]` and scores `[B, W]`, best first.
+  """
+  batch, width = max_len_B.shape[0], beam_size
+  # Only beam 0 is live at the start, so the W initial beams are not W copies.
+  live_logprobs = jnp.tile(jnp.array([0.0] + [NEG_INF] * (width - 1)), (batch, 1))
+  state = BeamState(
+      step=jnp.zeros((), jnp.int32),
+      live_seqs=jnp.full((batch, width, max_steps), PAD_ID, jnp.int32),
+      live_logprobs=live_logprobs,
+      finished_seqs=jnp.full((batch, width, max_steps), PAD_ID, jnp.int32),
+      finished_scores=jnp.full((batch, width), NEG_INF),
+      cache=cache)
+  best_penalty_B = length_penalty(max_len_B, alpha)
+
+  def cond(s: BeamState):
+    # A live beam's log-prob only falls as it grows, and its penalty is largest at the
+    # sentence's maximum length: that bounds the best score it could still reach.
+    best_live_B = s.live_logprobs[:, 0] / best_penalty_B
+    worst_finished_B = s.finished_scores[:, -1]
+    can_improve = best_live_B > worst_finished_B
+    return (s.step < max_steps) & jnp.any(can_improve)
+
+  def body(s: BeamState):
+    last_BW = jnp.where(s.step == 0, BOS_ID,
+                        s.live_seqs[:, :, jnp.maximum(s.step - 1, 0)])
+    logits, cache = tokens_to_logits(last_BW.reshape(-1), s.cache)
+    vocab = logits.shape[-1]
+    logp_BWV = jax.nn.log_softmax(logits.astype(jnp.float32)).reshape(batch, width, vocab)
+    must_end = (s.step + 1 >= max_len_B)[:, None, None]
+    eos_only = jnp.arange(vocab) == EOS_ID
+    logp_BWV = jnp.where(must_end & ~eos_only, NEG_INF, logp_BWV)
+    candidates_BWV = s.live_logprobs[:, :, None] + logp_BWV
+    # 2W candidates: even if W of them end in EOS, W live ones remain.
+    top_logp_BC, top_idx_BC = jax.lax.top_k(candidates_BWV.reshape(batch, -1), 2 * width)
+    beam_BC, token_BC = top_idx_BC // vocab, (top_idx_BC % vocab).astype(jnp.int32)
+    seqs_BCT = _gather_beams(s.live_seqs, beam_BC)
+    seqs_BCT = seqs_BCT.at[:, :, s.step].set(token_BC)  # --> [B, 2W, T]
+    is_eos_BC = token_BC == EOS_ID
+    # Finished: candidates ending here, merged with the old finished, best W kept.
+    new_scores_BC = jnp.where(is_eos_BC, top_logp_BC / length_penalty(s.step + 1, alpha),
+                              NEG_INF)
+    all_scores = jnp.concatenate([s.finished_scores, new_scores_BC], axis=1)
+    all_seqs = jnp.concatenate([s.finished_seqs, seqs_BCT], axis=1)
+    finished_scores, keep = jax.lax.top_k(all_scores, width)
+    finished_seqs = _gather_beams(all_seqs, keep)  # --> [B, W, T]
+    # Live: the best W candidates that did not end.
+    live_logp_BC = jnp.where(is_eos_BC, NEG_INF, top_logp_BC)
+    live_logprobs, live_pick = jax.lax.top_k(live_logp_BC, width)
+    live_seqs = _gather_beams(seqs_BCT, live_pick)  # --> [B, W, T]
+    cache = _gather_cache(cache, jnp.take_along_axis(beam_BC, live_pick, axis=1))
+    return BeamState(s.step + 1, live_seqs, live_logprobs, finished_seqs, finished_scores,
+                     cache)
+
+  final = jax.lax.while_loop(cond, body, state)
+  # Every sentence finishes by its length limit, but keep live beams as a fallback for
+  # rows that did not (max_steps < max_len_B cannot happen when called via the Translator).
+  has_finished = final.finished_scores[:, :1] > NEG_INF / 2
+  live_scores = final.live_logprobs / length_penalty(jnp.asarray(max_steps), alpha)
+  seqs = jnp.where(has_finished[:, :, None], final.finished_seqs, final.live_seqs)
+  scores = jnp.where(has_finished, final.finished_scores, live_scores)
+  return seqs, scores
+
+
+def output_limits(src_BS: jnp.ndarray, max_len_a: float, max_len_b: int, max_steps: int
+                  ) -> jnp.ndarray:
+  """Per-sentence output length limit a * source_length + b (EOS included), capped."""
+  src_len_B = jnp.sum(src_BS != PAD_ID, axis=1) - 1  # without the source EOS
+  limit = jnp.floor(max_len_a * src_len_B + max_len_b).astype(jnp.int32)
+  return jnp.clip(limit, 1, max_steps)
+
+
+def max_steps_for(src_len: int, max_len_a: float, max_len_b: int, model_max_len: int) -> int:
+  """Static step count for a batch padded to `src_len` (so one compile per bucket)."""
+  return int(min(model_max_len, max(1, int(max_len_a * src_len + max_len_b))))
+
+
+def translate_ids(model, params, src_BS: jnp.ndarray, *, beam_size: int, alpha: float,
+                  max_len_a: float, max_len_b: int, max_steps: int
+                  ) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """Encodes once, then searches with the KV cache.
+
+  Returns:
+    ids `[B, W, T]` (W = 1 for greedy) and scores `[B, W]`: the log-probability for
+    greedy, log-probability / length penalty for beam search.
+  """
+  max_len_B = output_limits(src_BS, max_len_a, max_len_b, max_steps)
+  memory_BSD = model.encode(params, src_BS)
+  step = lambda ids, cache: model.decode_step(params, ids, cache)
+  if beam_size == 1:
+    cache = model.init_cache(params, memory_BSD, src_BS, max_steps)
+    seqs_BT, logprob_B = greedy_search(step, cache, max_len_B, max_steps)
+    return seqs_BT[:, None], logprob_B[:, None]
+  repeat = lambda x: jnp.repeat(x, beam_size, axis=0)  # --> [B * W, ...]
+  cache = model.init_cache(params, repeat(memory_BSD), repeat(src_BS), max_steps)
+  return beam_search(step, cache, max_len_B, max_steps, beam_size, alpha)

@@ -1,0 +1,108 @@
+"""Translate a corpus and score it with sacreBLEU (BLEU and chrF, with signatures).
+
+BLEU is sacreBLEU's default (13a tokenization of detokenized text, cased), so it equals
+the `sacrebleu` command line tool on the same files. `lowercase_tokenized_bleu` also
+gives BLEU on lowercased Moses-tokenized text, the way many Multi30k papers report it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import sacrebleu
+
+from seq2seq import checkpoint, input_pipeline
+from seq2seq.translator import Translator, _one_line
+
+log = logging.getLogger(__name__)
+
+
+class ScoreError(ValueError):
+  """Hypotheses and references cannot be compared."""
+
+
+def score(hypotheses: Sequence[str], references: Sequence[str],
+          lowercase_tokenized: bool = False, lang: str = "de") -> dict:
+  """sacreBLEU BLEU and chrF (and optionally lowercased tokenized BLEU) of aligned lines."""
+  if len(hypotheses) != len(references):
+    raise ScoreError(f"{len(hypotheses)} hypotheses but {len(references)} references: "
+                     "they must be aligned line by line")
+  bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
+  b = bleu.corpus_score(list(hypotheses), [list(references)])
+  c = chrf.corpus_score(list(hypotheses), [list(references)])
+  result = {"bleu": b.score, "bleu_signature": str(bleu.get_signature()),
+            "bleu_text": str(b), "chrf": c.score, "chrf_signature": str(chrf.get_signature()),
+            "sentences": len(hypotheses)}
+  if lowercase_tokenized:
+    result["bleu_lc_tok"] = lowercase_tokenized_bleu(hypotheses, references, lang)
+  return result
+
+
+def lowercase_tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str],
+                             lang: str = "de") -> float:
+  """BLEU on lowercased, Moses-tokenized text (multi-bleu.perl style)."""
+  from sacremoses import MosesTokenizer
+  mt = MosesTokenizer(lang=lang)
+  prep = lambda s: mt.tokenize(s.lower(), return_str=True, escape=False)
+  bleu = sacrebleu.metrics.BLEU(tokenize="none", force=True)
+  return bleu.corpus_score([prep(h) for h in hypotheses],
+                           [[prep(r) for r in references]]).score
+
+
+def main(argv=None) -> None:
+  import argparse
+
+  from seq2seq.train_lib import enable_compilation_cache, quiet_libraries
+
+  parser = argparse.ArgumentParser(description="Translate a test set and score it.")
+  parser.add_argument("--workdir", required=True, help="run directory written by train.py")
+  parser.add_argument("--checkpoint", default="best",
+                      help="best, latest, averaged, or a checkpoint step directory")
+  parser.add_argument("--src", help="source file (plain or .gz)")
+  parser.add_argument("--ref", help="reference file (plain or .gz)")
+  parser.add_argument("--split", help="a split of the run's configured data source instead")
+  parser.add_argument("--beam", type=int, default=None)
+  parser.add_argument("--alpha", type=float, default=None)
+  parser.add_argument("--batch-size", type=int, default=None)
+  parser.add_argument("--output", help="hypothesis file (default: RUN_DIR/hyps/NAME.txt)")
+  parser.add_argument("--lowercase-tokenized", action="store_true",
+                      help="also report BLEU on lowercased Moses-tokenized text")
+  args = parser.parse_args(argv)
+  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+  quiet_libraries()
+  enable_compilation_cache()
+  if bool(args.split) == bool(args.src or args.ref) or (args.src and not args.ref) or (
+      args.ref and not args.src):
+    parser.error("give either --split NAME or both --src FILE and --ref FILE")
+  try:
+    cfg = checkpoint.load_config(args.workdir)
+    if args.split:
+      ds = input_pipeline.load_split(cfg.data, args.split)
+      sources, references, name = list(ds["src"]), list(ds["tgt"]), args.split
+    else:
+      sources = input_pipeline.read_lines(args.src)
+      references = input_pipeline.read_lines(args.ref)
+      name = Path(args.src).name.removesuffix(".gz")
+      if len(sources) != len(references):
+        raise ScoreError(f"{args.src} has {len(sources)} lines but {args.ref} has "
+                         f"{len(references)}")
+    translator = Translator.load(args.workdir, args.checkpoint)
+  except (input_pipeline.DataError, checkpoint.CheckpointError, ScoreError, ValueError) as e:
+    sys.exit(f"error: {e}")
+  beam = translator.decode_cfg.beam_size if args.beam is None else args.beam
+  hypotheses = [_one_line(h) for h in translator.translate(
+      sources, beam_size=beam, alpha=args.alpha, batch_size=args.batch_size)]
+  out = Path(args.output) if args.output else Path(args.workdir) / "hyps" / f"{name}.beam{beam}.txt"
+  out.parent.mkdir(parents=True, exist_ok=True)
+  out.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+  result = score(hypotheses, references, args.lowercase_tokenized, cfg.data.tgt_lang)
+  print(result.pop("bleu_text"), file=sys.stderr)
+  print(f"BLEU {result['bleu']:.2f}  {result['bleu_signature']}")
+  print(f"chrF {result['chrf']:.2f}  {result['chrf_signature']}")
+  if "bleu_lc_tok" in result:
+    print(f"BLEU (lowercased, Moses-tokenized) {result['bleu_lc_tok']:.2f}")
+  print(json.dumps(dict(result, hypotheses=str(out), checkpoint=args.checkpoint, beam=beam)))
