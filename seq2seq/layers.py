@@ -84,7 +84,11 @@ class Embedding(hk.Module):
   def attend(self, x_BTD: jnp.ndarray) -> jnp.ndarray:
     """Tied output layer: logits `[B, T, V]` in float32."""
     table_VD = self._table().astype(x_BTD.dtype)
-    return jnp.einsum("btd,vd->btv", x_BTD, table_VD).astype(jnp.float32)
+    # A 2-D matmul on flattened tokens: XLA:CPU runs its backward pass about 1.5x faster
+    # than the 3-D einsum's (bench/README.md).
+    x_ND = x_BTD.reshape(-1, x_BTD.shape[-1])
+    logits_NV = x_ND @ table_VD.T
+    return logits_NV.reshape(*x_BTD.shape[:-1], -1).astype(jnp.float32)
 
 
 class MultiHeadAttention(hk.Module):

@@ -1,0 +1,90 @@
+"""Training throughput on real Multi30k batches, after compilation.
+
+  python bench/train_throughput.py [--preset small] [--seconds 60] [--max-tokens 4096]
+
+Prints real target tokens/s, source+target tokens/s, useful model GFLOP/s (counted from
+the architecture over non-pad tokens), the fraction of the matmul ceiling, the padding
+fraction and compile time (measured separately: every bucket shape is compiled first).
+"""
+
+import argparse
+import dataclasses
+import tempfile
+import time
+
+from common import MULTI30K, machine, report
+
+import jax
+import numpy as np
+
+from seq2seq import flops, input_pipeline, tokenizer
+from seq2seq.config import PRESETS, Config, DataConfig, TrainConfig
+from seq2seq.model import Model
+from seq2seq.tokenizer import PAD_ID
+from seq2seq.train_lib import Steps, enable_compilation_cache
+
+
+def main():
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--preset", default="small")
+  p.add_argument("--seconds", type=float, default=60)
+  p.add_argument("--max-tokens", type=int, default=4096)
+  p.add_argument("--data", default=str(MULTI30K))
+  p.add_argument("--ceiling", type=float, default=165.0, help="matmul GFLOP/s of this machine")
+  p.add_argument("--dtype", default="float32")
+  args = p.parse_args()
+  enable_compilation_cache()
+
+  model_cfg = dataclasses.replace(PRESETS[args.preset], dtype=args.dtype)
+  data_cfg = DataConfig(dir=args.data, spm_vocab_size=model_cfg.vocab_size,
+                        max_tokens=args.max_tokens)
+  cfg = Config(model=model_cfg, data=data_cfg, train=TrainConfig(warmup_steps=4000))
+  ds = input_pipeline.load_split(data_cfg, "train")
+  tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), model_cfg.vocab_size)
+  corpus = input_pipeline.encode_dataset(tok, ds)
+  steps = Steps(cfg, Model(model_cfg))
+  batches = input_pipeline.TrainBatches(corpus, data_cfg, steps.num_devices)
+  order = batches.epoch_batches(0)
+  host_batches = [batches.make_batch(i) for i in order]
+  state = steps.init_state()
+
+  # Compile every shape first, so the timed loop measures steady-state training.
+  t0 = time.time()
+  seen = {}
+  for b in host_batches:
+    if b.shape not in seen:
+      seen[b.shape] = b
+  for b in seen.values():
+    state, m = steps.train_step(state, *steps.put_batch(b))
+  jax.block_until_ready(m)
+  compile_s = time.time() - t0
+
+  stream = input_pipeline.prefetch(iter(host_batches * 100))
+  tgt_tokens = src_tokens = padded = 0
+  useful = 0.0
+  n = 0
+  t0 = time.time()
+  while time.time() - t0 < args.seconds:
+    b = next(stream)
+    state, m = steps.train_step(state, *steps.put_batch(b))
+    s_len, t_len = (b.src != PAD_ID).sum(1), (b.tgt != PAD_ID).sum(1)
+    src_tokens += int(s_len.sum())
+    tgt_tokens += int(t_len.sum())
+    padded += b.src.size + b.tgt.size
+    useful += sum(flops.train_flops(model_cfg, int(s), int(t)) for s, t in zip(s_len, t_len))
+    n += 1
+  jax.block_until_ready(m)
+  dt = time.time() - t0
+  gflops = useful / dt / 1e9
+  report({
+      "benchmark": "train_throughput", "preset": args.preset, "dtype": args.dtype,
+      "max_tokens": args.max_tokens, "steps": n, "seconds": round(dt, 1),
+      "tgt_tokens_per_s": round(tgt_tokens / dt), "src_tgt_tokens_per_s": round((src_tokens + tgt_tokens) / dt),
+      "real_tgt_tokens_per_step": round(tgt_tokens / n), "ms_per_step": round(1000 * dt / n, 1),
+      "useful_gflops": round(gflops, 1), "fraction_of_ceiling": round(gflops / args.ceiling, 3),
+      "padding_fraction": round(1 - (src_tokens + tgt_tokens) / padded, 3),
+      "compiled_shapes": len(seen), "compile_s": round(compile_s, 1), **machine()})
+
+
+if __name__ == "__main__":
+  main()

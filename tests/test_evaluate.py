@@ -1,0 +1,44 @@
+"""evaluate.py: scores equal the sacrebleu CLI; misaligned files are errors."""
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from helpers import SAMPLE
+from seq2seq.evaluate_lib import ScoreError, score
+
+
+def test_bleu_equals_the_sacrebleu_command_line(trained_run, tmp_path):
+  ref = tmp_path / "test.de.gz"
+  with gzip.open(ref, "wb") as f:
+    f.write((SAMPLE / "test.de").read_bytes())
+  hyp = tmp_path / "hyp.de"
+  proc = run_cli("evaluate.py", "--workdir", trained_run, "--src", SAMPLE / "test.en",
+                 "--ref", ref, "--beam", "3", "--output", hyp, "--lowercase-tokenized")
+  result = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+  assert len(hyp.read_text("utf-8").splitlines()) == 100
+  sacrebleu_cli = Path(sys.executable).with_name("sacrebleu")
+  cli = subprocess.run([str(sacrebleu_cli), str(SAMPLE / "test.de"), "-i", str(hyp), "-m",
+                        "bleu", "chrf", "-b"], capture_output=True, text=True, check=True)
+  bleu, chrf = (float(x) for x in cli.stdout.split())
+  assert round(result["bleu"], 1) == bleu and round(result["chrf"], 1) == chrf
+  assert result["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+  assert 0 <= result["bleu_lc_tok"] <= 100
+  split = run_cli("evaluate.py", "--workdir", trained_run, "--split", "test", "--beam", "3")
+  assert json.loads(split.stdout.decode().strip().splitlines()[-1])["bleu"] == result["bleu"]
+
+
+def test_misaligned_files_are_an_error(trained_run, tmp_path):
+  short = tmp_path / "short.de"
+  short.write_text("".join(l + "\n" for l in (SAMPLE / "test.de").read_text().splitlines()[:50]))
+  proc = run_cli("evaluate.py", "--workdir", trained_run, "--src", SAMPLE / "test.en",
+                 "--ref", short, check=False)
+  assert proc.returncode != 0 and b"has 100 lines but" in proc.stderr
+  with pytest.raises(ScoreError, match="2 hypotheses but 1 references"):
+    score(["a", "b"], ["a"])

@@ -1,0 +1,208 @@
+"""Training: smoke run, overfit, exact resume, non-finite guard, two devices, configs."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+
+from conftest import ROOT, run_cli
+from helpers import SAMPLE, write_corpus
+from seq2seq import checkpoint, input_pipeline, metrics, tokenizer
+from seq2seq.config import PRESETS, Config, DataConfig, DecodeConfig, TrainConfig, default_config
+from seq2seq.input_pipeline import read_lines
+from seq2seq.train_lib import learning_rate_schedule, loss_sums, train
+from seq2seq.translator import Translator
+
+
+def _tiny_config(data_dir, **train_overrides) -> Config:
+  model = dataclasses.replace(PRESETS["tiny"], vocab_size=400, max_len=64)
+  data = DataConfig(dir=str(data_dir), spm_vocab_size=400, max_tokens=512,
+                    bucket_boundaries=(24, 48), max_train_len=48, test_split="test")
+  train_cfg = TrainConfig(learning_rate=3e-3, warmup_steps=20, max_steps=20, log_every=1,
+                          eval_every=1000, checkpoint_every=10, eval_max_sentences=8)
+  return Config(model=model, data=data, train=dataclasses.replace(train_cfg, **train_overrides),
+                decode=DecodeConfig(batch_size=8))
+
+
+def test_smoke_run_writes_a_loadable_checkpoint_and_metrics(trained_run):
+  records = metrics.read(trained_run)
+  train_losses = [r["loss"] for r in records if r["kind"] == "train"]
+  val = [r for r in records if r["kind"] == "val"]
+  assert len(train_losses) == 300 // 25 and train_losses[-1] < 0.5 * train_losses[0]
+  assert len(val) == 2 and all(0 <= r["bleu"] <= 100 for r in val)
+  for name in ("config.json", "spm.model", "metrics.jsonl", "train.log", "curves.png"):
+    assert (trained_run / name).exists(), name
+  cfg = checkpoint.load_config(trained_run)
+  assert cfg.train.max_steps == 300  # the command-line override reached the run
+  for name in ("best", "latest"):
+    params, meta = checkpoint.load_params(trained_run, name, cfg.model)
+    assert meta["step"] in (150, 300)
+  assert "Best validation BLEU" in (trained_run / "train.log").read_text()
+
+
+def test_overfits_a_handful_of_pairs(tmp_path):
+  src = read_lines(SAMPLE / "train.en")[:6]
+  tgt = read_lines(SAMPLE / "train.de")[:6]
+  write_corpus(tmp_path / "data", "train", src, tgt)
+  write_corpus(tmp_path / "data", "val", src, tgt)
+  base = _tiny_config(tmp_path / "data", max_steps=250, warmup_steps=30, learning_rate=3e-3,
+                      label_smoothing=0.0, checkpoint_every=1000, log_every=50,
+                      eval_every=250)
+  cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, dropout=0.0),
+                            data=dataclasses.replace(base.data, max_tokens=256))
+  # Six sentences cannot train a 400-piece vocabulary (byte fallback alone needs 260):
+  # store one trained on the whole sample, registered for this corpus, as a user could.
+  sample = read_lines(SAMPLE / "train.en") + read_lines(SAMPLE / "train.de")
+  corpus = input_pipeline.corpus_id(cfg.data, "train")
+  tokenizer.load_or_train(tmp_path / "run", corpus, lambda: sample, 400, "unigram", 10**6)
+  summary = train(cfg, tmp_path / "run")
+  last = [r for r in metrics.read(tmp_path / "run") if r["kind"] == "train"][-1]
+  assert last["loss"] < 0.05, last
+  assert Translator.load(tmp_path / "run", "latest").translate(src) == tgt
+  assert summary["best_bleu"] == pytest.approx(100.0)
+
+
+def _params(workdir, cfg):
+  return checkpoint.load_params(workdir, "latest", cfg.model)[0]
+
+
+def test_exact_resume(tmp_path):
+  """20 steps, stop, resume to 40 == 40 uninterrupted: same parameters and per-step
+  losses, bit for bit (same programs, same inputs, same order on one CPU)."""
+  cfg40 = _tiny_config(SAMPLE, max_steps=40, checkpoint_every=10)
+  train(cfg40, tmp_path / "straight")
+  cfg20 = _tiny_config(SAMPLE, max_steps=20, checkpoint_every=10)
+  train(cfg20, tmp_path / "resumed")
+  summary = train(cfg40, tmp_path / "resumed")  # the same command again resumes
+  assert summary["step"] == 40
+  a, b = _params(tmp_path / "straight", cfg40), _params(tmp_path / "resumed", cfg40)
+  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+    np.testing.assert_array_equal(x, y)
+  loss = lambda d: [(r["step"], r["loss"]) for r in metrics.read(d) if r["kind"] == "train"]
+  assert loss(tmp_path / "straight") == loss(tmp_path / "resumed")
+  assert len(loss(tmp_path / "resumed")) == 40
+
+
+def test_resume_refuses_another_model(tmp_path):
+  cfg = _tiny_config(SAMPLE, max_steps=1)
+  train(cfg, tmp_path / "run")
+  other = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, d_ff=256))
+  with pytest.raises(checkpoint.CheckpointError, match="other model settings"):
+    train(other, tmp_path / "run")
+
+
+def test_non_finite_loss_stops_and_keeps_the_good_checkpoint(tmp_path):
+  cfg = _tiny_config(SAMPLE, max_steps=3, checkpoint_every=1, warmup_steps=1)
+  train(cfg, tmp_path / "run")
+  good = _params(tmp_path / "run", cfg)
+  exploding = dataclasses.replace(cfg, train=dataclasses.replace(
+      cfg.train, max_steps=10, learning_rate=1e30, clip_norm=0.0))
+  with pytest.raises(FloatingPointError, match=r"non-finite loss or gradient at step \d+"):
+    train(exploding, tmp_path / "run")
+  latest = checkpoint.checkpoint_path(tmp_path / "run", "latest")
+  assert int(latest.name) == 3  # nothing was saved after the good steps
+  for x, y in zip(jax.tree_util.tree_leaves(good),
+                  jax.tree_util.tree_leaves(_params(tmp_path / "run", cfg))):
+    np.testing.assert_array_equal(x, y)
+
+
+def test_two_devices_match_one(tmp_path):
+  script = textwrap.dedent(f"""
+    import dataclasses, json, sys
+    sys.path.insert(0, {str(ROOT)!r})
+    import jax, numpy as np
+    from seq2seq.config import PRESETS, Config, DataConfig
+    from seq2seq.model import Model
+    from seq2seq.input_pipeline import Batch
+    from seq2seq.train_lib import Steps
+    assert len(jax.devices()) == 2
+    cfg = Config(model=PRESETS["tiny"], data=DataConfig(spm_vocab_size=512))
+    rng = np.random.default_rng(0)
+    src = rng.integers(4, 500, (8, 12)).astype(np.int32); src[::3, 7:] = 0
+    tgt = rng.integers(4, 500, (8, 10)).astype(np.int32); tgt[1::2, 6:] = 0
+    tgt[6:] = 0  # padding rows carry no loss
+    out = {{}}
+    for n in (1, 2):
+      steps = Steps(cfg, Model(cfg.model), devices=jax.devices()[:n])
+      state = steps.init_state()
+      for _ in range(3):
+        state, m = steps.train_step(state, *steps.put_batch(Batch(src, tgt)))
+      out[n] = (jax.device_get(state.params), float(m["loss"]))
+    leaves = zip(jax.tree_util.tree_leaves(out[1][0]), jax.tree_util.tree_leaves(out[2][0]))
+    diff = max(float(np.abs(a - b).max()) for a, b in leaves)
+    print(json.dumps({{"diff": diff, "loss1": out[1][1], "loss2": out[2][1]}}))
+  """)
+  env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu",
+         "PATH": "/usr/bin:/bin"}
+  proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                        timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  result = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert result["diff"] < 1e-5, result
+  assert result["loss1"] == pytest.approx(result["loss2"], rel=1e-5)
+
+
+def test_label_smoothed_loss_matches_the_one_hot_definition():
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(2, 3, 7)).astype(np.float32)
+  labels = np.array([[4, 5, 0], [6, 0, 0]])
+  sums = loss_sums(logits, labels, 0.1)
+  logp = jax.nn.log_softmax(logits)
+  target = 0.9 * np.eye(7)[labels] + 0.1 / 7
+  per_token = -(target * logp).sum(-1)
+  mask = labels != 0
+  np.testing.assert_allclose(sums["loss"], per_token[mask].sum(), rtol=1e-5)
+  assert sums["tokens"] == 3
+
+
+def test_schedule_warms_up_then_decays():
+  sched = learning_rate_schedule(TrainConfig(learning_rate=1e-3, warmup_steps=100))
+  assert float(sched(0)) == pytest.approx(1e-5)
+  assert float(sched(99)) == pytest.approx(1e-3)
+  assert float(sched(399)) == pytest.approx(5e-4)
+
+
+def test_config_overrides_and_unknown_fields(tmp_path):
+  proc = run_cli("train.py", "--config", "configs/tiny.py", "--workdir", tmp_path / "x",
+                 "--config.train.no_such_field=3", check=False)
+  assert proc.returncode != 0
+  assert b"no_such_field" in proc.stderr
+  with pytest.raises(ValueError, match="unknown config field"):
+    Config.from_dict({"train": {"max_step": 3}})
+  yaml_file = tmp_path / "run.yaml"
+  yaml_file.write_text("preset: tiny\ntrain:\n  max_steps: 7\ndata:\n  spm_vocab_size: 512\n")
+  sys.path.insert(0, str(ROOT / "configs"))
+  import yaml as _  # noqa: F401  (PyYAML is a dependency)
+  from importlib import util
+  spec = util.spec_from_file_location("yaml_config", ROOT / "configs" / "yaml.py")
+  module = util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  cfg = Config.from_dict(module.get_config(str(yaml_file)))
+  assert cfg.train.max_steps == 7 and cfg.model.d_model == PRESETS["tiny"].d_model
+  yaml_file.write_text("train:\n  max_stepz: 7\n")
+  with pytest.raises(KeyError, match="train.max_stepz"):
+    module.get_config(str(yaml_file))
+  for name in ("tiny", "multi30k", "wmt14_base"):
+    spec = util.spec_from_file_location(name, ROOT / "configs" / f"{name}.py")
+    module = util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    Config.from_dict(module.get_config())  # every shipped config parses and validates
+  assert default_config("base").model.d_model == 512
+
+
+def test_average_checkpoints(trained_run):
+  cfg = checkpoint.load_config(trained_run)
+  run_cli("-m", "seq2seq.average", "--workdir", trained_run, "--last", "2")
+  averaged, meta = checkpoint.load_params(trained_run, "averaged", cfg.model)
+  steps = meta["averaged_steps"]
+  assert steps == [200, 300]
+  a, _ = checkpoint.load_params(trained_run, str(trained_run / "checkpoints/latest/200"), cfg.model)
+  b, _ = checkpoint.load_params(trained_run, str(trained_run / "checkpoints/latest/300"), cfg.model)
+  for x, y, z in zip(*(jax.tree_util.tree_leaves(t) for t in (averaged, a, b))):
+    np.testing.assert_allclose(x, (y + z) / 2, rtol=1e-6)
+  assert Translator.load(trained_run, "averaged").translate(["A dog is running."])[0]

@@ -1,0 +1,71 @@
+"""translate.py as a user runs it: one output line per input line, bad input by line."""
+
+import shutil
+
+import pytest
+
+from conftest import run_cli
+from seq2seq import tokenizer
+from seq2seq.input_pipeline import read_lines
+from helpers import SAMPLE
+from seq2seq.translator import Translator
+
+
+def test_bad_input_is_handled_line_by_line(trained_run):
+  long_line = " ".join(["A young man is running in the park."] * 40)  # > 128 pieces
+  lines = [b"A young man is running in the park.", b"", b"   ", long_line.encode(),
+           b"Two dogs \xff\xfe are playing.", b"A girl \x01\x07 is \xf0\x9f\x90\x95 sitting.",
+           b"A woman\r", b"\xe2\x80\xa8 A boy \xe2\x80\xa8"]
+  proc = run_cli("translate.py", "--workdir", trained_run, "--beam", "2",
+                 input_bytes=b"\n".join(lines) + b"\n")
+  out = proc.stdout.decode("utf-8").split("\n")
+  assert out[-1] == "" and len(out) - 1 == len(lines)
+  assert out[0].startswith("Ein junger Mann")
+  assert out[1] == "" and out[2] == ""
+  assert all(out[i].strip() for i in (0, 3, 4, 5, 6, 7))
+  err = proc.stderr.decode()
+  assert "line 4:" in err and "maximum of 128" in err  # truncated, with a warning
+  assert "input line 5: invalid UTF-8 replaced" in err
+
+  strict = run_cli("translate.py", "--workdir", trained_run, "--strict",
+                   input_bytes=b"\n".join(lines) + b"\n", check=False)
+  assert strict.returncode != 0 and b"input line 5: not valid UTF-8" in strict.stderr
+  assert strict.stdout == b""
+
+
+def test_files_nbest_and_attention_plot(trained_run, tmp_path):
+  src = tmp_path / "in.en"
+  src.write_text("A dog is running.\nTwo women are sitting on a bench.\n", "utf-8")
+  run_cli("translate.py", "--workdir", trained_run, "--input", src, "--output",
+          tmp_path / "out.de", "--beam", "3", "--nbest", "3", "--checkpoint", "latest")
+  rows = (tmp_path / "out.de").read_text("utf-8").splitlines()
+  assert [r.split(" ||| ")[0] for r in rows] == ["1"] * 3 + ["2"] * 3
+  scores = [float(r.split(" ||| ")[2]) for r in rows[:3]]
+  assert scores == sorted(scores, reverse=True)
+  png = tmp_path / "attention.png"
+  proc = run_cli("translate.py", "--workdir", trained_run, "--attention-plot", png,
+                 input_bytes=b"A dog is running.\n")
+  assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and proc.stdout.decode().strip()
+
+
+def test_interactive_translates_each_line(trained_run):
+  proc = run_cli("translate.py", "--workdir", trained_run, "--interactive",
+                 input_bytes=b"A dog is running.\n\nA man is sitting.\n")
+  assert len(proc.stdout.decode().split("\n")) == 4
+
+
+def test_mismatched_tokenizer_is_refused(trained_run, tmp_path):
+  run = tmp_path / "run"
+  shutil.copytree(trained_run, run)
+  lines = read_lines(SAMPLE / "train.en") + read_lines(SAMPLE / "train.de")
+  (run / "spm.model").write_bytes(tokenizer.train(lines, vocab_size=300).model_proto)
+  proc = run_cli("translate.py", "--workdir", run, input_bytes=b"A dog.\n", check=False)
+  assert proc.returncode != 0
+  assert b"tokenizer has 300 pieces but the model's embedding has 400 rows" in proc.stderr
+  with pytest.raises(ValueError, match="does not belong to this checkpoint"):
+    Translator.load(run)
+
+
+def test_not_a_run_directory(tmp_path):
+  proc = run_cli("translate.py", "--workdir", tmp_path, input_bytes=b"A dog.\n", check=False)
+  assert proc.returncode != 0 and b"not a run directory" in proc.stderr
