@@ -9,8 +9,9 @@ Every choice is made for a small corpus (29k pairs) and a small compute budget
   languages; on small data sharing is a strong regulariser and saves 4M parameters.
 - vocabulary 8,000 joint unigram pieces: large enough that sentences stay short
   (~16 pieces), small enough that the output layer is not the whole cost.
-- dropout 0.2 (attention 0.1): small data overfits quickly with 0.1, while 0.3 slows
-  learning too much for a 10-epoch budget.
+- dropout 0.1: the budget is only ~10 epochs, and Multi30k models with dropout 0.1
+  reach their best validation loss around epoch 8-12; the published 0.3 pays off only
+  over the 50+ epochs of a GPU run.
 - batches of 2,048 padded tokens per side (~1,800 real target tokens, Joey NMT's
   batch): twice the updates of 4,096-token batches in the same time, and on small data
   more, noisier updates win.
@@ -36,8 +37,7 @@ def get_config():
   cfg = default_config("small")
   cfg.data.dir = str(MULTI30K)
   cfg.data.max_tokens = 2048
-  cfg.model.dropout = 0.2
-  cfg.model.attention_dropout = 0.1
+  cfg.model.dropout = 0.1
   cfg.train.learning_rate = 1e-3
   cfg.train.warmup_steps = 400
   cfg.train.max_steps = 100_000  # bounded by max_minutes instead

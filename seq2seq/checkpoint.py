@@ -97,10 +97,16 @@ class Checkpointer:
     if step is None:
       return None
     abstract = lambda t: jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, t)
-    restored = self.latest.restore(step, args=ocp.args.Composite(
-        params=ocp.args.StandardRestore(abstract(params_like)),
-        opt_state=ocp.args.StandardRestore(abstract(opt_state_like)),
-        meta=ocp.args.JsonRestore()))
+    try:
+      restored = self.latest.restore(step, args=ocp.args.Composite(
+          params=ocp.args.StandardRestore(abstract(params_like)),
+          opt_state=ocp.args.StandardRestore(abstract(opt_state_like)),
+          meta=ocp.args.JsonRestore()))
+    except ValueError as e:
+      raise CheckpointError(
+          f"checkpoint {step} in {self.latest.directory} does not match this run's model or "
+          "optimizer (train.optimizer, clip_norm, grad_accum_steps must stay the same to "
+          f"resume); use a new --workdir. Details: {str(e).splitlines()[0]}") from e
     return restored["params"], restored["opt_state"], restored["meta"]
 
   def close(self):

@@ -130,7 +130,7 @@ class Steps:
     grads, sums = jax.grad(loss_fn, has_aux=True)(state.params)
     updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    grad_norm = optax.global_norm(grads)
+    grad_norm = optax.tree.norm(grads)
     # A non-finite loss or gradient leaves the state untouched; the host stops the run.
     ok = jnp.isfinite(sums["loss"]) & jnp.isfinite(grad_norm)
     keep = lambda new, old: jax.tree_util.tree_map(lambda n, o: jnp.where(ok, n, o), new, old)

@@ -64,14 +64,17 @@ class Translator:
     decode_cfg = dataclasses.replace(cfg.decode, **decode_overrides)
     return cls(cfg.model, params, tok, decode_cfg)
 
-  def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
-    """Source ids with EOS; lines longer than the model's maximum are truncated, with a warning."""
+  def encode(self, texts: Sequence[str], line_numbers: Sequence[int] | None = None
+             ) -> list[np.ndarray]:
+    """Source ids with EOS; lines longer than the model's maximum are truncated, with a
+    warning that names the line (1-based, `line_numbers[i]` for `texts[i]` if given)."""
     ids = encode_texts(self.tokenizer, texts)
     limit = self.model_cfg.max_len
     for i, x in enumerate(ids):
       if len(x) > limit:
+        number = line_numbers[i] if line_numbers is not None else i + 1
         log.warning("line %d: %d pieces exceed the model's maximum of %d; translating "
-                    "only the first %d", i + 1, len(x), limit, limit - 1)
+                    "only the first %d", number, len(x), limit, limit - 1)
         ids[i] = np.concatenate([x[:limit - 1], [EOS_ID]]).astype(np.int32)
     return ids
 
@@ -115,7 +118,7 @@ class Translator:
     if nbest > max(beam, 1):
       raise ValueError(f"nbest={nbest} needs a beam of at least {nbest} (beam_size={beam})")
     nonempty = [i for i, t in enumerate(texts) if t.strip()]
-    ids = self.encode([texts[i] for i in nonempty]) if nonempty else []
+    ids = self.encode([texts[i] for i in nonempty], [i + 1 for i in nonempty]) if nonempty else []
     found = self.translate_ids(ids, beam_size=beam, alpha=alpha, batch_size=batch_size)
     hyps: list[list[Hypothesis]] = [[Hypothesis("", 0.0, [])] for _ in texts]
     for i, options in zip(nonempty, found):

@@ -25,7 +25,7 @@ def test_bleu_equals_the_sacrebleu_command_line(trained_run, tmp_path):
   assert len(hyp.read_text("utf-8").splitlines()) == 100
   sacrebleu_cli = Path(sys.executable).with_name("sacrebleu")
   cli = subprocess.run([str(sacrebleu_cli), str(SAMPLE / "test.de"), "-i", str(hyp), "-m",
-                        "bleu", "chrf", "-b"], capture_output=True, text=True, check=True)
+                        "bleu", "chrf", "-b", "-f", "text"], capture_output=True, text=True, check=True)
   bleu, chrf = (float(x) for x in cli.stdout.split())
   assert round(result["bleu"], 1) == bleu and round(result["chrf"], 1) == chrf
   assert result["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")

@@ -58,10 +58,10 @@ def test_mismatched_tokenizer_is_refused(trained_run, tmp_path):
   run = tmp_path / "run"
   shutil.copytree(trained_run, run)
   lines = read_lines(SAMPLE / "train.en") + read_lines(SAMPLE / "train.de")
-  (run / "spm.model").write_bytes(tokenizer.train(lines, vocab_size=300).model_proto)
+  (run / "spm.model").write_bytes(tokenizer.train(lines, vocab_size=350).model_proto)
   proc = run_cli("translate.py", "--workdir", run, input_bytes=b"A dog.\n", check=False)
   assert proc.returncode != 0
-  assert b"tokenizer has 300 pieces but the model's embedding has 400 rows" in proc.stderr
+  assert b"tokenizer has 350 pieces but the model's embedding has 400 rows" in proc.stderr
   with pytest.raises(ValueError, match="does not belong to this checkpoint"):
     Translator.load(run)
 
