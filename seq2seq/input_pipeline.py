@@ -52,6 +52,15 @@ def read_lines(path: str | os.PathLike) -> list[str]:
       raw = f.read()
   except (OSError, EOFError) as e:
     raise DataError(f"{path}: cannot read: {e}") from e
+  return split_lines(raw, f"{path},", strict=True)
+
+
+def split_lines(raw: bytes, name: str, strict: bool = True) -> list[str]:
+  """Splits bytes on '\\n' and decodes each line as UTF-8.
+
+  With `strict`, invalid UTF-8 raises DataError naming the line after the prefix `name`
+  ("data/train.de," or "input"); otherwise it is replaced with U+FFFD and a warning.
+  """
   chunks = raw.split(b"\n")
   if chunks and chunks[-1] == b"":
     chunks.pop()
@@ -60,8 +69,11 @@ def read_lines(path: str | os.PathLike) -> list[str]:
     try:
       lines.append(chunk.decode("utf-8").rstrip("\r"))
     except UnicodeDecodeError as e:
-      raise DataError(f"{path}, line {number}: not valid UTF-8 ({e.reason} at byte "
-                      f"{e.start}); the corpus must be UTF-8 text") from e
+      if strict:
+        raise DataError(f"{name} line {number}: not valid UTF-8 ({e.reason} at byte "
+                        f"{e.start})") from e
+      log.warning("%s line %d: invalid UTF-8 replaced with U+FFFD", name, number)
+      lines.append(chunk.decode("utf-8", errors="replace").rstrip("\r"))
   return lines
 
 

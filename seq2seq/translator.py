@@ -21,7 +21,7 @@ import numpy as np
 
 from seq2seq import checkpoint, decode
 from seq2seq.config import Config, DecodeConfig, ModelConfig
-from seq2seq.input_pipeline import bucket_length, encode_texts
+from seq2seq.input_pipeline import bucket_length, encode_texts, split_lines
 from seq2seq.model import Model
 from seq2seq.tokenizer import EOS_ID, PAD_ID, Tokenizer
 
@@ -171,21 +171,7 @@ def plot_attention(translator: Translator, text: str, path: str | os.PathLike,
 
 def _read_input(stream, strict: bool) -> list[str]:
   """Lines of a byte stream; only '\\n' ends a line, so the output count always matches."""
-  raw = stream.read()
-  chunks = raw.split(b"\n")
-  if chunks and chunks[-1] == b"":
-    chunks.pop()
-  lines = []
-  for number, chunk in enumerate(chunks, start=1):
-    try:
-      lines.append(chunk.decode("utf-8").rstrip("\r"))
-    except UnicodeDecodeError as e:
-      if strict:
-        raise ValueError(f"input line {number}: not valid UTF-8 ({e.reason} at byte "
-                         f"{e.start})") from e
-      log.warning("input line %d: invalid UTF-8 replaced with U+FFFD", number)
-      lines.append(chunk.decode("utf-8", errors="replace").rstrip("\r"))
-  return lines
+  return split_lines(stream.read(), "input", strict)
 
 
 def _one_line(text: str) -> str:
