@@ -91,6 +91,8 @@ def _gather_beams(x: jnp.ndarray, beam_idx_BW: jnp.ndarray) -> jnp.ndarray:
 
 
 def _gather_cache(cache: Any, beam_idx_BW: jnp.ndarray) -> Any:
+  """Reorders the cache rows with the beams; a dict cache's "source" entry (what all
+  beams of a sentence share, such as encoder keys/values) is left as it is."""
   batch, width = beam_idx_BW.shape
 
   def gather(x):
@@ -99,6 +101,9 @@ def _gather_cache(cache: Any, beam_idx_BW: jnp.ndarray) -> Any:
     x = x.reshape((batch, -1) + x.shape[1:])
     return _gather_beams(x, beam_idx_BW).reshape((batch * width,) + x.shape[2:])
 
+  if isinstance(cache, dict) and "source" in cache:
+    rest = {k: v for k, v in cache.items() if k != "source"}
+    return dict(jax.tree_util.tree_map(gather, rest), source=cache["source"])
   return jax.tree_util.tree_map(gather, cache)
 
 

@@ -103,36 +103,41 @@ class MultiHeadAttention(hk.Module):
     self.value = Dense(num_heads * head_dim, name="value")
     self.out = Dense(num_heads * head_dim, name="out")
 
+  # Heads are split into the head-major layout `[B, H, T, K]` that both attention
+  # einsums contract in without transposes; the KV cache is stored in it too, so a
+  # decoding step does not transpose the whole cache (bench/README.md).
   def _split(self, x_BTD: jnp.ndarray) -> jnp.ndarray:
-    return x_BTD.reshape(*x_BTD.shape[:-1], self.num_heads, self.head_dim)
+    B, T, _ = x_BTD.shape
+    return x_BTD.reshape(B, T, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)
 
   def project_kv(self, kv_BSD: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """Keys and values `[B, S, H, K]` (what the KV cache stores)."""
+    """Keys and values `[B, H, S, K]` (what the KV cache stores)."""
     return self._split(self.key(kv_BSD)), self._split(self.value(kv_BSD))
 
-  def attend(self, q_BTD: jnp.ndarray, k_BSHK: jnp.ndarray, v_BSHK: jnp.ndarray,
+  def attend(self, q_BTD: jnp.ndarray, k_BHSK: jnp.ndarray, v_BHSK: jnp.ndarray,
              mask: jnp.ndarray, is_training: bool = False,
              probs_sink: list | None = None) -> jnp.ndarray:
     """Attends queries over given keys/values; mask broadcasts to `[B, H, T, S]`.
 
     `probs_sink`, if given, receives the attention probabilities `[B, H, T, S]` (for plots).
     """
-    q_BTHK = self._split(self.query(q_BTD)) * (self.head_dim ** -0.5)
-    scores_BHTS = jnp.einsum("bthk,bshk->bhts", q_BTHK, k_BSHK).astype(jnp.float32)
+    q_BHTK = self._split(self.query(q_BTD)) * (self.head_dim ** -0.5)
+    scores_BHTS = jnp.einsum("bhtk,bhsk->bhts", q_BHTK, k_BHSK).astype(jnp.float32)
     # finfo.min instead of -inf: a fully masked row gives a uniform distribution, not NaN.
     scores_BHTS = jnp.where(mask, scores_BHTS, jnp.finfo(jnp.float32).min)
     probs_BHTS = jax.nn.softmax(scores_BHTS, axis=-1)
     if probs_sink is not None:
       probs_sink.append(probs_BHTS)
-    probs_BHTS = dropout(probs_BHTS, self.dropout_rate, is_training).astype(v_BSHK.dtype)
-    out_BTHK = jnp.einsum("bhts,bshk->bthk", probs_BHTS, v_BSHK)
-    return self.out(out_BTHK.reshape(*out_BTHK.shape[:2], -1))
+    probs_BHTS = dropout(probs_BHTS, self.dropout_rate, is_training).astype(v_BHSK.dtype)
+    out_BHTK = jnp.einsum("bhts,bhsk->bhtk", probs_BHTS, v_BHSK)
+    B, H, T, K = out_BHTK.shape
+    return self.out(out_BHTK.transpose(0, 2, 1, 3).reshape(B, T, H * K))
 
   def __call__(self, q_BTD: jnp.ndarray, kv_BSD: jnp.ndarray, mask: jnp.ndarray,
                is_training: bool = False, probs_sink: list | None = None) -> jnp.ndarray:
     """Args: queries `[B, T, D]`, keys/values source `[B, S, D]`, mask. Returns `[B, T, D]`."""
-    k_BSHK, v_BSHK = self.project_kv(kv_BSD)
-    return self.attend(q_BTD, k_BSHK, v_BSHK, mask, is_training, probs_sink)
+    k_BHSK, v_BHSK = self.project_kv(kv_BSD)
+    return self.attend(q_BTD, k_BHSK, v_BHSK, mask, is_training, probs_sink)
 
 
 class FeedForward(hk.Module):

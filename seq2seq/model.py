@@ -86,28 +86,29 @@ class DecoderLayer(hk.Module):
                                               probs_sink), is_training)
     return self.res_ff(x_BTD, lambda h: self.feed_forward(h, is_training), is_training)
 
-  def init_cache(self, memory_BSD: jnp.ndarray, max_len: int) -> Cache:
-    """Empty self-attention cache `[B, L, H, K]` and the encoder's keys/values `[B, S, H, K]`."""
-    cross_k, cross_v = self.cross_attention.project_kv(memory_BSD)
-    shape = (memory_BSD.shape[0], max_len, self.cfg.num_heads, self.cfg.head_dim)
+  def init_cache(self, memory_BSD: jnp.ndarray, max_len: int) -> tuple[Cache, Cache]:
+    """An empty self-attention cache `[B, H, L, K]`, and the encoder's keys/values `[B, H, S, K]`."""
+    shape = (memory_BSD.shape[0], self.cfg.num_heads, max_len, self.cfg.head_dim)
     zeros = jnp.zeros(shape, memory_BSD.dtype)
-    return {"k": zeros, "v": zeros, "cross_k": cross_k, "cross_v": cross_v}
+    cross_k, cross_v = self.cross_attention.project_kv(memory_BSD)
+    return {"k": zeros, "v": zeros}, {"k": cross_k, "v": cross_v}
 
-  def step(self, x_B1D, cache: Cache, index, src_mask) -> tuple[jnp.ndarray, Cache]:
+  def step(self, x_B1D, cache: Cache, source: Cache, index, src_mask
+           ) -> tuple[jnp.ndarray, Cache]:
     """One decoding position: writes its key/value at `index` and attends to 0..index."""
-    new_cache = dict(cache)
+    new_cache = {}
 
     def self_attend(h_B1D):
-      k_B1HK, v_B1HK = self.self_attention.project_kv(h_B1D)
-      new_cache["k"] = jax.lax.dynamic_update_slice_in_dim(cache["k"], k_B1HK, index, axis=1)
-      new_cache["v"] = jax.lax.dynamic_update_slice_in_dim(cache["v"], v_B1HK, index, axis=1)
-      mask = masks.cache_mask(index, cache["k"].shape[1])
+      k_BH1K, v_BH1K = self.self_attention.project_kv(h_B1D)
+      new_cache["k"] = jax.lax.dynamic_update_slice_in_dim(cache["k"], k_BH1K, index, axis=2)
+      new_cache["v"] = jax.lax.dynamic_update_slice_in_dim(cache["v"], v_BH1K, index, axis=2)
+      mask = masks.cache_mask(index, cache["k"].shape[2])
       return self.self_attention.attend(h_B1D, new_cache["k"], new_cache["v"], mask)
 
     x_B1D = self.res_self(x_B1D, self_attend, False)
     x_B1D = self.res_cross(
-        x_B1D, lambda h: self.cross_attention.attend(h, cache["cross_k"], cache["cross_v"],
-                                                     src_mask), False)
+        x_B1D, lambda h: self.cross_attention.attend(h, source["k"], source["v"], src_mask),
+        False)
     x_B1D = self.res_ff(x_B1D, lambda h: self.feed_forward(h, False), False)
     return x_B1D, new_cache
 
@@ -169,25 +170,32 @@ class Transformer(hk.Module):
     return jnp.stack(sink)
 
   def init_cache(self, memory_BSD, src_BS, max_len: int) -> Cache:
-    """A cache for `max_len` decoding steps over this batch's encoder output."""
+    """A cache for `max_len` decoding steps over this batch's encoder output.
+
+    `cache["source"]` (the source mask and the encoder keys/values of every layer) is
+    the same for all beams of a sentence: beam search reorders the rest of the cache,
+    never it.
+    """
+    layers, source = zip(*(layer.init_cache(memory_BSD, max_len)
+                           for layer in self.decoder_layers))
     return {
         "index": jnp.zeros((), jnp.int32),
-        "src_mask": masks.padding_mask(src_BS),  # [B, 1, 1, S]
-        "layers": [layer.init_cache(memory_BSD, max_len) for layer in self.decoder_layers],
+        "layers": list(layers),
+        "source": {"mask": masks.padding_mask(src_BS), "layers": list(source)},  # [B, 1, 1, S]
     }
 
   def decode_step(self, ids_B: jnp.ndarray, cache: Cache) -> tuple[jnp.ndarray, Cache]:
     """Feeds one token per sequence at position `cache['index']`. Returns logits `[B, V]`."""
-    index = cache["index"]
+    index, source = cache["index"], cache["source"]
     ids_B1 = ids_B[:, None]
     x_B1D = self.tgt_embed(ids_B1, jnp.broadcast_to(index, ids_B1.shape))
     new_layers = []
-    for layer, layer_cache in zip(self.decoder_layers, cache["layers"]):
-      x_B1D, layer_cache = layer.step(x_B1D, layer_cache, index, cache["src_mask"])
+    for layer, layer_cache, layer_source in zip(self.decoder_layers, cache["layers"],
+                                                source["layers"]):
+      x_B1D, layer_cache = layer.step(x_B1D, layer_cache, layer_source, index, source["mask"])
       new_layers.append(layer_cache)
     logits_B1V = self.output(self.decoder_norm(x_B1D))
-    new_cache = {"index": index + 1, "src_mask": cache["src_mask"], "layers": new_layers}
-    return logits_B1V[:, 0], new_cache
+    return logits_B1V[:, 0], {"index": index + 1, "layers": new_layers, "source": source}
 
 
 class Model:

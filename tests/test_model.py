@@ -28,7 +28,7 @@ def test_shapes():
   memory = model.encode(params, SRC)
   assert memory.shape == (B, S, TINY.d_model)
   cache = model.init_cache(params, memory, SRC, max_len=9)
-  assert cache["layers"][0]["k"].shape == (B, 9, TINY.num_heads, TINY.head_dim)
+  assert cache["layers"][0]["k"].shape == (B, TINY.num_heads, 9, TINY.head_dim)
   logits, cache = model.decode_step(params, TGT[:, 0], cache)
   assert logits.shape == (B, TINY.vocab_size) and int(cache["index"]) == 1
 
