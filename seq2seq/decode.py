@@ -75,6 +75,37 @@ def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.n
   return final.seqs, final.logprob
 
 
+def _group_size(n: int, target: int = 128) -> int:
+  """A divisor of n near `target` (so rows split into groups without padding), else target."""
+  divisors = [g for g in range(target // 2, 2 * target + 1) if n % g == 0]
+  return min(divisors, key=lambda g: abs(g - target)) if divisors else target
+
+
+def top_k_rows(x_RN: jnp.ndarray, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """`lax.top_k` over the last axis of `[R, N]`, exact (up to ties), for long rows and small k.
+
+  XLA:CPU's top-k scans every row element by element on one thread (7 ms for 320 rows
+  of 8,000 pieces, as much as the output layer). Instead: split each row into groups,
+  keep the k groups with the largest maxima (every top-k element lies in one of them:
+  a group outside them has k maxima above its own), and take the top k of those k
+  groups only.
+  """
+  rows, n = x_RN.shape
+  group = _group_size(n)
+  num_groups = -(-n // group)
+  if num_groups <= 4 * k:
+    return jax.lax.top_k(x_RN, k)
+  if num_groups * group != n:
+    x_RN = jnp.pad(x_RN, ((0, 0), (0, num_groups * group - n)), constant_values=-jnp.inf)
+  x_RGg = x_RN.reshape(rows, num_groups, group)
+  _, groups_Rk = jax.lax.top_k(jnp.max(x_RGg, axis=-1), k)
+  groups_Rk = jnp.sort(groups_Rk, axis=-1)  # candidates in index order: ties break as top_k's
+  candidates = jnp.take_along_axis(x_RGg, groups_Rk[:, :, None], axis=1).reshape(rows, -1)
+  values_Rk, pos_Rk = jax.lax.top_k(candidates, k)
+  index_Rk = jnp.take_along_axis(groups_Rk, pos_Rk // group, axis=1) * group + pos_Rk % group
+  return values_Rk, index_Rk
+
+
 class BeamState(NamedTuple):
   step: jnp.ndarray  # [] int32
   live_seqs: jnp.ndarray  # [B, W, T] int32
@@ -147,16 +178,24 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
   def body(s: BeamState):
     last_BW = jnp.where(s.step == 0, BOS_ID,
                         s.live_seqs[:, :, jnp.maximum(s.step - 1, 0)])
-    logits, cache = tokens_to_logits(last_BW.reshape(-1), s.cache)
-    vocab = logits.shape[-1]
-    logp_BWV = jax.nn.log_softmax(logits.astype(jnp.float32)).reshape(batch, width, vocab)
-    must_end = (s.step + 1 >= max_len_B)[:, None, None]
-    eos_only = jnp.arange(vocab) == EOS_ID
-    logp_BWV = jnp.where(must_end & ~eos_only, NEG_INF, logp_BWV)
-    candidates_BWV = s.live_logprobs[:, :, None] + logp_BWV
+    logits_RV, cache = tokens_to_logits(last_BW.reshape(-1), s.cache)  # R = B * W rows
+    logits_RV = logits_RV.astype(jnp.float32)
+    lse_R = jax.nn.logsumexp(logits_RV, axis=-1)
+    must_end_R = jnp.repeat(s.step + 1 >= max_len_B, width)[:, None]
+    eos_only = jnp.arange(logits_RV.shape[-1]) == EOS_ID
+    logits_RV = jnp.where(must_end_R & ~eos_only, NEG_INF, logits_RV)
+    # The best 2W candidates of a sentence are among the best 2W of each of its beams,
+    # and log-softmax keeps the order within a row: select on the logits, then take
+    # the log-probabilities of the W * 2W survivors only.
+    per_beam = min(2 * width, logits_RV.shape[-1])
+    top_logit_RK, top_token_RK = top_k_rows(logits_RV, per_beam)
+    logp_BWK = (top_logit_RK - lse_R[:, None]).reshape(batch, width, per_beam)
+    candidates_BM = (s.live_logprobs[:, :, None] + logp_BWK).reshape(batch, -1)  # M = W * 2W
     # 2W candidates: even if W of them end in EOS, W live ones remain.
-    top_logp_BC, top_idx_BC = jax.lax.top_k(candidates_BWV.reshape(batch, -1), 2 * width)
-    beam_BC, token_BC = top_idx_BC // vocab, (top_idx_BC % vocab).astype(jnp.int32)
+    top_logp_BC, top_idx_BC = jax.lax.top_k(candidates_BM, 2 * width)
+    beam_BC = top_idx_BC // per_beam
+    token_BC = jnp.take_along_axis(top_token_RK.reshape(batch, -1), top_idx_BC, axis=1
+                                   ).astype(jnp.int32)
     seqs_BCT = _gather_beams(s.live_seqs, beam_BC)
     seqs_BCT = seqs_BCT.at[:, :, s.step].set(token_BC)  # --> [B, 2W, T]
     is_eos_BC = token_BC == EOS_ID

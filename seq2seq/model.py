@@ -90,7 +90,7 @@ class DecoderLayer(hk.Module):
     """An empty self-attention cache `[B, H, L, K]`, and the encoder's keys/values `[B, H, S, K]`."""
     shape = (memory_BSD.shape[0], self.cfg.num_heads, max_len, self.cfg.head_dim)
     zeros = jnp.zeros(shape, memory_BSD.dtype)
-    cross_k, cross_v = self.cross_attention.project_kv(memory_BSD)
+    cross_k, cross_v = self.cross_attention.project_kv(memory_BSD, head_major=True)
     return {"k": zeros, "v": zeros}, {"k": cross_k, "v": cross_v}
 
   def step(self, x_B1D, cache: Cache, source: Cache, index, src_mask
@@ -99,16 +99,17 @@ class DecoderLayer(hk.Module):
     new_cache = {}
 
     def self_attend(h_B1D):
-      k_BH1K, v_BH1K = self.self_attention.project_kv(h_B1D)
+      k_BH1K, v_BH1K = self.self_attention.project_kv(h_B1D, head_major=True)
       new_cache["k"] = jax.lax.dynamic_update_slice_in_dim(cache["k"], k_BH1K, index, axis=2)
       new_cache["v"] = jax.lax.dynamic_update_slice_in_dim(cache["v"], v_BH1K, index, axis=2)
       mask = masks.cache_mask(index, cache["k"].shape[2])
-      return self.self_attention.attend(h_B1D, new_cache["k"], new_cache["v"], mask)
+      return self.self_attention.attend(h_B1D, new_cache["k"], new_cache["v"], mask,
+                                        head_major=True)
 
     x_B1D = self.res_self(x_B1D, self_attend, False)
     x_B1D = self.res_cross(
-        x_B1D, lambda h: self.cross_attention.attend(h, source["k"], source["v"], src_mask),
-        False)
+        x_B1D, lambda h: self.cross_attention.attend(h, source["k"], source["v"], src_mask,
+                                                     head_major=True), False)
     x_B1D = self.res_ff(x_B1D, lambda h: self.feed_forward(h, False), False)
     return x_B1D, new_cache
 

@@ -141,3 +141,12 @@ def test_translator_reuses_compiled_search(trained_run):
   compiled = t._search._cache_size()
   t.translate(lines[::-1], beam_size=2)
   assert t._search._cache_size() == compiled
+
+
+@pytest.mark.parametrize("n,k", [(8000, 10), (1000, 6), (8001, 2), (40, 4)])
+def test_top_k_rows_equals_lax_top_k(n, k):
+  x = jax.random.normal(jax.random.PRNGKey(n), (7, n))
+  values, index = decode.top_k_rows(x, k)
+  ref_values, ref_index = jax.lax.top_k(x, k)
+  np.testing.assert_array_equal(np.asarray(index), np.asarray(ref_index))
+  np.testing.assert_array_equal(np.asarray(values), np.asarray(ref_values))
