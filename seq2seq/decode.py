@@ -145,8 +145,8 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
 
   Args:
     tokens_to_logits: one decoding step over `B * W` rows.
-    cache: the model cache for `B * W` rows (each source repeated W times, beam-major
-      within a sentence).
+    cache: the model cache for `B * W` rows (the W beams of a sentence consecutive);
+      a dict cache's "source" entry, shared by the beams of a sentence, is never reordered.
     max_len_B: per-sentence output limit, EOS included, `<= max_steps`.
     max_steps: static number of positions.
     beam_size: W.
@@ -253,6 +253,5 @@ def translate_ids(model, params, src_BS: jnp.ndarray, *, beam_size: int, alpha: 
     cache = model.init_cache(params, memory_BSD, src_BS, max_steps)
     seqs_BT, logprob_B = greedy_search(step, cache, max_len_B, max_steps)
     return seqs_BT[:, None], logprob_B[:, None]
-  repeat = lambda x: jnp.repeat(x, beam_size, axis=0)  # --> [B * W, ...]
-  cache = model.init_cache(params, repeat(memory_BSD), repeat(src_BS), max_steps)
+  cache = model.init_cache(params, memory_BSD, src_BS, max_steps, beam_size)
   return beam_search(step, cache, max_len_B, max_steps, beam_size, alpha)

@@ -86,9 +86,11 @@ class DecoderLayer(hk.Module):
                                               probs_sink), is_training)
     return self.res_ff(x_BTD, lambda h: self.feed_forward(h, is_training), is_training)
 
-  def init_cache(self, memory_BSD: jnp.ndarray, max_len: int) -> tuple[Cache, Cache]:
-    """An empty self-attention cache `[B, H, L, K]`, and the encoder's keys/values `[B, H, S, K]`."""
-    shape = (memory_BSD.shape[0], self.cfg.num_heads, max_len, self.cfg.head_dim)
+  def init_cache(self, memory_BSD: jnp.ndarray, max_len: int, beam_size: int
+                 ) -> tuple[Cache, Cache]:
+    """An empty self-attention cache `[B * W, H, L, K]`, and the encoder's keys/values
+    `[B, H, S, K]`, once per sentence."""
+    shape = (memory_BSD.shape[0] * beam_size, self.cfg.num_heads, max_len, self.cfg.head_dim)
     zeros = jnp.zeros(shape, memory_BSD.dtype)
     cross_k, cross_v = self.cross_attention.project_kv(memory_BSD, head_major=True)
     return {"k": zeros, "v": zeros}, {"k": cross_k, "v": cross_v}
@@ -106,10 +108,16 @@ class DecoderLayer(hk.Module):
       return self.self_attention.attend(h_B1D, new_cache["k"], new_cache["v"], mask,
                                         head_major=True)
 
+    def cross_attend(h_R1D):
+      # The W beams of a sentence (consecutive rows) are W query positions over the
+      # sentence's one copy of the encoder keys: a [W, S] attention, not W [1, S] ones.
+      h_BWD = h_R1D.reshape(source["k"].shape[0], -1, h_R1D.shape[-1])
+      out_BWD = self.cross_attention.attend(h_BWD, source["k"], source["v"], src_mask,
+                                            head_major=True)
+      return out_BWD.reshape(h_R1D.shape)
+
     x_B1D = self.res_self(x_B1D, self_attend, False)
-    x_B1D = self.res_cross(
-        x_B1D, lambda h: self.cross_attention.attend(h, source["k"], source["v"], src_mask,
-                                                     head_major=True), False)
+    x_B1D = self.res_cross(x_B1D, cross_attend, False)
     x_B1D = self.res_ff(x_B1D, lambda h: self.feed_forward(h, False), False)
     return x_B1D, new_cache
 
@@ -170,14 +178,15 @@ class Transformer(hk.Module):
     self.decode(tgt_in_BT, self.encode(src_BS), src_BS, probs_sink=sink)
     return jnp.stack(sink)
 
-  def init_cache(self, memory_BSD, src_BS, max_len: int) -> Cache:
-    """A cache for `max_len` decoding steps over this batch's encoder output.
+  def init_cache(self, memory_BSD, src_BS, max_len: int, beam_size: int = 1) -> Cache:
+    """A cache for `max_len` decoding steps of `beam_size` hypotheses per sentence
+    (`B * W` rows, the W beams of a sentence consecutive) over this batch's encoder output.
 
     `cache["source"]` (the source mask and the encoder keys/values of every layer) is
-    the same for all beams of a sentence: beam search reorders the rest of the cache,
-    never it.
+    kept once per sentence, shared by its beams: beam search reorders the rest of the
+    cache, never it.
     """
-    layers, source = zip(*(layer.init_cache(memory_BSD, max_len)
+    layers, source = zip(*(layer.init_cache(memory_BSD, max_len, beam_size)
                            for layer in self.decoder_layers))
     return {
         "index": jnp.zeros((), jnp.int32),
@@ -226,8 +235,9 @@ class Model:
   def encode(self, params: Params, src_BS) -> jnp.ndarray:
     return self._transformed.apply[1](params, None, src_BS)
 
-  def init_cache(self, params: Params, memory_BSD, src_BS, max_len: int) -> Cache:
-    return self._transformed.apply[2](params, None, memory_BSD, src_BS, max_len)
+  def init_cache(self, params: Params, memory_BSD, src_BS, max_len: int,
+                 beam_size: int = 1) -> Cache:
+    return self._transformed.apply[2](params, None, memory_BSD, src_BS, max_len, beam_size)
 
   def decode_step(self, params: Params, ids_B, cache: Cache) -> tuple[jnp.ndarray, Cache]:
     return self._transformed.apply[3](params, None, ids_B, cache)

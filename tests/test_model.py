@@ -137,6 +137,24 @@ def test_incremental_decoding_matches_forward(pre_norm):
   np.testing.assert_allclose(np.stack(steps, 1)[real], full[real], atol=2e-5, rtol=1e-5)
 
 
+def test_beam_rows_share_the_source_cache():
+  # W hypotheses per sentence, each fed its own prefix, against one copy of the encoder
+  # keys: every row must get the logits that decoding its prefix alone gives.
+  W = 3
+  model, params = _init()
+  memory = model.encode(params, SRC)
+  rng = np.random.default_rng(0)
+  prefixes = rng.integers(4, TINY.vocab_size, (SRC.shape[0] * W, 4)).astype(np.int32)
+  beam_cache = model.init_cache(params, memory, SRC, max_len=6, beam_size=W)
+  assert beam_cache["source"]["layers"][0]["k"].shape[0] == SRC.shape[0]
+  repeated = jnp.repeat(SRC, W, axis=0)
+  alone_cache = model.init_cache(params, model.encode(params, repeated), repeated, max_len=6)
+  for t in range(prefixes.shape[1]):
+    beam_logits, beam_cache = model.decode_step(params, prefixes[:, t], beam_cache)
+    alone_logits, alone_cache = model.decode_step(params, prefixes[:, t], alone_cache)
+    np.testing.assert_allclose(beam_logits, alone_logits, atol=1e-5, rtol=1e-5)
+
+
 def test_fully_padded_source_gives_finite_logits():
   model, params = _init()
   src = SRC.at[1].set(PAD_ID)
