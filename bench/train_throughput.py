@@ -24,11 +24,22 @@ from seq2seq.tokenizer import PAD_ID
 from seq2seq.train_lib import Steps, enable_compilation_cache
 
 
+def pair_lengths(b):
+  """Source and target lengths of every pair in the batch (packed rows hold several)."""
+  if b.src_segments is None:
+    return (b.src != PAD_ID).sum(1), (b.tgt != PAD_ID).sum(1)
+  count = lambda seg: np.bincount((seg + np.arange(len(seg))[:, None] * 1000)[seg > 0])
+  s, t = count(b.src_segments), count(b.tgt_segments)
+  return s[s > 0], t[t > 0]
+
+
 def main():
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--preset", default="small")
   p.add_argument("--seconds", type=float, default=60)
   p.add_argument("--max-tokens", type=int, default=4096)
+  p.add_argument("--pack-length", type=int, default=0,
+                 help="pack pairs into rows of this many pieces (0: length buckets)")
   p.add_argument("--data", default=str(MULTI30K))
   p.add_argument("--ceiling", type=float, default=165.0, help="matmul GFLOP/s of this machine")
   p.add_argument("--dtype", default="float32")
@@ -37,7 +48,7 @@ def main():
 
   model_cfg = dataclasses.replace(PRESETS[args.preset], dtype=args.dtype)
   data_cfg = DataConfig(dir=args.data, spm_vocab_size=model_cfg.vocab_size,
-                        max_tokens=args.max_tokens)
+                        max_tokens=args.max_tokens, pack_length=args.pack_length)
   cfg = Config(model=model_cfg, data=data_cfg, train=TrainConfig(warmup_steps=4000))
   ds = input_pipeline.load_split(data_cfg, "train")
   tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), model_cfg.vocab_size)
@@ -67,7 +78,7 @@ def main():
   while time.time() - t0 < args.seconds:
     b = next(stream)
     state, m = steps.train_step(state, *steps.put_batch(b))
-    s_len, t_len = (b.src != PAD_ID).sum(1), (b.tgt != PAD_ID).sum(1)
+    s_len, t_len = pair_lengths(b)
     src_tokens += int(s_len.sum())
     tgt_tokens += int(t_len.sum())
     padded += b.src.size + b.tgt.size
@@ -78,7 +89,7 @@ def main():
   gflops = useful / dt / 1e9
   report({
       "benchmark": "train_throughput", "preset": args.preset, "dtype": args.dtype,
-      "max_tokens": args.max_tokens, "steps": n, "seconds": round(dt, 1),
+      "max_tokens": args.max_tokens, "pack_length": args.pack_length, "steps": n, "seconds": round(dt, 1),
       "tgt_tokens_per_s": round(tgt_tokens / dt), "src_tgt_tokens_per_s": round((src_tokens + tgt_tokens) / dt),
       "real_tgt_tokens_per_step": round(tgt_tokens / n), "ms_per_step": round(1000 * dt / n, 1),
       "useful_gflops": round(gflops, 1), "fraction_of_ceiling": round(gflops / args.ceiling, 3),

@@ -85,6 +85,10 @@ class DataConfig:
   # Multi30k sentences are (10-30 pieces) keep padding near 14 %.
   bucket_boundaries: tuple[int, ...] = (8, 10, 12, 14, 16, 18, 20, 22, 24, 28, 32, 40, 48,
                                         64, 100, 128, 256)
+  # > 0: pack several training pairs into rows of this many pieces per side (segment
+  # masks keep them apart): one compiled shape and ~1 % padding instead of the buckets
+  # above. Pairs longer than this are dropped, like those over max_train_len.
+  pack_length: int = 0
   seed: int = 0  # shuffling seed
   cache_dir: str = ""  # where encoded corpora are cached; "" = WORKDIR/cache
 

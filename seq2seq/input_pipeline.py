@@ -222,10 +222,16 @@ def encode_dataset(tok: Tokenizer, ds: datasets.Dataset, cache_path: Path | None
 @dataclasses.dataclass
 class Batch:
   """Padded ids: `src [B, S]`, `tgt [B, T]` (labels, EOS-terminated; the decoder input
-  is BOS + tgt shifted right). Rows that are all padding carry no loss."""
+  is BOS + tgt shifted right). Rows that are all padding carry no loss.
+
+  Packed batches also carry segment ids (1, 2, ... for the pairs of a row, 0 for
+  padding) for both sides; pair k of a row is segment k on both sides.
+  """
 
   src: np.ndarray
   tgt: np.ndarray
+  src_segments: np.ndarray | None = None
+  tgt_segments: np.ndarray | None = None
 
   @property
   def shape(self):
@@ -256,33 +262,42 @@ def rows_for(length: int, max_tokens: int, multiple: int) -> int:
 
 
 class TrainBatches:
-  """Shuffled, length-bucketed training batches with a resumable (epoch, index) position.
+  """Shuffled training batches with a resumable (epoch, index) position.
 
+  Batches are either length-bucketed (each padded to its bucket's length) or, with
+  `pack_length`, rows of `pack_length` pieces per side holding several pairs each.
   Each epoch's batch list is a pure function of (seed, epoch), so a resumed run sees
   exactly the batches an uninterrupted run would.
   """
 
   def __init__(self, corpus: EncodedCorpus, cfg: DataConfig, num_devices: int = 1):
     self.corpus, self.cfg, self.num_devices = corpus, cfg, num_devices
-    src_len, tgt_len = corpus.lengths()
-    longest = np.maximum(src_len, tgt_len)
-    keep = longest <= cfg.max_train_len
+    self.src_len, self.tgt_len = corpus.lengths()
+    longest = np.maximum(self.src_len, self.tgt_len)
+    limit, name = cfg.max_train_len, "max_train_len"
+    if cfg.pack_length and cfg.pack_length < limit:
+      limit, name = cfg.pack_length, "pack_length"
+    keep = longest <= limit
     if (~keep).any():
-      log.warning("dropped %d of %d training pairs longer than max_train_len=%d pieces",
-                  int((~keep).sum()), len(keep), cfg.max_train_len)
+      log.warning("dropped %d of %d training pairs longer than %s=%d pieces",
+                  int((~keep).sum()), len(keep), name, limit)
     if not keep.any():
-      raise DataError(f"every training pair is longer than max_train_len={cfg.max_train_len}")
+      raise DataError(f"every training pair is longer than {name}={limit}")
+    self.num_pairs = int(keep.sum())
+    self.kept = np.flatnonzero(keep)
     boundaries = sorted(set([b for b in cfg.bucket_boundaries if b < cfg.max_train_len]
                             + [cfg.max_train_len]))
     self.boundaries = boundaries
     bucket_of = np.array([bucket_length(int(n), boundaries) for n in longest])
     self.buckets = {int(b): np.flatnonzero(keep & (bucket_of == b)) for b in boundaries}
     self.buckets = {b: idx for b, idx in self.buckets.items() if len(idx)}
-    self.num_pairs = int(keep.sum())
 
-  def epoch_batches(self, epoch: int) -> list[np.ndarray]:
-    """Index arrays of one epoch's batches, in training order."""
+  def epoch_batches(self, epoch: int) -> list:
+    """One epoch's batches in training order: index arrays of pairs, or with packing,
+    lists of rows (each an index array of the pairs packed in it)."""
     rng = np.random.default_rng([self.cfg.seed, epoch])
+    if self.cfg.pack_length:
+      return self._packed_epoch(rng)
     batches = []
     for length, idx in self.buckets.items():
       rows = rows_for(length, self.cfg.max_tokens, self.num_devices)
@@ -291,12 +306,53 @@ class TrainBatches:
     order = rng.permutation(len(batches))
     return [batches[i] for i in order]
 
-  def make_batch(self, idx: np.ndarray) -> Batch:
+  def _packed_epoch(self, rng: np.random.Generator, open_rows: int = 16) -> list:
+    """Packs the shuffled pairs into rows: each pair goes into the first of up to
+    `open_rows` partly filled rows where both its sides fit; when none has room, the
+    fullest row is closed. Keeping several rows open fills them to ~99 %."""
+    length = self.cfg.pack_length
+    rows: list[list[int]] = []
+    open_: list[list] = []  # [pairs, src used, tgt used]
+    for i in rng.permutation(self.kept):
+      s, t = int(self.src_len[i]), int(self.tgt_len[i])
+      for row in open_:
+        if row[1] + s <= length and row[2] + t <= length:
+          row[0].append(i)
+          row[1] += s
+          row[2] += t
+          break
+      else:
+        if len(open_) == open_rows:
+          fullest = max(range(len(open_)), key=lambda k: open_[k][1] + open_[k][2])
+          rows.append(open_.pop(fullest)[0])
+        open_.append([[i], s, t])
+    rows += [row[0] for row in open_]
+    per_batch = rows_for(length, self.cfg.max_tokens, self.num_devices)
+    return [[np.array(r) for r in rows[i:i + per_batch]] for i in range(0, len(rows), per_batch)]
+
+  def make_batch(self, idx) -> Batch:
+    if self.cfg.pack_length:
+      return self._packed_batch(idx)
     src = [self.corpus.src[i] for i in idx]
     tgt = [self.corpus.tgt[i] for i in idx]
     length = bucket_length(max(max(len(x), len(y)) for x, y in zip(src, tgt)), self.boundaries)
     return pad_batch(src, tgt, rows_for(length, self.cfg.max_tokens, self.num_devices),
                      length, length)
+
+  def _packed_batch(self, rows: list[np.ndarray]) -> Batch:
+    """Every packed batch has the same shape `[rows_for(L), L]` (empty rows at the end)."""
+    length = self.cfg.pack_length
+    n = rows_for(length, self.cfg.max_tokens, self.num_devices)
+    arrays = [np.full((n, length), PAD_ID, np.int32) for _ in range(4)]
+    src, tgt, src_seg, tgt_seg = arrays
+    for r, pairs in enumerate(rows):
+      s_at = t_at = 0
+      for k, i in enumerate(pairs, start=1):
+        x, y = self.corpus.src[i], self.corpus.tgt[i]
+        src[r, s_at:s_at + len(x)], src_seg[r, s_at:s_at + len(x)] = x, k
+        tgt[r, t_at:t_at + len(y)], tgt_seg[r, t_at:t_at + len(y)] = y, k
+        s_at, t_at = s_at + len(x), t_at + len(y)
+    return Batch(src, tgt, src_seg, tgt_seg)
 
   def iterate(self, epoch: int = 0, index: int = 0) -> Iterator[tuple[int, int, Batch]]:
     """Yields (epoch, index of the next batch, batch) forever, from the given position."""

@@ -4,6 +4,7 @@ Every mask is boolean with True = may attend, shaped to broadcast against
 attention scores `[B, H, Tq, Tk]` (so `[B, 1, Tq, Tk]` or `[B, 1, 1, Tk]`).
 """
 
+import jax
 import jax.numpy as jnp
 
 from seq2seq.tokenizer import PAD_ID
@@ -27,3 +28,18 @@ def decoder_self_mask(tgt_ids_BT: jnp.ndarray) -> jnp.ndarray:
 def cache_mask(index: jnp.ndarray, cache_len: int) -> jnp.ndarray:
   """During incremental decoding, the new token sees cache slots 0..index. Returns `[1, 1, 1, L]`."""
   return (jnp.arange(cache_len) <= index)[None, None, None, :]
+
+
+def segment_mask(q_segments_BT: jnp.ndarray, k_segments_BS: jnp.ndarray) -> jnp.ndarray:
+  """Packed rows: a query sees keys of its own segment only; segment 0 is padding.
+  Returns `[B, 1, T, S]`."""
+  same = q_segments_BT[:, :, None] == k_segments_BS[:, None, :]
+  return (same & (k_segments_BS != 0)[:, None, :])[:, None]
+
+
+def segment_positions(segments_BT: jnp.ndarray) -> jnp.ndarray:
+  """Position of each token within its segment (0 at every segment start). `[B, T]`."""
+  index = jnp.broadcast_to(jnp.arange(segments_BT.shape[1]), segments_BT.shape)
+  starts = jnp.concatenate([jnp.ones_like(segments_BT[:, :1], bool),
+                            segments_BT[:, 1:] != segments_BT[:, :-1]], axis=1)
+  return index - jax.lax.cummax(jnp.where(starts, index, 0), axis=1)

@@ -23,10 +23,15 @@ Cache = dict[str, Any]
 Params = hk.Params
 
 
-def shift_right(tgt_out_BT: jnp.ndarray) -> jnp.ndarray:
-  """Decoder input: BOS followed by the labels without their last position."""
+def shift_right(tgt_out_BT: jnp.ndarray, segments_BT: jnp.ndarray | None = None
+                ) -> jnp.ndarray:
+  """Decoder input: BOS followed by the labels without their last position (in a packed
+  row, BOS at the start of every segment)."""
   bos = jnp.full((tgt_out_BT.shape[0], 1), BOS_ID, tgt_out_BT.dtype)
-  return jnp.concatenate([bos, tgt_out_BT[:, :-1]], axis=1)
+  shifted = jnp.concatenate([bos, tgt_out_BT[:, :-1]], axis=1)
+  if segments_BT is None:
+    return shifted
+  return jnp.where(masks.segment_positions(segments_BT) == 0, BOS_ID, shifted)
 
 
 class _Residual(hk.Module):
@@ -146,31 +151,48 @@ class Transformer(hk.Module):
     self.encoder_norm = LayerNorm(name="encoder_norm") if cfg.pre_norm else (lambda x: x)
     self.decoder_norm = LayerNorm(name="decoder_norm") if cfg.pre_norm else (lambda x: x)
 
-  def _positions(self, ids_BT):
+  def _positions(self, ids_BT, segments_BT=None):
+    if segments_BT is not None:
+      return masks.segment_positions(segments_BT)
     return jnp.broadcast_to(jnp.arange(ids_BT.shape[1]), ids_BT.shape)
 
-  def encode(self, src_BS: jnp.ndarray, is_training: bool = False) -> jnp.ndarray:
-    """Source ids `[B, S]` -> memory `[B, S, D]`."""
-    x_BSD = self.src_embed(src_BS, self._positions(src_BS))
+  def encode(self, src_BS: jnp.ndarray, is_training: bool = False,
+             src_segments_BS: jnp.ndarray | None = None) -> jnp.ndarray:
+    """Source ids `[B, S]` -> memory `[B, S, D]`. With segment ids (packed rows, 0 =
+    padding), each sentence of a row attends to itself only and counts positions from 0."""
+    x_BSD = self.src_embed(src_BS, self._positions(src_BS, src_segments_BS))
     x_BSD = dropout(x_BSD, self.cfg.dropout, is_training)
-    mask = masks.padding_mask(src_BS)
+    if src_segments_BS is None:
+      mask = masks.padding_mask(src_BS)
+    else:
+      mask = masks.segment_mask(src_segments_BS, src_segments_BS)
     for layer in self.encoder_layers:
       x_BSD = layer(x_BSD, mask, is_training)
     return self.encoder_norm(x_BSD)
 
   def decode(self, tgt_in_BT, memory_BSD, src_BS, is_training: bool = False,
-             probs_sink: list | None = None):
+             probs_sink: list | None = None, src_segments_BS=None, tgt_segments_BT=None):
     """Teacher-forced decoder: input ids `[B, T]` -> logits `[B, T, V]` (float32)."""
-    x_BTD = self.tgt_embed(tgt_in_BT, self._positions(tgt_in_BT))
+    x_BTD = self.tgt_embed(tgt_in_BT, self._positions(tgt_in_BT, tgt_segments_BT))
     x_BTD = dropout(x_BTD, self.cfg.dropout, is_training)
-    self_mask = masks.decoder_self_mask(tgt_in_BT)
-    cross_mask = masks.padding_mask(src_BS)
+    if tgt_segments_BT is None:
+      self_mask = masks.decoder_self_mask(tgt_in_BT)
+      cross_mask = masks.padding_mask(src_BS)
+    else:
+      self_mask = (masks.causal_mask(tgt_in_BT.shape[1])
+                   & masks.segment_mask(tgt_segments_BT, tgt_segments_BT))
+      cross_mask = masks.segment_mask(tgt_segments_BT, src_segments_BS)
     for layer in self.decoder_layers:
       x_BTD = layer(x_BTD, memory_BSD, self_mask, cross_mask, is_training, probs_sink)
     return self.output(self.decoder_norm(x_BTD))
 
-  def __call__(self, src_BS, tgt_in_BT, is_training: bool = False):
-    return self.decode(tgt_in_BT, self.encode(src_BS, is_training), src_BS, is_training)
+  def __call__(self, src_BS, tgt_in_BT, is_training: bool = False,
+               src_segments_BS=None, tgt_segments_BT=None):
+    if (src_segments_BS is None) != (tgt_segments_BT is None):
+      raise ValueError("packed batches need segment ids for both source and target")
+    memory_BSD = self.encode(src_BS, is_training, src_segments_BS)
+    return self.decode(tgt_in_BT, memory_BSD, src_BS, is_training, None, src_segments_BS,
+                       tgt_segments_BT)
 
   def cross_attention(self, src_BS, tgt_in_BT) -> jnp.ndarray:
     """Cross-attention probabilities of every decoder layer, `[layers, B, H, T, S]`."""
@@ -225,12 +247,20 @@ class Model:
     return self._transformed.init(rng, src_BS, tgt_in_BT, is_training=True)
 
   def apply(self, params: Params, src_BS, tgt_in_BT, *, rng: jax.Array | None = None,
-            is_training: bool = False) -> jnp.ndarray:
-    """Teacher-forced logits `[B, T, V]`; `is_training` turns dropout on and needs `rng`."""
+            is_training: bool = False, src_segments_BS=None, tgt_segments_BT=None
+            ) -> jnp.ndarray:
+    """Teacher-forced logits `[B, T, V]`; `is_training` turns dropout on and needs `rng`.
+
+    Packed rows (several sentence pairs per row) pass segment ids `[B, S]` and `[B, T]`
+    (1, 2, ... per sentence, 0 for padding); the decoder input then has BOS at every
+    segment start (`shift_right(tgt, tgt_segments)`).
+    """
     if is_training and rng is None:
       raise ValueError("Model.apply(is_training=True) applies dropout and needs an rng: "
                        "pass rng=jax.random.PRNGKey(...) (inference needs none)")
-    return self._transformed.apply[0](params, rng, src_BS, tgt_in_BT, is_training=is_training)
+    return self._transformed.apply[0](params, rng, src_BS, tgt_in_BT, is_training=is_training,
+                                      src_segments_BS=src_segments_BS,
+                                      tgt_segments_BT=tgt_segments_BT)
 
   def encode(self, params: Params, src_BS) -> jnp.ndarray:
     return self._transformed.apply[1](params, None, src_BS)

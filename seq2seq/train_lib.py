@@ -114,16 +114,22 @@ class Steps:
     return jax.device_put(state, self.replicated)
 
   def put_batch(self, batch: input_pipeline.Batch):
-    """Host numpy batch -> device arrays with rows split across the mesh."""
-    return (jax.device_put(batch.src, self.batch_sharding),
-            jax.device_put(batch.tgt, self.batch_sharding))
+    """Host numpy batch -> device arrays with rows split across the mesh: (src, tgt),
+    plus (src_segments, tgt_segments) for a packed batch."""
+    arrays = (batch.src, batch.tgt)
+    if batch.src_segments is not None:
+      arrays += (batch.src_segments, batch.tgt_segments)
+    return tuple(jax.device_put(a, self.batch_sharding) for a in arrays)
 
-  def _train_step(self, state: TrainState, src_BS, tgt_BT):
+  def _train_step(self, state: TrainState, src_BS, tgt_BT, src_segments_BS=None,
+                  tgt_segments_BT=None):
     rng = jax.random.fold_in(self.base_key, state.step)
     smoothing = self.cfg.train.label_smoothing
 
     def loss_fn(params):
-      logits = self.model.apply(params, src_BS, shift_right(tgt_BT), rng=rng, is_training=True)
+      logits = self.model.apply(params, src_BS, shift_right(tgt_BT, tgt_segments_BT),
+                                rng=rng, is_training=True, src_segments_BS=src_segments_BS,
+                                tgt_segments_BT=tgt_segments_BT)
       sums = loss_sums(logits, tgt_BT, smoothing)
       return sums["loss"] / jnp.maximum(sums["tokens"], 1.0), sums
 

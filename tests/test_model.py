@@ -192,3 +192,20 @@ def test_bfloat16_compute_keeps_float32_params():
 def test_config_validation():
   with pytest.raises(ValueError, match="divisible"):
     ModelConfig(d_model=10, num_heads=3)
+
+
+def test_packed_rows_equal_separate_rows():
+  # Two pairs in one packed row must give the logits that each gets alone in its row.
+  model, params = _init()
+  s1, t1 = [5, 6, 7, 3], [11, 12, 3]
+  s2, t2 = [9, 10, 3], [14, 15, 16, 17, 3]
+  src = jnp.array([s1 + s2 + [0]])
+  tgt = jnp.array([t1 + t2 + [0, 0]])
+  src_seg = jnp.array([[1] * 4 + [2] * 3 + [0]])
+  tgt_seg = jnp.array([[1] * 3 + [2] * 5 + [0, 0]])
+  packed = model.apply(params, src, shift_right(tgt, tgt_seg), src_segments_BS=src_seg,
+                       tgt_segments_BT=tgt_seg)
+  alone1 = model.apply(params, jnp.array([s1]), shift_right(jnp.array([t1])))
+  alone2 = model.apply(params, jnp.array([s2]), shift_right(jnp.array([t2])))
+  np.testing.assert_allclose(packed[0, :3], alone1[0], atol=1e-5, rtol=1e-5)
+  np.testing.assert_allclose(packed[0, 3:8], alone2[0], atol=1e-5, rtol=1e-5)

@@ -206,3 +206,30 @@ def test_average_checkpoints(trained_run):
   for x, y, z in zip(*(jax.tree_util.tree_leaves(t) for t in (averaged, a, b))):
     np.testing.assert_allclose(x, (y + z) / 2, rtol=1e-6)
   assert Translator.load(trained_run, "averaged").translate(["A dog is running."])[0]
+
+
+def test_packed_batch_has_the_loss_of_its_pairs_alone():
+  # The training step's loss on a packed batch equals the loss of the same pairs each
+  # in its own padded row (dropout off, so both are deterministic).
+  from seq2seq.model import Model, shift_right
+  cfg = _tiny_config(SAMPLE)
+  cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, dropout=0.0),
+                            data=dataclasses.replace(cfg.data, pack_length=48))
+  ds = input_pipeline.load_split(cfg.data, "train")
+  tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
+  corpus = input_pipeline.encode_dataset(tok, ds)
+  batches = input_pipeline.TrainBatches(corpus, cfg.data)
+  rows = batches.epoch_batches(0)[0]
+  packed = batches.make_batch(rows)
+  assert max(len(r) for r in rows) > 1  # rows really hold several pairs
+  model = Model(cfg.model)
+  params = model.init(jax.random.PRNGKey(0), packed.src[:1], packed.tgt[:1])
+  logits = model.apply(params, packed.src, shift_right(packed.tgt, packed.tgt_segments),
+                       src_segments_BS=packed.src_segments, tgt_segments_BT=packed.tgt_segments)
+  got = loss_sums(logits, packed.tgt, 0.1)
+  pairs = [i for r in rows for i in r]
+  alone = input_pipeline.pad_batch([corpus.src[i] for i in pairs], [corpus.tgt[i] for i in pairs],
+                                   len(pairs), 48, 48)
+  want = loss_sums(model.apply(params, alone.src, shift_right(alone.tgt)), alone.tgt, 0.1)
+  assert float(got["tokens"]) == float(want["tokens"])
+  np.testing.assert_allclose(float(got["loss"]), float(want["loss"]), rtol=1e-5)
