@@ -71,12 +71,16 @@ def _params(workdir, cfg):
   return checkpoint.load_params(workdir, "latest", cfg.model)[0]
 
 
-def test_exact_resume(tmp_path):
+@pytest.mark.parametrize("pack_length", [0, 48])
+def test_exact_resume(tmp_path, pack_length):
   """20 steps, stop, resume to 40 == 40 uninterrupted: same parameters and per-step
-  losses, bit for bit (same programs, same inputs, same order on one CPU)."""
-  cfg40 = _tiny_config(SAMPLE, max_steps=40, checkpoint_every=10)
+  losses, bit for bit (same programs, same inputs, same order on one CPU), with length
+  buckets and with packed rows."""
+  packed = lambda cfg: dataclasses.replace(
+      cfg, data=dataclasses.replace(cfg.data, pack_length=pack_length))
+  cfg40 = packed(_tiny_config(SAMPLE, max_steps=40, checkpoint_every=10))
   train(cfg40, tmp_path / "straight")
-  cfg20 = _tiny_config(SAMPLE, max_steps=20, checkpoint_every=10)
+  cfg20 = packed(_tiny_config(SAMPLE, max_steps=20, checkpoint_every=10))
   train(cfg20, tmp_path / "resumed")
   summary = train(cfg40, tmp_path / "resumed")  # the same command again resumes
   assert summary["step"] == 40
