@@ -86,8 +86,8 @@ class DataConfig:
   bucket_boundaries: tuple[int, ...] = (8, 10, 12, 14, 16, 18, 20, 22, 24, 28, 32, 40, 48,
                                         64, 100, 128, 256)
   # > 0: pack several training pairs into rows of this many pieces per side (segment
-  # masks keep them apart): one compiled shape and ~1 % padding instead of the buckets
-  # above. Pairs longer than this are dropped, like those over max_train_len.
+  # masks keep them apart): one compiled shape, and on Multi30k 7.6 % padding instead
+  # of the buckets' 14 %. Pairs longer than this are dropped, like those over max_train_len.
   pack_length: int = 0
   seed: int = 0  # shuffling seed
   cache_dir: str = ""  # where encoded corpora are cached; "" = WORKDIR/cache

@@ -309,7 +309,8 @@ class TrainBatches:
   def _packed_epoch(self, rng: np.random.Generator, open_rows: int = 16) -> list:
     """Packs the shuffled pairs into rows: each pair goes into the first of up to
     `open_rows` partly filled rows where both its sides fit; when none has room, the
-    fullest row is closed. Keeping several rows open fills them to ~99 %."""
+    fullest row is closed. A row is full when either side is, so the rows are ~92 % full
+    on Multi30k (its German side is ~10 % longer than its English side)."""
     length = self.cfg.pack_length
     rows: list[list[int]] = []
     open_: list[list] = []  # [pairs, src used, tgt used]
