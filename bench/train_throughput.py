@@ -28,7 +28,8 @@ def pair_lengths(b):
   """Source and target lengths of every pair in the batch (packed rows hold several)."""
   if b.src_segments is None:
     return (b.src != PAD_ID).sum(1), (b.tgt != PAD_ID).sum(1)
-  count = lambda seg: np.bincount((seg + np.arange(len(seg))[:, None] * 1000)[seg > 0])
+  # One bin per (row, segment): ids run 1..row length, padding (0) is left out.
+  count = lambda seg: np.bincount((seg + np.arange(len(seg))[:, None] * seg.shape[1])[seg > 0])
   s, t = count(b.src_segments), count(b.tgt_segments)
   return s[s > 0], t[t > 0]
 

@@ -344,8 +344,7 @@ class TrainBatches:
     """Every packed batch has the same shape `[rows_for(L), L]` (empty rows at the end)."""
     length = self.cfg.pack_length
     n = rows_for(length, self.cfg.max_tokens, self.num_devices)
-    arrays = [np.full((n, length), PAD_ID, np.int32) for _ in range(4)]
-    src, tgt, src_seg, tgt_seg = arrays
+    src, tgt, src_seg, tgt_seg = (np.full((n, length), PAD_ID, np.int32) for _ in range(4))
     for r, pairs in enumerate(rows):
       s_at = t_at = 0
       for k, i in enumerate(pairs, start=1):
