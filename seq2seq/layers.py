@@ -107,8 +107,8 @@ class MultiHeadAttention(hk.Module):
     return x_BTD.reshape(*x_BTD.shape[:-1], self.num_heads, self.head_dim)
 
   # Keys and values come in one of two layouts. Teacher forcing uses `[B, S, H, K]`
-  # straight from the projection (XLA:CPU trains about 10 % faster than with
-  # head-major keys). The KV cache is head-major, `[B, H, S, K]`: a decoding step then
+  # straight from the projection (head-major keys were not faster to train on
+  # XLA:CPU). The KV cache is head-major, `[B, H, S, K]`: a decoding step then
   # contracts the cache in place instead of transposing all of it for every new token
   # (bench/README.md).
   def project_kv(self, kv_BSD: jnp.ndarray, head_major: bool = False

@@ -136,8 +136,8 @@ def test_multi30k_packed_epoch_is_one_shape_and_keeps_pairs_whole(multi30k):
   assert {b.shape for b in batches} == {((32, 64), (32, 64))}
   fraction = ip.padding_fraction(batches[:-1])  # the last batch may have empty rows
   print(f"Multi30k packed padding fraction: {fraction:.3f} over {len(batches)} batches")
-  # A row is full when either side is: German runs ~10 % longer than English, so the
-  # source side keeps a few per cent of slack (0.076 measured, against 0.141 bucketed).
+  # A row closes when either side is full and first fit leaves gaps: 0.076 measured,
+  # against 0.141 bucketed.
   assert fraction < 0.09
   seen = np.concatenate([row for b in order for row in b])
   assert sorted(seen) == sorted(batches_.kept.tolist())  # each kept pair once per epoch
