@@ -1,13 +1,13 @@
-"""Helpers shared by the benchmarks: where the data is, JSON output, the machine."""
+"""Helpers shared by the benchmarks: where the data is, JSON output, the machine.
+
+Benchmarks import the installed package (`make install` installs it into .venv)."""
 
 import json
 import os
 import platform
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
 
 

@@ -10,11 +10,11 @@ two passes must give identical translations, and so must batch size 1 on a sampl
 import argparse
 import time
 
-from common import MULTI30K, machine, report
-
 from seq2seq.input_pipeline import read_lines
-from seq2seq.train_lib import enable_compilation_cache
+from seq2seq.runtime import enable_compilation_cache
 from seq2seq.translator import Translator
+
+from common import MULTI30K, machine, report
 
 
 def timed_pass(translator, lines, beam, batch_size):

@@ -6,10 +6,10 @@
 import argparse
 import time
 
-from common import machine, report
-
 import jax
 import jax.numpy as jnp
+
+from common import machine, report
 
 
 def measure(n: int, dtype, repeats: int) -> float:

@@ -17,14 +17,15 @@ import re
 import tempfile
 import time
 
-from common import machine, report
-
 import jax
 import numpy as np
 
 from seq2seq.config import PRESETS, Config, DataConfig, TrainConfig
+from seq2seq.input_pipeline import Batch
 from seq2seq.model import Model
 from seq2seq.train_lib import Steps
+
+from common import machine, report
 
 STEPS = 5
 
@@ -57,19 +58,19 @@ def main():
   state = steps.init_state()
   rng = np.random.default_rng(0)
   ids = lambda: rng.integers(4, model_cfg.vocab_size, (args.rows, args.length)).astype(np.int32)
-  src, tgt = ids(), ids()
+  batch = steps.put_batch(Batch(ids(), ids()))
   for _ in range(3):  # compile and warm up
-    state, m = steps.train_step(state, src, tgt)
+    state, m = steps.train_step(state, batch)
   jax.block_until_ready(m)
   t = time.perf_counter()
   for _ in range(STEPS):
-    state, m = steps.train_step(state, src, tgt)
+    state, m = steps.train_step(state, batch)
   jax.block_until_ready(m)
   wall_ms = (time.perf_counter() - t) / STEPS * 1000
   with tempfile.TemporaryDirectory() as trace_dir:
     jax.profiler.start_trace(trace_dir)
     for _ in range(STEPS):
-      state, m = steps.train_step(state, src, tgt)
+      state, m = steps.train_step(state, batch)
     jax.block_until_ready(m)
     jax.profiler.stop_trace()
     totals = op_times(trace_dir)

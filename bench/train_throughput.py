@@ -9,10 +9,7 @@ fraction and compile time (measured separately: every bucket shape is compiled f
 
 import argparse
 import dataclasses
-import tempfile
 import time
-
-from common import MULTI30K, machine, report
 
 import jax
 import numpy as np
@@ -20,8 +17,11 @@ import numpy as np
 from seq2seq import flops, input_pipeline, tokenizer
 from seq2seq.config import PRESETS, Config, DataConfig, TrainConfig
 from seq2seq.model import Model
-from seq2seq.tokenizer import PAD_ID
-from seq2seq.train_lib import Steps, enable_compilation_cache
+from seq2seq.runtime import enable_compilation_cache
+from seq2seq.train_lib import Steps
+from seq2seq.vocab import PAD_ID
+
+from common import MULTI30K, machine, report
 
 
 def pair_lengths(b):
@@ -48,7 +48,7 @@ def main():
   enable_compilation_cache()
 
   model_cfg = dataclasses.replace(PRESETS[args.preset], dtype=args.dtype)
-  data_cfg = DataConfig(dir=args.data, spm_vocab_size=model_cfg.vocab_size,
+  data_cfg = DataConfig(dir=args.data,
                         max_tokens=args.max_tokens, pack_length=args.pack_length)
   cfg = Config(model=model_cfg, data=data_cfg, train=TrainConfig(warmup_steps=4000))
   ds = input_pipeline.load_split(data_cfg, "train")
@@ -67,7 +67,7 @@ def main():
     if b.shape not in seen:
       seen[b.shape] = b
   for b in seen.values():
-    state, m = steps.train_step(state, *steps.put_batch(b))
+    state, m = steps.train_step(state, steps.put_batch(b))
   jax.block_until_ready(m)
   compile_s = time.time() - t0
 
@@ -78,7 +78,7 @@ def main():
   t0 = time.time()
   while time.time() - t0 < args.seconds:
     b = next(stream)
-    state, m = steps.train_step(state, *steps.put_batch(b))
+    state, m = steps.train_step(state, steps.put_batch(b))
     s_len, t_len = pair_lengths(b)
     src_tokens += int(s_len.sum())
     tgt_tokens += int(t_len.sum())

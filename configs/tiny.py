@@ -14,7 +14,7 @@ def get_config():
   cfg = default_config("tiny")
   cfg.data.dir = str(ROOT / "data" / "sample")
   cfg.data.test_split = "test"
-  cfg.model.vocab_size = cfg.data.spm_vocab_size = 400  # the sample has ~150 word types
+  cfg.model.vocab_size = 400  # the sample has ~150 word types
   cfg.model.dropout = 0.1
   cfg.data.max_tokens = 1024
   # Sample sentences are short: two padded shapes keep compilation (~10 s each) short.

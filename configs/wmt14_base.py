@@ -16,7 +16,7 @@ def get_config():
   cfg.data.tgt_field = "translation.de"
   cfg.data.val_split = "validation"
   cfg.data.test_split = "test"
-  cfg.data.spm_vocab_size = cfg.model.vocab_size = 32000
+  cfg.model.vocab_size = 32000
   cfg.data.spm_max_sentences = 10_000_000
   cfg.data.max_tokens = 25_000  # per device
   cfg.model.dropout = 0.1

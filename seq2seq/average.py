@@ -5,10 +5,10 @@ Writes RUN/checkpoints/averaged/STEP, which evaluate.py and translate.py load wi
 """
 
 import argparse
-import logging
 import sys
 
 from seq2seq import checkpoint
+from seq2seq.runtime import setup_cli_logging
 
 
 def main(argv=None) -> None:
@@ -16,9 +16,7 @@ def main(argv=None) -> None:
   parser.add_argument("--workdir", required=True)
   parser.add_argument("--last", type=int, default=5, help="how many latest checkpoints")
   args = parser.parse_args(argv)
-  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
-  from seq2seq.train_lib import quiet_libraries
-  quiet_libraries()
+  setup_cli_logging()
   try:
     cfg = checkpoint.load_config(args.workdir)
     path = checkpoint.average(args.workdir, args.last, cfg.model)

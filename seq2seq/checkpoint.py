@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
 from seq2seq.config import Config, ModelConfig
+from seq2seq.model import Model
+from seq2seq.runtime import write_atomic
 from seq2seq.tokenizer import MODEL_FILE, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -37,10 +40,7 @@ class CheckpointError(ValueError):
 
 
 def save_config(workdir: str | os.PathLike, cfg: Config) -> None:
-  path = Path(workdir) / CONFIG_FILE
-  tmp = path.with_suffix(".tmp")
-  tmp.write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
-  os.replace(tmp, path)
+  write_atomic(Path(workdir) / CONFIG_FILE, json.dumps(cfg.to_dict(), indent=2) + "\n")
 
 
 def load_config(workdir: str | os.PathLike) -> Config:
@@ -114,26 +114,23 @@ class Checkpointer:
     self.best.close()
 
 
-def _check_params(params, model_cfg: ModelConfig, where: str):
-  from seq2seq.model import Model  # the model imports nothing from here; avoid a cycle anyway
-  import jax.numpy as jnp
-  dummy = jnp.ones((1, 4), jnp.int32)
-  expected = jax.eval_shape(Model(model_cfg).init, jax.random.PRNGKey(0), dummy, dummy)
-  exp_shapes = jax.tree_util.tree_map(lambda x: tuple(x.shape), expected)
-  got_shapes = jax.tree_util.tree_map(lambda x: tuple(x.shape), params)
-  if exp_shapes != got_shapes:
-    raise CheckpointError(f"{where}: parameters do not match the model in config.json "
-                          "(different architecture or vocabulary size)")
+def abstract_params(model_cfg: ModelConfig):
+  """Shapes and dtypes of the model's parameters, without computing them."""
+  dummy = jax.ShapeDtypeStruct((1, 4), jnp.int32)
+  return jax.eval_shape(Model(model_cfg).init, jax.random.PRNGKey(0), dummy, dummy)
 
 
 def checkpoint_path(workdir: str | os.PathLike, name: str) -> Path:
-  """The step directory for 'best', 'latest', 'averaged', or a path given directly."""
+  """The step directory for 'best', 'latest', 'averaged', or a path given directly.
+
+  'best' falls back to 'latest' when a run stopped before its first validation."""
   if name in KINDS:
     root = Path(workdir) / "checkpoints" / name
     steps = sorted(int(p.name) for p in root.glob("[0-9]*") if p.is_dir() and
                    p.name.isdigit()) if root.exists() else []
     if not steps:
-      if name == "best":  # a run stopped before its first validation still has "latest"
+      if name == "best":
+        log.info("no 'best' checkpoint in %s yet; using 'latest'", root)
         return checkpoint_path(workdir, "latest")
       raise CheckpointError(f"no '{name}' checkpoint in {root}")
     return root / str(steps[-1])
@@ -144,14 +141,24 @@ def checkpoint_path(workdir: str | os.PathLike, name: str) -> Path:
 
 
 def load_params(workdir: str | os.PathLike, name: str, model_cfg: ModelConfig):
-  """Loads parameters (and meta) of a named or explicit checkpoint, checked against the model."""
+  """Loads parameters (and meta) of a named or explicit checkpoint, as the model in
+  `model_cfg` expects them; another architecture or vocabulary size is a CheckpointError."""
   path = checkpoint_path(workdir, name)
-  with ocp.StandardCheckpointer() as ckptr:
-    params = ckptr.restore(path.absolute() / "params")
-  meta_path = path / "meta" / "metadata"
-  meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-  _check_params(params, model_cfg, str(path))
-  return params, meta
+  expected = abstract_params(model_cfg)
+  items = {"params": ocp.args.StandardRestore(expected)}
+  if (path / "meta").exists():
+    items["meta"] = ocp.args.JsonRestore()
+  mismatch = (f"{path}: parameters do not match the model in config.json (different "
+              "architecture or vocabulary size)")
+  try:
+    with ocp.Checkpointer(ocp.CompositeCheckpointHandler()) as ckptr:
+      restored = ckptr.restore(path.absolute(), args=ocp.args.Composite(**items))
+  except (ValueError, KeyError) as e:
+    raise CheckpointError(f"{mismatch}: {str(e).splitlines()[0]}") from e
+  shapes = lambda tree: jax.tree_util.tree_map(lambda x: tuple(x.shape), tree)
+  if shapes(restored["params"]) != shapes(expected):
+    raise CheckpointError(mismatch)
+  return restored["params"], dict(restored["meta"]) if "meta" in items else {}
 
 
 def average(workdir: str | os.PathLike, last: int, model_cfg: ModelConfig) -> Path:

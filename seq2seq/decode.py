@@ -2,8 +2,14 @@
 
 Model-agnostic, in the style of Flax's `decode.py`: a `lax.while_loop` over explicit
 state, with the KV cache as a pytree carried through the loop (one token per step, no
-recomputation of the prefix). Sequences are returned without BOS; after a sequence's
-first EOS every position is PAD.
+recomputation of the prefix). The search sees ids only: BOS, EOS and PAD are arguments.
+Sequences are returned without BOS; after a sequence's first EOS every position is PAD.
+
+The cache holds one row per hypothesis (every leaf `[B * W, ...]`, the W beams of a
+sentence consecutive, or a shared scalar such as the write position); beam search
+reorders its rows. State that all hypotheses of a sentence share and that is never
+reordered (the encoder's keys and values) belongs in the closure of `tokens_to_logits`,
+not in the cache.
 
 Length limits are per sentence (`max_len_B`, EOS included) and bounded by the static
 number of steps `max_steps`; the last allowed position can only be EOS.
@@ -16,8 +22,6 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID
-
 # A large finite negative instead of -inf: -inf - -inf would give NaN in the scores.
 NEG_INF = -1.0e7
 
@@ -27,6 +31,13 @@ TokensToLogits = Callable[[jnp.ndarray, Any], tuple[jnp.ndarray, Any]]
 def length_penalty(length: jnp.ndarray, alpha: float) -> jnp.ndarray:
   """GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al., 2016); 1 when alpha = 0."""
   return ((5.0 + length.astype(jnp.float32)) / 6.0) ** alpha
+
+
+def only_eos_where(logits_RV: jnp.ndarray, must_end_R: jnp.ndarray, eos_id: int
+                   ) -> jnp.ndarray:
+  """Rows that must end (at their last allowed position) may only choose EOS."""
+  not_eos_1V = (jnp.arange(logits_RV.shape[-1]) != eos_id)[None, :]
+  return jnp.where(must_end_R[:, None] & not_eos_1V, NEG_INF, logits_RV)
 
 
 class GreedyState(NamedTuple):
@@ -39,13 +50,14 @@ class GreedyState(NamedTuple):
 
 
 def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
-                  max_steps: int) -> tuple[jnp.ndarray, jnp.ndarray]:
+                  max_steps: int, *, bos_id: int, eos_id: int, pad_id: int
+                  ) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Arg-max decoding. Returns sequences `[B, max_steps]` and their log-probabilities `[B]`."""
   batch = max_len_B.shape[0]
   state = GreedyState(
       step=jnp.zeros((), jnp.int32),
-      seqs=jnp.full((batch, max_steps), PAD_ID, jnp.int32),
-      last=jnp.full((batch,), BOS_ID, jnp.int32),
+      seqs=jnp.full((batch, max_steps), pad_id, jnp.int32),
+      last=jnp.full((batch,), bos_id, jnp.int32),
       finished=jnp.zeros((batch,), bool),
       logprob=jnp.zeros((batch,), jnp.float32),
       cache=cache)
@@ -56,18 +68,15 @@ def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.n
   def body(s: GreedyState):
     logits_BV, cache = tokens_to_logits(s.last, s.cache)
     logp_BV = jax.nn.log_softmax(logits_BV.astype(jnp.float32))
-    # The last allowed position (per sentence) may only hold EOS.
-    must_end = (s.step + 1 >= max_len_B)[:, None]
-    eos_only = jnp.arange(logp_BV.shape[-1]) == EOS_ID
-    logp_BV = jnp.where(must_end & ~eos_only, NEG_INF, logp_BV)
+    logp_BV = only_eos_where(logp_BV, s.step + 1 >= max_len_B, eos_id)
     token_B = jnp.argmax(logp_BV, axis=-1).astype(jnp.int32)
     chosen = jnp.take_along_axis(logp_BV, token_B[:, None], axis=-1)[:, 0]
-    token_B = jnp.where(s.finished, PAD_ID, token_B)
+    token_B = jnp.where(s.finished, pad_id, token_B)
     return GreedyState(
         step=s.step + 1,
         seqs=s.seqs.at[:, s.step].set(token_B),
         last=token_B,
-        finished=s.finished | (token_B == EOS_ID),
+        finished=s.finished | (token_B == eos_id),
         logprob=s.logprob + jnp.where(s.finished, 0.0, chosen),
         cache=cache)
 
@@ -122,35 +131,31 @@ def _gather_beams(x: jnp.ndarray, beam_idx_BW: jnp.ndarray) -> jnp.ndarray:
 
 
 def _gather_cache(cache: Any, beam_idx_BW: jnp.ndarray) -> Any:
-  """Reorders the cache rows with the beams; a dict cache's "source" entry (what all
-  beams of a sentence share, such as encoder keys/values) is left as it is."""
+  """Reorders the cache rows `[B * W, ...]` with the beams; scalar leaves are shared."""
   batch, width = beam_idx_BW.shape
 
   def gather(x):
-    if x.ndim == 0:  # shared scalars such as the cache position
+    if x.ndim == 0:
       return x
     x = x.reshape((batch, -1) + x.shape[1:])
     return _gather_beams(x, beam_idx_BW).reshape((batch * width,) + x.shape[2:])
 
-  if isinstance(cache, dict) and "source" in cache:
-    rest = {k: v for k, v in cache.items() if k != "source"}
-    return dict(jax.tree_util.tree_map(gather, rest), source=cache["source"])
   return jax.tree_util.tree_map(gather, cache)
 
 
 def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
-                max_steps: int, beam_size: int, alpha: float
-                ) -> tuple[jnp.ndarray, jnp.ndarray]:
+                max_steps: int, beam_size: int, alpha: float, *, bos_id: int, eos_id: int,
+                pad_id: int) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Beam search with the GNMT length penalty.
 
   Args:
     tokens_to_logits: one decoding step over `B * W` rows.
-    cache: the model cache for `B * W` rows (the W beams of a sentence consecutive);
-      a dict cache's "source" entry, shared by the beams of a sentence, is never reordered.
+    cache: the per-hypothesis cache, `B * W` rows (see the module docstring).
     max_len_B: per-sentence output limit, EOS included, `<= max_steps`.
     max_steps: static number of positions.
     beam_size: W.
     alpha: length penalty exponent; 0 ranks by raw log-probability.
+    bos_id, eos_id, pad_id: the special ids of the model's vocabulary.
 
   Returns:
     Finished sequences `[B, W, max_steps]` and scores `[B, W]`, best first.
@@ -160,9 +165,9 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
   live_logprobs = jnp.tile(jnp.array([0.0] + [NEG_INF] * (width - 1)), (batch, 1))
   state = BeamState(
       step=jnp.zeros((), jnp.int32),
-      live_seqs=jnp.full((batch, width, max_steps), PAD_ID, jnp.int32),
+      live_seqs=jnp.full((batch, width, max_steps), pad_id, jnp.int32),
       live_logprobs=live_logprobs,
-      finished_seqs=jnp.full((batch, width, max_steps), PAD_ID, jnp.int32),
+      finished_seqs=jnp.full((batch, width, max_steps), pad_id, jnp.int32),
       finished_scores=jnp.full((batch, width), NEG_INF),
       cache=cache)
   best_penalty_B = length_penalty(max_len_B, alpha)
@@ -176,14 +181,12 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     return (s.step < max_steps) & jnp.any(can_improve)
 
   def body(s: BeamState):
-    last_BW = jnp.where(s.step == 0, BOS_ID,
+    last_BW = jnp.where(s.step == 0, bos_id,
                         s.live_seqs[:, :, jnp.maximum(s.step - 1, 0)])
     logits_RV, cache = tokens_to_logits(last_BW.reshape(-1), s.cache)  # R = B * W rows
     logits_RV = logits_RV.astype(jnp.float32)
     lse_R = jax.nn.logsumexp(logits_RV, axis=-1)
-    must_end_R = jnp.repeat(s.step + 1 >= max_len_B, width)[:, None]
-    eos_only = jnp.arange(logits_RV.shape[-1]) == EOS_ID
-    logits_RV = jnp.where(must_end_R & ~eos_only, NEG_INF, logits_RV)
+    logits_RV = only_eos_where(logits_RV, jnp.repeat(s.step + 1 >= max_len_B, width), eos_id)
     # The best 2W candidates of a sentence are among the best 2W of each of its beams,
     # and log-softmax keeps the order within a row: select on the logits, then take
     # the log-probabilities of the W * 2W survivors only.
@@ -198,7 +201,7 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
                                    ).astype(jnp.int32)
     seqs_BCT = _gather_beams(s.live_seqs, beam_BC)
     seqs_BCT = seqs_BCT.at[:, :, s.step].set(token_BC)  # --> [B, 2W, T]
-    is_eos_BC = token_BC == EOS_ID
+    is_eos_BC = token_BC == eos_id
     # Finished: candidates ending here, merged with the old finished, best W kept.
     new_scores_BC = jnp.where(is_eos_BC, top_logp_BC / length_penalty(s.step + 1, alpha),
                               NEG_INF)
@@ -222,36 +225,3 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
   seqs = jnp.where(has_finished[:, :, None], final.finished_seqs, final.live_seqs)
   scores = jnp.where(has_finished, final.finished_scores, live_scores)
   return seqs, scores
-
-
-def output_limits(src_BS: jnp.ndarray, max_len_a: float, max_len_b: int, max_steps: int
-                  ) -> jnp.ndarray:
-  """Per-sentence output length limit a * source_length + b (EOS included), capped."""
-  src_len_B = jnp.sum(src_BS != PAD_ID, axis=1) - 1  # without the source EOS
-  limit = jnp.floor(max_len_a * src_len_B + max_len_b).astype(jnp.int32)
-  return jnp.clip(limit, 1, max_steps)
-
-
-def max_steps_for(src_len: int, max_len_a: float, max_len_b: int, model_max_len: int) -> int:
-  """Static step count for a batch padded to `src_len` (so one compile per bucket)."""
-  return int(min(model_max_len, max(1, int(max_len_a * src_len + max_len_b))))
-
-
-def translate_ids(model, params, src_BS: jnp.ndarray, *, beam_size: int, alpha: float,
-                  max_len_a: float, max_len_b: int, max_steps: int
-                  ) -> tuple[jnp.ndarray, jnp.ndarray]:
-  """Encodes once, then searches with the KV cache.
-
-  Returns:
-    ids `[B, W, T]` (W = 1 for greedy) and scores `[B, W]`: the log-probability for
-    greedy, log-probability / length penalty for beam search.
-  """
-  max_len_B = output_limits(src_BS, max_len_a, max_len_b, max_steps)
-  memory_BSD = model.encode(params, src_BS)
-  step = lambda ids, cache: model.decode_step(params, ids, cache)
-  if beam_size == 1:
-    cache = model.init_cache(params, memory_BSD, src_BS, max_steps)
-    seqs_BT, logprob_B = greedy_search(step, cache, max_len_B, max_steps)
-    return seqs_BT[:, None], logprob_B[:, None]
-  cache = model.init_cache(params, memory_BSD, src_BS, max_steps, beam_size)
-  return beam_search(step, cache, max_len_B, max_steps, beam_size, alpha)

@@ -16,7 +16,7 @@ from typing import Sequence
 import sacrebleu
 
 from seq2seq import checkpoint, input_pipeline
-from seq2seq.translator import Translator, _one_line
+from seq2seq.translator import Translator, one_line
 
 log = logging.getLogger(__name__)
 
@@ -56,28 +56,37 @@ def lowercase_tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str
 def main(argv=None) -> None:
   import argparse
 
-  from seq2seq.train_lib import enable_compilation_cache, quiet_libraries
+  from seq2seq.runtime import setup_cli_logging
 
-  parser = argparse.ArgumentParser(description="Translate a test set and score it.")
+  parser = argparse.ArgumentParser(
+      description="Translate a test set with a trained run and score it with sacreBLEU. "
+      "Search settings default to those saved in the run's config.json.",
+      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
   parser.add_argument("--workdir", required=True, help="run directory written by train.py")
   parser.add_argument("--checkpoint", default="best",
                       help="best, latest, averaged, or a checkpoint step directory")
-  parser.add_argument("--src", help="source file (plain or .gz)")
-  parser.add_argument("--ref", help="reference file (plain or .gz)")
-  parser.add_argument("--split", help="a split of the run's configured data source instead")
-  parser.add_argument("--beam", type=int, default=None)
-  parser.add_argument("--alpha", type=float, default=None)
-  parser.add_argument("--batch-size", type=int, default=None)
-  parser.add_argument("--output", help="hypothesis file (default: RUN_DIR/hyps/NAME.txt)")
+  parser.add_argument("--src", help="source file (plain or .gz), with --ref")
+  parser.add_argument("--ref", help="reference file (plain or .gz), with --src")
+  parser.add_argument("--split", help="a split of the run's configured data source, e.g. "
+                      "test_2016_flickr (instead of --src/--ref)")
+  parser.add_argument("--beam", type=int, default=None,
+                      help="beam size; 1 = greedy search (default: the run's)")
+  parser.add_argument("--alpha", type=float, default=None,
+                      help="GNMT length penalty exponent; 0 ranks by log-probability "
+                      "(default: the run's)")
+  parser.add_argument("--batch-size", type=int, default=None,
+                      help="sentences decoded together (default: the run's)")
+  parser.add_argument("--output", help="hypothesis file (default: "
+                      "RUN_DIR/hyps/NAME.beamN.txt, NAME the split or source file)")
   parser.add_argument("--lowercase-tokenized", action="store_true",
                       help="also report BLEU on lowercased Moses-tokenized text")
   args = parser.parse_args(argv)
-  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
-  quiet_libraries()
-  enable_compilation_cache()
   if bool(args.split) == bool(args.src or args.ref) or (args.src and not args.ref) or (
       args.ref and not args.src):
     parser.error("give either --split NAME or both --src FILE and --ref FILE")
+  if args.beam is not None and args.beam < 1:
+    parser.error(f"--beam must be at least 1 (1 = greedy search), got {args.beam}")
+  setup_cli_logging()
   try:
     cfg = checkpoint.load_config(args.workdir)
     if args.split:
@@ -93,9 +102,10 @@ def main(argv=None) -> None:
     translator = Translator.load(args.workdir, args.checkpoint)
   except (input_pipeline.DataError, checkpoint.CheckpointError, ScoreError, ValueError) as e:
     sys.exit(f"error: {e}")
-  beam = translator.decode_cfg.beam_size if args.beam is None else args.beam
-  hypotheses = [_one_line(h) for h in translator.translate(
-      sources, beam_size=beam, alpha=args.alpha, batch_size=args.batch_size)]
+  c = translator.settings(args.beam, args.alpha, args.batch_size)
+  beam = c.beam_size
+  hypotheses = [one_line(h) for h in translator.translate(
+      sources, beam_size=beam, alpha=c.alpha, batch_size=c.batch_size)]
   out = Path(args.output) if args.output else Path(args.workdir) / "hyps" / f"{name}.beam{beam}.txt"
   out.parent.mkdir(parents=True, exist_ok=True)
   out.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
@@ -105,4 +115,5 @@ def main(argv=None) -> None:
   print(f"chrF {result['chrf']:.2f}  {result['chrf_signature']}")
   if "bleu_lc_tok" in result:
     print(f"BLEU (lowercased, Moses-tokenized) {result['bleu_lc_tok']:.2f}")
-  print(json.dumps(dict(result, hypotheses=str(out), checkpoint=args.checkpoint, beam=beam)))
+  print(json.dumps(dict(result, hypotheses=str(out), checkpoint=args.checkpoint, beam=beam,
+                        alpha=c.alpha)))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
+import io
 import logging
 import os
 import queue
@@ -23,10 +24,13 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 import datasets
+import jax
 import numpy as np
 
 from seq2seq.config import DataConfig
-from seq2seq.tokenizer import EOS_ID, PAD_ID, Tokenizer
+from seq2seq.runtime import write_atomic
+from seq2seq.tokenizer import Tokenizer
+from seq2seq.vocab import EOS_ID, PAD_ID, truncate_keeping_eos
 
 log = logging.getLogger(__name__)
 datasets.disable_progress_bars()
@@ -64,17 +68,21 @@ def split_lines(raw: bytes, name: str, strict: bool = True) -> list[str]:
   chunks = raw.split(b"\n")
   if chunks and chunks[-1] == b"":
     chunks.pop()
-  lines = []
-  for number, chunk in enumerate(chunks, start=1):
-    try:
-      lines.append(chunk.decode("utf-8").rstrip("\r"))
-    except UnicodeDecodeError as e:
-      if strict:
-        raise DataError(f"{name} line {number}: not valid UTF-8 ({e.reason} at byte "
-                        f"{e.start})") from e
-      log.warning("%s line %d: invalid UTF-8 replaced with U+FFFD", name, number)
-      lines.append(chunk.decode("utf-8", errors="replace").rstrip("\r"))
-  return lines
+  return [decode_line(chunk, name, number, strict) for number, chunk in enumerate(chunks, 1)]
+
+
+def decode_line(chunk: bytes, name: str, number: int, strict: bool = True) -> str:
+  """One line's bytes (without '\n') as text; a trailing '\r' is dropped. Invalid UTF-8
+  raises DataError naming `name` and the line `number`, or with `strict=False` is
+  replaced with U+FFFD and a warning."""
+  try:
+    return chunk.decode("utf-8").rstrip("\r")
+  except UnicodeDecodeError as e:
+    if strict:
+      raise DataError(f"{name} line {number}: not valid UTF-8 ({e.reason} at byte "
+                      f"{e.start})") from e
+    log.warning("%s line %d: invalid UTF-8 replaced with U+FFFD", name, number)
+    return chunk.decode("utf-8", errors="replace").rstrip("\r")
 
 
 def find_split_file(directory: str | os.PathLike, split: str, lang: str) -> Path:
@@ -145,7 +153,7 @@ def load_split(cfg: DataConfig, split: str) -> datasets.Dataset:
   return ds
 
 
-def corpus_id(cfg: DataConfig, split: str) -> str:
+def corpus_id(cfg: DataConfig, split: str, vocab_size: int) -> str:
   """Identifies a split's content (and the tokenizer settings) for caches and the tokenizer."""
   h = hashlib.sha256()
   if cfg.hub:
@@ -155,7 +163,7 @@ def corpus_id(cfg: DataConfig, split: str) -> str:
       with open(find_split_file(cfg.dir, split, lang), "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
           h.update(block)
-  h.update(f"{cfg.spm_model_type}:{cfg.spm_vocab_size}".encode())
+  h.update(f"{cfg.spm_model_type}:{vocab_size}".encode())
   return h.hexdigest()[:16]
 
 
@@ -210,22 +218,25 @@ def encode_dataset(tok: Tokenizer, ds: datasets.Dataset, cache_path: Path | None
   if cache_path is not None:
     cache_path.parent.mkdir(parents=True, exist_ok=True)
     (src, src_off), (tgt, tgt_off) = _pack(corpus.src), _pack(corpus.tgt)
-    tmp = cache_path.with_name(cache_path.name + ".tmp.npz")
-    np.savez(tmp, src=src, src_off=src_off, tgt=tgt, tgt_off=tgt_off)
-    os.replace(tmp, cache_path)
+    buffer = io.BytesIO()
+    np.savez(buffer, src=src, src_off=src_off, tgt=tgt, tgt_off=tgt_off)
+    write_atomic(cache_path, buffer.getvalue())
   return corpus
 
 
 # ----------------------------------------------------------------------------- batching
 
 
+@jax.tree_util.register_dataclass
 @dataclasses.dataclass
 class Batch:
   """Padded ids: `src [B, S]`, `tgt [B, T]` (labels, EOS-terminated; the decoder input
   is BOS + tgt shifted right). Rows that are all padding carry no loss.
 
   Packed batches also carry segment ids (1, 2, ... for the pairs of a row, 0 for
-  padding) for both sides; pair k of a row is segment k on both sides.
+  padding) for both sides; pair k of a row is segment k on both sides. Unpacked
+  batches have None there. A Batch is a pytree: `jax.device_put(batch, sharding)`
+  moves all of it in one call, and jitted steps take it whole.
   """
 
   src: np.ndarray
@@ -238,11 +249,33 @@ class Batch:
     return (self.src.shape, self.tgt.shape)
 
 
-def bucket_length(length: int, boundaries: Sequence[int]) -> int:
-  for b in boundaries:
-    if length <= b:
-      return b
-  return int(length)  # longer than every boundary: pad to itself (evaluation only)
+@dataclasses.dataclass(frozen=True)
+class LengthBuckets:
+  """The padded lengths that training, evaluation and decoding batches use.
+
+  A sequence of n pieces is padded to the first boundary >= n, so `jit` compiles one
+  program per boundary, not one per batch. Built from `data.bucket_boundaries` and the
+  longest sequence allowed (`data.max_train_len` for training batches, `model.max_len`
+  for evaluation and decoding), which is always the last boundary.
+  """
+
+  boundaries: tuple[int, ...]
+
+  @classmethod
+  def from_config(cls, data_cfg: DataConfig, longest: int) -> "LengthBuckets":
+    return cls(tuple(sorted({b for b in data_cfg.bucket_boundaries if b < longest}
+                            | {longest})))
+
+  @property
+  def longest(self) -> int:
+    return self.boundaries[-1]
+
+  def length_for(self, n: int) -> int:
+    """The padded length of a sequence of n pieces (n itself past the last boundary)."""
+    for b in self.boundaries:
+      if n <= b:
+        return b
+    return int(n)
 
 
 def pad_batch(src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], rows: int,
@@ -285,11 +318,10 @@ class TrainBatches:
       raise DataError(f"every training pair is longer than {name}={limit}")
     self.num_pairs = int(keep.sum())
     self.kept = np.flatnonzero(keep)
-    boundaries = sorted(set([b for b in cfg.bucket_boundaries if b < cfg.max_train_len]
-                            + [cfg.max_train_len]))
-    self.boundaries = boundaries
-    bucket_of = np.array([bucket_length(int(n), boundaries) for n in longest])
-    self.buckets = {int(b): np.flatnonzero(keep & (bucket_of == b)) for b in boundaries}
+    self.lengths = LengthBuckets.from_config(cfg, cfg.max_train_len)
+    bucket_of = np.array([self.lengths.length_for(int(n)) for n in longest])
+    self.buckets = {int(b): np.flatnonzero(keep & (bucket_of == b))
+                    for b in self.lengths.boundaries}
     self.buckets = {b: idx for b, idx in self.buckets.items() if len(idx)}
 
   def epoch_batches(self, epoch: int) -> list:
@@ -337,7 +369,7 @@ class TrainBatches:
       return self._packed_batch(idx)
     src = [self.corpus.src[i] for i in idx]
     tgt = [self.corpus.tgt[i] for i in idx]
-    length = bucket_length(max(max(len(x), len(y)) for x, y in zip(src, tgt)), self.boundaries)
+    length = self.lengths.length_for(max(max(len(x), len(y)) for x, y in zip(src, tgt)))
     return pad_batch(src, tgt, rows_for(length, self.cfg.max_tokens, self.num_devices),
                      length, length)
 
@@ -364,23 +396,18 @@ class TrainBatches:
       epoch, index = epoch + 1, 0
 
 
-def eval_batches(corpus: EncodedCorpus, rows: int, max_len: int,
-                 boundaries: Sequence[int], multiple: int = 1) -> Iterator[Batch]:
-  """Every pair in the original order; sequences longer than the model's `max_len` are
-  truncated (keeping EOS) rather than dropped, so each sentence is scored."""
+def eval_batches(corpus: EncodedCorpus, rows: int, lengths: LengthBuckets, multiple: int = 1
+                 ) -> Iterator[Batch]:
+  """Every pair in the original order; sequences longer than `lengths.longest` (the
+  model's maximum) are truncated, keeping EOS, rather than dropped, so each is scored."""
   rows = max(multiple, rows // multiple * multiple)
+  cut = lambda ids: np.asarray(truncate_keeping_eos(list(ids), lengths.longest), np.int32)
   for start in range(0, len(corpus), rows):
-    src = [_truncate(x, max_len) for x in corpus.src[start:start + rows]]
-    tgt = [_truncate(y, max_len) for y in corpus.tgt[start:start + rows]]
-    s_len = bucket_length(max(len(x) for x in src), boundaries)
-    t_len = bucket_length(max(len(y) for y in tgt), boundaries)
+    src = [cut(x) for x in corpus.src[start:start + rows]]
+    tgt = [cut(y) for y in corpus.tgt[start:start + rows]]
+    s_len = lengths.length_for(max(len(x) for x in src))
+    t_len = lengths.length_for(max(len(y) for y in tgt))
     yield pad_batch(src, tgt, rows, s_len, t_len)
-
-
-def _truncate(ids: np.ndarray, max_len: int) -> np.ndarray:
-  if len(ids) <= max_len:
-    return ids
-  return np.concatenate([ids[:max_len - 1], [EOS_ID]]).astype(np.int32)
 
 
 def padding_fraction(batches: Sequence[Batch]) -> float:

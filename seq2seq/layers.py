@@ -34,6 +34,7 @@ class Dense(hk.Module):
     w = hk.get_parameter("w", [d_in, self.features], jnp.float32,
                          init=hk.initializers.VarianceScaling(1.0, "fan_avg", "uniform"))
     b = hk.get_parameter("b", [self.features], jnp.float32, init=jnp.zeros)
+    b = b.reshape((1,) * (x.ndim - 1) + b.shape)  # broadcast explicitly over the leading axes
     return x @ w.astype(x.dtype) + b.astype(x.dtype)
 
 

@@ -7,7 +7,7 @@ attention scores `[B, H, Tq, Tk]` (so `[B, 1, Tq, Tk]` or `[B, 1, 1, Tk]`).
 import jax
 import jax.numpy as jnp
 
-from seq2seq.tokenizer import PAD_ID
+from seq2seq.vocab import PAD_ID
 
 
 def padding_mask(k_ids_BS: jnp.ndarray) -> jnp.ndarray:

@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from seq2seq.runtime import write_atomic
+
 METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "curves.png"
 
@@ -32,10 +34,7 @@ def truncate_after(workdir: str | os.PathLike, step: int) -> None:
   records = read(workdir)
   kept = [r for r in records if r.get("step", 0) <= step]
   if len(kept) != len(records):
-    path = Path(workdir) / METRICS_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
-    os.replace(tmp, path)
+    write_atomic(Path(workdir) / METRICS_FILE, "".join(json.dumps(r) + "\n" for r in kept))
 
 
 def plot(workdir: str | os.PathLike) -> Path:

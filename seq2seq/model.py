@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from seq2seq import masks
 from seq2seq.config import ModelConfig
 from seq2seq.layers import Dense, Embedding, FeedForward, LayerNorm, MultiHeadAttention, dropout
-from seq2seq.tokenizer import BOS_ID, PAD_ID
+from seq2seq.vocab import BOS_ID
 
 Cache = dict[str, Any]
 Params = hk.Params
@@ -200,25 +200,28 @@ class Transformer(hk.Module):
     self.decode(tgt_in_BT, self.encode(src_BS), src_BS, probs_sink=sink)
     return jnp.stack(sink)
 
-  def init_cache(self, memory_BSD, src_BS, max_len: int, beam_size: int = 1) -> Cache:
-    """A cache for `max_len` decoding steps of `beam_size` hypotheses per sentence
-    (`B * W` rows, the W beams of a sentence consecutive) over this batch's encoder output.
+  def init_cache(self, memory_BSD, src_BS, max_len: int, beam_size: int = 1
+                 ) -> tuple[Cache, Cache]:
+    """The decoding state for `max_len` steps of `beam_size` hypotheses per sentence.
 
-    `cache["source"]` (the source mask and the encoder keys/values of every layer) is
-    kept once per sentence, shared by its beams: beam search reorders the rest of the
-    cache, never it.
+    Returns:
+      cache: what each hypothesis owns, `B * W` rows (the W beams of a sentence
+        consecutive): `{"index": [] int32, "layers": [{"k", "v": [B*W, H, L, K]}, ...]}`.
+        A search reorders its rows as beams are chosen; the scalar index is shared.
+      source: what the hypotheses of a sentence share and no search reorders, `B` rows:
+        `{"mask": [B, 1, 1, S], "layers": [{"k", "v": [B, H, S, K]}, ...]}` (the encoder
+        keys/values of each layer's cross-attention).
     """
     layers, source = zip(*(layer.init_cache(memory_BSD, max_len, beam_size)
                            for layer in self.decoder_layers))
-    return {
-        "index": jnp.zeros((), jnp.int32),
-        "layers": list(layers),
-        "source": {"mask": masks.padding_mask(src_BS), "layers": list(source)},  # [B, 1, 1, S]
-    }
+    cache = {"index": jnp.zeros((), jnp.int32), "layers": list(layers)}
+    return cache, {"mask": masks.padding_mask(src_BS), "layers": list(source)}
 
-  def decode_step(self, ids_B: jnp.ndarray, cache: Cache) -> tuple[jnp.ndarray, Cache]:
-    """Feeds one token per sequence at position `cache['index']`. Returns logits `[B, V]`."""
-    index, source = cache["index"], cache["source"]
+  def decode_step(self, ids_B: jnp.ndarray, cache: Cache, source: Cache
+                  ) -> tuple[jnp.ndarray, Cache]:
+    """Feeds one token per row at position `cache['index']`. Returns logits `[B, V]`
+    (float32) and the updated cache; `source` is read only."""
+    index = cache["index"]
     ids_B1 = ids_B[:, None]
     x_B1D = self.tgt_embed(ids_B1, jnp.broadcast_to(index, ids_B1.shape))
     new_layers = []
@@ -227,7 +230,7 @@ class Transformer(hk.Module):
       x_B1D, layer_cache = layer.step(x_B1D, layer_cache, layer_source, index, source["mask"])
       new_layers.append(layer_cache)
     logits_B1V = self.output(self.decoder_norm(x_B1D))
-    return logits_B1V[:, 0], {"index": index + 1, "layers": new_layers, "source": source}
+    return logits_B1V[:, 0], {"index": index + 1, "layers": new_layers}
 
 
 class Model:
@@ -266,11 +269,13 @@ class Model:
     return self._transformed.apply[1](params, None, src_BS)
 
   def init_cache(self, params: Params, memory_BSD, src_BS, max_len: int,
-                 beam_size: int = 1) -> Cache:
+                 beam_size: int = 1) -> tuple[Cache, Cache]:
+    """(cache, source): see `Transformer.init_cache`."""
     return self._transformed.apply[2](params, None, memory_BSD, src_BS, max_len, beam_size)
 
-  def decode_step(self, params: Params, ids_B, cache: Cache) -> tuple[jnp.ndarray, Cache]:
-    return self._transformed.apply[3](params, None, ids_B, cache)
+  def decode_step(self, params: Params, ids_B, cache: Cache, source: Cache
+                  ) -> tuple[jnp.ndarray, Cache]:
+    return self._transformed.apply[3](params, None, ids_B, cache, source)
 
   def cross_attention(self, params: Params, src_BS, tgt_in_BT) -> jnp.ndarray:
     return self._transformed.apply[4](params, None, src_BS, tgt_in_BT)

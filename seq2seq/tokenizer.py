@@ -1,7 +1,7 @@
 """SentencePiece: train a joint source+target model, load it, encode and decode.
 
-The special ids are defined here and nowhere else. Padding (0) is distinct from
-`<unk>` (1), so no code ever mistakes an unknown piece for padding.
+Models are trained with the special ids of `seq2seq.vocab` (PAD 0, UNK 1, BOS 2, EOS 3)
+and refused if they have others.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Iterable, Sequence
 
 import sentencepiece as spm
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+from seq2seq.runtime import write_atomic
+from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, cut_at_eos
 
 MODEL_FILE = "spm.model"
 META_FILE = "spm.json"
@@ -54,13 +55,7 @@ class Tokenizer:
 
   def decode(self, ids_batch: Iterable[Sequence[int]]) -> list[str]:
     """Text of each id sequence, cut at its first EOS; padding and BOS are ignored."""
-    out = []
-    for ids in ids_batch:
-      ids = [int(i) for i in ids]
-      if EOS_ID in ids:
-        ids = ids[:ids.index(EOS_ID)]
-      out.append(self.sp.decode([i for i in ids if i not in (PAD_ID, BOS_ID)]))
-    return out
+    return [self.sp.decode(cut_at_eos(ids)) for ids in ids_batch]
 
   def pieces(self, ids: Sequence[int]) -> list[str]:
     return [self.sp.id_to_piece(int(i)) for i in ids]
@@ -92,7 +87,7 @@ def train(sentences: Iterable[str], vocab_size: int, model_type: str = "unigram"
         num_threads=os.cpu_count() or 1, minloglevel=2)
   except RuntimeError as e:
     raise ValueError(f"SentencePiece training failed for vocab_size={vocab_size}: {e}. "
-                     "A small corpus needs a smaller data.spm_vocab_size.") from e
+                     "A small corpus needs a smaller model.vocab_size.") from e
   return Tokenizer(proto.getvalue())
 
 
@@ -119,13 +114,11 @@ def load_or_train(workdir: str | os.PathLike, corpus_id: str, sentences_fn,
     return tok
   tok = train(sentences_fn(), vocab_size, model_type, max_sentences)
   workdir.mkdir(parents=True, exist_ok=True)
-  tmp = model_path.with_suffix(".tmp")
-  tmp.write_bytes(tok.model_proto)
-  os.replace(tmp, model_path)
   vocab = "\n".join(f"{tok.sp.id_to_piece(i)}\t{tok.sp.get_score(i)}"
                     for i in range(tok.vocab_size))
-  (workdir / "spm.vocab").write_text(vocab + "\n", encoding="utf-8")
-  meta_path.write_text(json.dumps({"corpus_id": corpus_id, "vocab_size": tok.vocab_size,
-                                   "model_type": model_type}, indent=1))
+  write_atomic(workdir / "spm.vocab", vocab + "\n")
+  write_atomic(meta_path, json.dumps({"corpus_id": corpus_id, "vocab_size": tok.vocab_size,
+                                      "model_type": model_type}, indent=1))
+  write_atomic(model_path, tok.model_proto)  # last: its presence means the others are there
   log.info("trained tokenizer %s (%d pieces)", model_path, tok.vocab_size)
   return tok

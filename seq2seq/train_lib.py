@@ -1,8 +1,13 @@
 """Training: optimizer and schedule, loss, jitted train/eval steps, and the loop.
 
+"Step" means one optimiser update everywhere: in `train.max_steps`, log lines,
+metrics.jsonl, checkpoint names and the schedule. With `train.grad_accum_steps = k` an
+update is computed from k micro-batches.
+
 The loop is resumable exactly: parameters, optimizer state, step, data position and
-best validation BLEU are checkpointed, and dropout keys are `fold_in(key, step)`, so an
-interrupted run that is restarted makes the same updates as one that was not.
+best validation BLEU are checkpointed, and dropout keys are `fold_in(fold_in(key,
+step), micro-batch)`, so an interrupted run that is restarted makes the same updates
+as one that was not.
 """
 
 from __future__ import annotations
@@ -10,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import os
 import sys
 import time
@@ -22,19 +26,20 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import sacrebleu
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
-from seq2seq import checkpoint, input_pipeline, metrics, tokenizer
+from seq2seq import checkpoint, input_pipeline, metrics, runtime, tokenizer
 from seq2seq.config import Config, TrainConfig
 from seq2seq.model import Model, shift_right
-from seq2seq.tokenizer import PAD_ID
 from seq2seq.translator import Translator
+from seq2seq.vocab import PAD_ID
 
 log = logging.getLogger("seq2seq.train")
 
 
 class TrainState(NamedTuple):
-  step: jnp.ndarray  # [] int32: optimizer updates done (micro-steps with accumulation)
+  step: jnp.ndarray  # [] int32: optimiser updates done
   params: Any
   opt_state: Any
 
@@ -64,10 +69,10 @@ def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
     raise ValueError(f"train.optimizer must be 'adam' or 'adamw', got {cfg.optimizer!r}")
   if cfg.clip_norm > 0:
     opt = optax.chain(optax.clip_by_global_norm(cfg.clip_norm), opt)
-  if cfg.grad_accum_steps > 1:
-    # Averages the micro-batch gradients and applies one update every k calls.
-    opt = optax.MultiSteps(opt, every_k_schedule=cfg.grad_accum_steps)
   return opt
+
+
+SUM_KEYS = ("loss", "nll", "tokens", "correct")
 
 
 def loss_sums(logits_BTV: jnp.ndarray, labels_BT: jnp.ndarray, smoothing: float
@@ -90,17 +95,27 @@ def loss_sums(logits_BTV: jnp.ndarray, labels_BT: jnp.ndarray, smoothing: float
 
 
 class Steps:
-  """Jitted train and eval steps, data-parallel over a 1-D "data" mesh of all devices."""
+  """Jitted training and evaluation steps, data-parallel over a 1-D "data" mesh.
+
+  One update sees `train.grad_accum_steps` micro-batches. Their gradients of the summed
+  loss are added up and divided by their total target tokens, so an update over k
+  micro-batches equals one over a batch holding all of their rows (up to float
+  rounding). With one micro-batch, gradient and update are one jitted program.
+  """
 
   def __init__(self, cfg: Config, model: Model, devices=None):
     self.cfg, self.model = cfg, model
     self.optimizer = make_optimizer(cfg.train)
+    self.schedule = learning_rate_schedule(cfg.train)
     self.mesh = Mesh(np.array(devices or jax.devices()), ("data",))
     self.batch_sharding = NamedSharding(self.mesh, P("data"))
     self.replicated = NamedSharding(self.mesh, P())
     self.base_key = jax.random.PRNGKey(cfg.train.seed)
-    self.train_step = jax.jit(self._train_step, donate_argnums=0,
-                              out_shardings=(self.replicated, self.replicated))
+    replicated2 = (self.replicated, self.replicated)
+    self.train_step = jax.jit(self._train_step, donate_argnums=0, out_shardings=replicated2)
+    self._grads = jax.jit(self._grads_added, donate_argnums=0, out_shardings=replicated2)
+    self._apply = jax.jit(self._apply_update, donate_argnums=(0, 1),
+                          out_shardings=replicated2)
     self.eval_step = jax.jit(self._eval_step, out_shardings=self.replicated)
 
   @property
@@ -113,27 +128,43 @@ class Steps:
     state = TrainState(jnp.zeros((), jnp.int32), params, self.optimizer.init(params))
     return jax.device_put(state, self.replicated)
 
-  def put_batch(self, batch: input_pipeline.Batch):
-    """Host numpy batch -> device arrays with rows split across the mesh: (src, tgt),
-    plus (src_segments, tgt_segments) for a packed batch."""
-    arrays = (batch.src, batch.tgt)
-    if batch.src_segments is not None:
-      arrays += (batch.src_segments, batch.tgt_segments)
-    return tuple(jax.device_put(a, self.batch_sharding) for a in arrays)
+  def put_batch(self, batch: input_pipeline.Batch) -> input_pipeline.Batch:
+    """Host batch -> device arrays with rows split across the mesh, in one call."""
+    return jax.device_put(batch, self.batch_sharding)
 
-  def _train_step(self, state: TrainState, src_BS, tgt_BT, src_segments_BS=None,
-                  tgt_segments_BT=None):
-    rng = jax.random.fold_in(self.base_key, state.step)
-    smoothing = self.cfg.train.label_smoothing
+  def update(self, state: TrainState, batches: list[input_pipeline.Batch]):
+    """One optimiser update over the micro-batches `batches` (host batches)."""
+    if len(batches) == 1:
+      return self.train_step(state, self.put_batch(batches[0]))
+    acc = None
+    for micro, batch in enumerate(batches):
+      if acc is None:
+        zeros = jax.tree_util.tree_map(jnp.zeros_like, state.params)
+        acc = (zeros, {k: jnp.zeros((), jnp.float32) for k in SUM_KEYS})
+      acc = self._grads(acc, state.params, self.put_batch(batch), state.step, micro)
+    return self._apply(state, *acc)
 
-    def loss_fn(params):
-      logits = self.model.apply(params, src_BS, shift_right(tgt_BT, tgt_segments_BT),
-                                rng=rng, is_training=True, src_segments_BS=src_segments_BS,
-                                tgt_segments_BT=tgt_segments_BT)
-      sums = loss_sums(logits, tgt_BT, smoothing)
-      return sums["loss"] / jnp.maximum(sums["tokens"], 1.0), sums
+  def _loss_grads(self, params, batch: input_pipeline.Batch, step, micro):
+    """Gradient of the summed label-smoothed loss of one micro-batch, and its sums."""
+    rng = jax.random.fold_in(jax.random.fold_in(self.base_key, step), micro)
 
-    grads, sums = jax.grad(loss_fn, has_aux=True)(state.params)
+    def loss_fn(p):
+      logits = self.model.apply(p, batch.src, shift_right(batch.tgt, batch.tgt_segments),
+                                rng=rng, is_training=True, src_segments_BS=batch.src_segments,
+                                tgt_segments_BT=batch.tgt_segments)
+      sums = loss_sums(logits, batch.tgt, self.cfg.train.label_smoothing)
+      return sums["loss"], sums
+
+    return jax.grad(loss_fn, has_aux=True)(params)
+
+  def _grads_added(self, acc, params, batch, step, micro):
+    grads, sums = self._loss_grads(params, batch, step, micro)
+    acc_grads, acc_sums = acc
+    return (jax.tree_util.tree_map(jnp.add, acc_grads, grads),
+            {k: acc_sums[k] + sums[k] for k in SUM_KEYS})
+
+  def _apply_update(self, state: TrainState, grad_sums, sums):
+    grads = jax.tree_util.tree_map(lambda g: g / jnp.maximum(sums["tokens"], 1.0), grad_sums)
     updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     grad_norm = optax.tree.norm(grads)
@@ -142,14 +173,15 @@ class Steps:
     keep = lambda new, old: jax.tree_util.tree_map(lambda n, o: jnp.where(ok, n, o), new, old)
     new_state = TrainState(state.step + 1, keep(params, state.params),
                            keep(opt_state, state.opt_state))
-    metrics_ = dict(sums, grad_norm=grad_norm, finite=ok,
-                    lr=learning_rate_schedule(self.cfg.train)(
-                        state.step // self.cfg.train.grad_accum_steps))
-    return new_state, metrics_
+    return new_state, dict(sums, grad_norm=grad_norm, finite=ok, lr=self.schedule(state.step))
 
-  def _eval_step(self, params, src_BS, tgt_BT):
-    logits = self.model.apply(params, src_BS, shift_right(tgt_BT))
-    return loss_sums(logits, tgt_BT, self.cfg.train.label_smoothing)
+  def _train_step(self, state: TrainState, batch: input_pipeline.Batch):
+    grads, sums = self._loss_grads(state.params, batch, state.step, 0)
+    return self._apply_update(state, grads, {k: sums[k] for k in SUM_KEYS})
+
+  def _eval_step(self, params, batch: input_pipeline.Batch):
+    logits = self.model.apply(params, batch.src, shift_right(batch.tgt))
+    return loss_sums(logits, batch.tgt, self.cfg.train.label_smoothing)
 
 
 # ------------------------------------------------------------------------- data
@@ -161,19 +193,20 @@ def cache_dir(cfg: Config, workdir: Path) -> Path:
 
 def prepare_data(cfg: Config, workdir: Path):
   """Tokenizer (trained or reused) and the encoded training and validation corpora."""
+  vocab_size = cfg.model.vocab_size
   train_ds = input_pipeline.drop_empty(input_pipeline.load_split(cfg.data, cfg.data.train_split))
-  corpus = input_pipeline.corpus_id(cfg.data, cfg.data.train_split)
+  corpus = input_pipeline.corpus_id(cfg.data, cfg.data.train_split, vocab_size)
   tok = tokenizer.load_or_train(
       workdir, corpus, lambda: list(train_ds["src"]) + list(train_ds["tgt"]),
-      cfg.data.spm_vocab_size, cfg.data.spm_model_type, cfg.data.spm_max_sentences)
-  if tok.vocab_size != cfg.model.vocab_size:
+      vocab_size, cfg.data.spm_model_type, cfg.data.spm_max_sentences)
+  if tok.vocab_size != vocab_size:
     raise tokenizer.TokenizerMismatchError(
-        f"tokenizer has {tok.vocab_size} pieces but model.vocab_size={cfg.model.vocab_size}")
+        f"tokenizer has {tok.vocab_size} pieces but model.vocab_size={vocab_size}")
   cache = cache_dir(cfg, workdir)
   train = input_pipeline.encode_dataset(
       tok, train_ds, cache / f"{cfg.data.train_split}-{corpus}-{tok.fingerprint()}.npz")
   val_ds = input_pipeline.load_split(cfg.data, cfg.data.val_split)
-  val_id = input_pipeline.corpus_id(cfg.data, cfg.data.val_split)
+  val_id = input_pipeline.corpus_id(cfg.data, cfg.data.val_split, vocab_size)
   val = input_pipeline.encode_dataset(
       tok, val_ds, cache / f"{cfg.data.val_split}-{val_id}-{tok.fingerprint()}.npz")
   log.info("data: %d training pairs, %d validation pairs, %d pieces",
@@ -184,11 +217,53 @@ def prepare_data(cfg: Config, workdir: Path):
 # ------------------------------------------------------------------------ loop
 
 
+@dataclasses.dataclass
+class Progress:
+  """Where a run stands; saved with every checkpoint, so a resumed run continues exactly."""
+
+  step: int = 0  # optimiser updates done (the only unit of "step")
+  epoch: int = 0  # epoch of the next batch
+  batch_index: int = 0  # index of the next batch within that epoch
+  best_bleu: float = -1.0
+  best_step: int = 0
+  evals_without_improvement: int = 0
+  elapsed: float = 0.0  # training wall time in seconds, validation included
+
+  @classmethod
+  def from_meta(cls, meta: dict[str, Any]) -> "Progress":
+    return cls(**{f.name: meta[f.name] for f in dataclasses.fields(cls) if f.name in meta})
+
+  def to_meta(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class Window:
+  """Training figures since the last log line; time spent validating or saving is left
+  out, so tokens/s is the training speed."""
+
+  loss: float = 0.0
+  tokens: float = 0.0
+  correct: float = 0.0
+  updates: int = 0
+  started: float = dataclasses.field(default_factory=time.time)
+  paused: float = 0.0
+
+  def add(self, m: dict[str, Any]) -> None:
+    self.loss += float(m["loss"])
+    self.tokens += float(m["tokens"])
+    self.correct += float(m["correct"])
+    self.updates += 1
+
+  def seconds(self) -> float:
+    return max(time.time() - self.started - self.paused, 1e-9)
+
+
 def evaluate_loss(steps: Steps, params, corpus, cfg: Config) -> dict[str, float]:
   totals: dict[str, float] = {}
-  for batch in input_pipeline.eval_batches(corpus, 64, cfg.model.max_len,
-                                           cfg.data.bucket_boundaries, steps.num_devices):
-    sums = jax.device_get(steps.eval_step(params, *steps.put_batch(batch)))
+  lengths = input_pipeline.LengthBuckets.from_config(cfg.data, cfg.model.max_len)
+  for batch in input_pipeline.eval_batches(corpus, 64, lengths, steps.num_devices):
+    sums = jax.device_get(steps.eval_step(params, steps.put_batch(batch)))
     for k, v in sums.items():
       totals[k] = totals.get(k, 0.0) + float(v)
   n = max(totals["tokens"], 1.0)
@@ -214,223 +289,206 @@ def check_resumable(workdir: Path, cfg: Config) -> None:
           "use a new --workdir")
 
 
-def quiet_libraries() -> None:
-  """Orbax and JAX log every checkpoint step and backend probe at INFO through absl."""
-  from absl import logging as absl_logging
-  absl_logging.set_verbosity(absl_logging.WARNING)
-  for name in ("absl", "jax", "orbax", "matplotlib"):
-    logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def enable_compilation_cache() -> None:
-  """Persists compiled XLA programs across processes (resumes, translate, tests).
-
-  Each padded shape costs about 10 s of XLA compilation on this 2-core CPU; the cache
-  directory is $SEQ2SEQ_XLA_CACHE or ~/.cache/seq2seq/xla ("" turns it off).
-  """
-  path = os.environ.get("SEQ2SEQ_XLA_CACHE", str(Path.home() / ".cache" / "seq2seq" / "xla"))
-  if path:
-    jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-
-
-def setup_logging(workdir: Path) -> None:
-  fmt = logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S")
-  from absl import logging as absl_logging
-  root = logging.getLogger()
-  root.setLevel(logging.INFO)
-  root.removeHandler(absl_logging.get_absl_handler())  # ours print the same records
-  for h in list(root.handlers):
-    if getattr(h, "_seq2seq", False):
-      root.removeHandler(h)
-  for h in (logging.StreamHandler(sys.stderr), logging.FileHandler(workdir / "train.log")):
-    h.setFormatter(fmt)
-    h._seq2seq = True
-    root.addHandler(h)
-
-
 def _fmt_time(seconds: float) -> str:
   seconds = int(seconds)
   return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def train(cfg: Config, workdir: str | os.PathLike, devices=None) -> dict[str, Any]:
-  """Trains (or resumes) the run in `workdir`. Returns a summary dict."""
-  workdir = Path(workdir)
-  workdir.mkdir(parents=True, exist_ok=True)
-  quiet_libraries()
-  setup_logging(workdir)
-  enable_compilation_cache()
-  check_resumable(workdir, cfg)
-  tok, train_corpus, val_corpus, val_refs = prepare_data(cfg, workdir)
-  checkpoint.save_config(workdir, cfg)
+def check_finite(m: dict[str, Any], step: int) -> None:
+  if not bool(m["finite"]):
+    raise FloatingPointError(
+        f"non-finite loss or gradient at step {step}: loss sum {float(m['loss'])}, "
+        f"gradient norm {float(m['grad_norm'])}; the update was not applied and no "
+        "checkpoint was written with it. Lower train.learning_rate or raise "
+        "train.warmup_steps.")
 
-  model = Model(cfg.model)
-  steps = Steps(cfg, model, devices)
-  state = steps.init_state()
-  ckpt = checkpoint.Checkpointer(workdir, cfg.train.keep_checkpoints)
-  meta = {"epoch": 0, "batch_index": 0, "best_bleu": -1.0, "best_step": 0,
-          "evals_without_improvement": 0, "elapsed": 0.0}
-  restored = ckpt.restore_latest(state.params, state.opt_state)
-  if restored is not None:
-    params, opt_state, meta = restored
-    state = jax.device_put(TrainState(jnp.asarray(meta["step"], jnp.int32), params, opt_state),
-                           steps.replicated)
-    metrics.truncate_after(workdir, meta["step"])
-    log.info("resumed from step %d (epoch %d, batch %d)", meta["step"], meta["epoch"],
-             meta["batch_index"])
-  step = int(state.step)
-  micro = cfg.train.grad_accum_steps
-  total_micro_steps = cfg.train.max_steps * micro
-  if step >= total_micro_steps:
-    log.info("already trained for %d steps (train.max_steps=%d)", step // micro,
-             cfg.train.max_steps)
 
-  batches = input_pipeline.TrainBatches(train_corpus, cfg.data, steps.num_devices)
-  stream = input_pipeline.prefetch(batches.iterate(meta["epoch"], meta["batch_index"]))
-  translator = Translator(cfg.model, state.params, tok, cfg.decode)
-  val_src = val_corpus.src
-  if cfg.train.eval_max_sentences:
-    val_src = val_src[:cfg.train.eval_max_sentences]
-    val_refs = val_refs[:cfg.train.eval_max_sentences]
-  writer = metrics.MetricsWriter(workdir)
+class Trainer:
+  """The state of one run and what the loop does with it: update, log, validate, save."""
 
-  def save_latest():
-    ckpt.save_latest(step, state.params, state.opt_state, dict(meta, step=step))
+  def __init__(self, cfg: Config, workdir: Path, devices=None):
+    self.cfg, self.workdir = cfg, workdir
+    check_resumable(workdir, cfg)
+    self.tok, self.train_corpus, self.val_corpus, self.val_refs = prepare_data(cfg, workdir)
+    checkpoint.save_config(workdir, cfg)
+    self.steps = Steps(cfg, Model(cfg.model), devices)
+    self.state = self.steps.init_state()
+    self.ckpt = checkpoint.Checkpointer(workdir, cfg.train.keep_checkpoints)
+    self.progress = Progress()
+    restored = self.ckpt.restore_latest(self.state.params, self.state.opt_state)
+    if restored is not None:
+      params, opt_state, meta = restored
+      self.progress = Progress.from_meta(meta)
+      self.state = jax.device_put(
+          TrainState(jnp.asarray(self.progress.step, jnp.int32), params, opt_state),
+          self.steps.replicated)
+      metrics.truncate_after(workdir, self.progress.step)
+      log.info("resumed from step %d (epoch %d, batch %d)", self.progress.step,
+               self.progress.epoch, self.progress.batch_index)
+    self.translator = Translator(cfg.model, self.state.params, self.tok, cfg.decode,
+                                 input_pipeline.LengthBuckets.from_config(cfg.data,
+                                                                          cfg.model.max_len))
+    n = cfg.train.eval_max_sentences or len(self.val_corpus)
+    self.val_src, self.val_refs = self.val_corpus.src[:n], self.val_refs[:n]
+    self.writer = metrics.MetricsWriter(workdir)
+    self.started = time.time()
+    self.window = Window()
 
-  def validate():
+  def elapsed(self) -> float:
+    return self.progress.elapsed + time.time() - self.started
+
+  def log_window(self) -> None:
+    w, p = self.window, self.progress
+    rate = w.tokens / w.seconds()
+    eta = (self.cfg.train.max_steps - p.step) * w.seconds() / max(w.updates, 1)
+    if self.cfg.train.max_minutes:
+      eta = min(eta, self.cfg.train.max_minutes * 60 - self.elapsed())
+    loss = w.loss / max(w.tokens, 1.0)
+    m = self.last_metrics
+    self.writer.write({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": loss,
+                       "accuracy": w.correct / max(w.tokens, 1.0), "lr": float(m["lr"]),
+                       "grad_norm": float(m["grad_norm"]), "tgt_tokens_per_s": rate,
+                       "elapsed": self.elapsed()})
+    log.info("step %d epoch %d loss %.3f lr %.2e %.0f tgt tok/s elapsed %s eta %s",
+             p.step, p.epoch, loss, float(m["lr"]), rate, _fmt_time(self.elapsed()),
+             _fmt_time(max(eta, 0)))
+    self.window = Window()
+
+  def validate(self) -> dict[str, float]:
     t0 = time.time()
-    scores = evaluate_loss(steps, state.params, val_corpus, cfg)
-    hyps = [translator._detok(h[0][0]) for h in
-            translator.translate_ids(val_src, params=state.params, beam_size=1)]
-    scores["bleu"] = bleu(hyps, val_refs)
-    improved = scores["bleu"] > meta["best_bleu"]
+    p, params = self.progress, self.state.params
+    scores = evaluate_loss(self.steps, params, self.val_corpus, self.cfg)
+    found = self.translator.translate_ids(self.val_src, params=params, beam_size=1)
+    scores["bleu"] = bleu([self.translator.detokenize(h[0][0]) for h in found], self.val_refs)
+    improved = scores["bleu"] > p.best_bleu
     if improved:
-      meta.update(best_bleu=scores["bleu"], best_step=step // micro, evals_without_improvement=0)
-      ckpt.save_best(step, state.params, dict(meta, step=step, bleu=scores["bleu"]))
+      p.best_bleu, p.best_step, p.evals_without_improvement = scores["bleu"], p.step, 0
+      self.ckpt.save_best(p.step, params, dict(p.to_meta(), bleu=scores["bleu"]))
     else:
-      meta["evals_without_improvement"] += 1
-    writer.write({"kind": "val", "step": step // micro, "elapsed": elapsed(), **scores})
+      p.evals_without_improvement += 1
+    self.writer.write({"kind": "val", "step": p.step, "elapsed": self.elapsed(), **scores})
     log.info("validation at step %d: loss %.3f, accuracy %.3f, BLEU %.2f%s (%.1fs)",
-             step // micro, scores["loss"], scores["accuracy"], scores["bleu"],
+             p.step, scores["loss"], scores["accuracy"], scores["bleu"],
              " (new best)" if improved else "", time.time() - t0)
-    metrics.plot(workdir)
+    metrics.plot(self.workdir)
+    self.window.paused += time.time() - t0
     return scores
 
-  start = time.time()
-  elapsed = lambda: meta["elapsed"] + time.time() - start
-  window = {"loss": 0.0, "tokens": 0.0, "correct": 0.0, "time": time.time(), "src": 0.0}
-  pending = None  # metrics of the previous step, read a step late so dispatch never waits
-  stop_reason = "max_steps"
+  def save(self) -> None:
+    t0 = time.time()
+    self.progress.elapsed, self.started = self.elapsed(), time.time()
+    self.ckpt.save_latest(self.progress.step, self.state.params, self.state.opt_state,
+                          self.progress.to_meta())
+    self.window.paused += time.time() - t0
 
-  def account(m, position):
-    m = jax.device_get(m)
-    if not bool(m["finite"]):
-      raise FloatingPointError(
-          f"non-finite loss or gradient at step {position}: loss sum {float(m['loss'])}, "
-          f"gradient norm {float(m['grad_norm'])}; the update was not applied and no "
-          "checkpoint was written with it. Lower train.learning_rate or raise "
-          "train.warmup_steps.")
-    window["loss"] += float(m["loss"])
-    window["tokens"] += float(m["tokens"])
-    window["correct"] += float(m["correct"])
-    return m
+  def stop_reason(self) -> str | None:
+    t, p = self.cfg.train, self.progress
+    if p.step >= t.max_steps:
+      return f"max_steps={t.max_steps} reached"
+    if t.early_stopping_patience and p.evals_without_improvement >= t.early_stopping_patience:
+      return (f"early stopping after {t.early_stopping_patience} validations without a "
+              "new best BLEU")
+    if t.max_minutes and self.elapsed() >= t.max_minutes * 60:
+      return f"time limit of {t.max_minutes} minutes"
+    return None
 
-  try:
-    while step < total_micro_steps:
-      epoch, index, batch = next(stream)
-      state, m = steps.train_step(state, *steps.put_batch(batch))
-      step += 1
-      if pending is not None:
-        account(*pending)
-      pending = (m, step)
-      meta.update(epoch=epoch, batch_index=index)
-      update = step // micro
-      last = step >= total_micro_steps
-      if step % micro == 0 and (update % cfg.train.log_every == 0 or last):
-        mm = account(*pending)
-        pending = None
-        now = time.time()
-        rate = window["tokens"] / max(now - window["time"], 1e-9)
-        remaining = (total_micro_steps - step) / micro
-        per_step = (now - window["time"]) / cfg.train.log_every
-        eta = remaining * per_step
-        if cfg.train.max_minutes:
-          eta = min(eta, cfg.train.max_minutes * 60 - elapsed())
-        loss = window["loss"] / max(window["tokens"], 1.0)
-        writer.write({"kind": "train", "step": update, "epoch": epoch, "loss": loss,
-                      "accuracy": window["correct"] / max(window["tokens"], 1.0),
-                      "lr": float(mm["lr"]), "grad_norm": float(mm["grad_norm"]),
-                      "tgt_tokens_per_s": rate, "elapsed": elapsed()})
-        log.info("step %d epoch %d loss %.3f lr %.2e %.0f tgt tok/s elapsed %s eta %s",
-                 update, epoch, loss, float(mm["lr"]), rate, _fmt_time(elapsed()),
-                 _fmt_time(max(eta, 0)))
-        window.update(loss=0.0, tokens=0.0, correct=0.0, time=time.time())
-      if step % micro == 0 and (update % cfg.train.eval_every == 0 or last):
+  def run(self) -> dict[str, Any]:
+    t, p = self.cfg.train, self.progress
+    batches = input_pipeline.TrainBatches(self.train_corpus, self.cfg.data,
+                                          self.steps.num_devices)
+    stream = input_pipeline.prefetch(batches.iterate(p.epoch, p.batch_index))
+    reason, first_step = self.stop_reason(), p.step
+    if reason:
+      log.info("nothing to do: %s", reason)
+    pending = None  # the previous update's metrics, read after the next is dispatched
+    try:
+      while reason is None:
+        micro = [next(stream) for _ in range(t.grad_accum_steps)]
+        self.state, m = self.steps.update(self.state, [batch for _, _, batch in micro])
+        p.step += 1
+        p.epoch, p.batch_index = micro[-1][0], micro[-1][1]
         if pending is not None:
-          account(*pending)
+          self.account(*pending)
+        pending = (m, p.step)
+        if p.step % t.log_every == 0 or p.step % t.eval_every == 0:
+          self.account(*pending)
           pending = None
-        validate()
-        patience = cfg.train.early_stopping_patience
-        if patience and meta["evals_without_improvement"] >= patience:
-          stop_reason = f"early stopping after {patience} validations without a new best BLEU"
-          break
-      if step % micro == 0 and update % cfg.train.checkpoint_every == 0:
-        meta["elapsed"], start = elapsed(), time.time()
-        save_latest()
-      if cfg.train.max_minutes and elapsed() >= cfg.train.max_minutes * 60:
-        stop_reason = f"time limit of {cfg.train.max_minutes} minutes"
-        break
-    if pending is not None:
-      account(*pending)
-  except KeyboardInterrupt:
-    stop_reason = "interrupted"
-    log.warning("interrupted at step %d; saving the latest checkpoint", step // micro)
-  meta["elapsed"], start = elapsed(), time.time()
-  save_latest()
-  ckpt.close()
-  if cfg.train.average_last > 1:
-    checkpoint.average(workdir, cfg.train.average_last, cfg.model)
-  summary = {"step": step // micro, "stop_reason": stop_reason, "best_bleu": meta["best_bleu"],
-             "best_step": meta["best_step"],
-             "best_checkpoint": str(workdir / "checkpoints" / "best"),
-             "elapsed_minutes": meta["elapsed"] / 60}
-  log.info("stopped at step %d (%s). Best validation BLEU %.2f at step %d: %s",
-           summary["step"], stop_reason, meta["best_bleu"], meta["best_step"],
-           summary["best_checkpoint"])
-  return summary
+        if p.step % t.log_every == 0:
+          self.log_window()
+        if p.step % t.eval_every == 0:
+          self.validate()
+        if p.step % t.checkpoint_every == 0:
+          self.save()
+        reason = self.stop_reason()
+      if pending is not None:
+        self.account(*pending)
+      if self.window.updates:
+        self.log_window()
+      if p.step > first_step and p.step >= t.max_steps and p.step % t.eval_every:
+        self.validate()  # the last update is a candidate for "best" too
+    except KeyboardInterrupt:
+      reason = "interrupted"
+      log.warning("interrupted at step %d; saving the latest checkpoint", p.step)
+    self.save()
+    self.ckpt.close()
+    if t.average_last > 1:
+      checkpoint.average(self.workdir, t.average_last, self.cfg.model)
+    summary = {"step": p.step, "epoch": p.epoch, "stop_reason": reason,
+               "best_bleu": p.best_bleu, "best_step": p.best_step,
+               "best_checkpoint": str(self.workdir / "checkpoints" / "best"),
+               "elapsed_minutes": p.elapsed / 60}
+    log.info("stopped at step %d (%s). Best validation BLEU %.2f at step %d: %s",
+             p.step, reason, p.best_bleu, p.best_step, summary["best_checkpoint"])
+    return summary
+
+  def account(self, m, step: int) -> None:
+    m = jax.device_get(m)
+    check_finite(m, step)
+    self.window.add(m)
+    self.last_metrics = m
+
+
+def train(cfg: Config, workdir: str | os.PathLike, devices=None) -> dict[str, Any]:
+  """Trains (or resumes) the run in `workdir`. Returns a summary dict with `stop_reason`."""
+  workdir = Path(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
+  runtime.quiet_libraries()
+  runtime.setup_run_logging(workdir)
+  runtime.enable_compilation_cache()
+  return Trainer(cfg, workdir, devices).run()
 
 
 # ------------------------------------------------------------------------ CLI
 
 
-def maybe_initialize_distributed() -> None:
-  """Multi-host: join the cluster when the environment describes one."""
-  if os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("SLURM_NTASKS", "1") != "1":
-    jax.distributed.initialize()
-
-
 def main(argv=None) -> None:
-  from absl import app, flags
+  from absl import flags
   from ml_collections import config_flags
 
   config_flags.DEFINE_config_file(
-      "config", None, "Config file: a .py with get_config(), or configs/yaml.py:FILE.yaml. "
+      "config", None, "Config file: a .py with get_config(). "
       "Override any field with --config.SECTION.FIELD=VALUE.", lock_config=True)
   flags.DEFINE_string("workdir", None, "Run directory (created; re-running resumes).")
-  flags.mark_flags_as_required(["config", "workdir"])
-
-  def run(_):
-    quiet_libraries()
-    maybe_initialize_distributed()
-    try:
-      cfg = Config.from_dict(flags.FLAGS.config)
-      summary = train(cfg, flags.FLAGS.workdir)
-    except (input_pipeline.DataError, checkpoint.CheckpointError, tokenizer.TokenizerMismatchError,
-            FloatingPointError, ValueError) as e:
-      logging.getLogger("seq2seq").error("%s", e)
-      print(f"error: {e}", file=sys.stderr)
-      sys.exit(1)
-    print(json.dumps(summary))
-
-  app.run(run, argv=argv)
+  argv = sys.argv if argv is None else argv
+  try:
+    flags.FLAGS(argv)
+    if flags.FLAGS.config is None or flags.FLAGS.workdir is None:
+      raise flags.Error("--config and --workdir are required")
+    cfg = Config.from_dict(flags.FLAGS.config)
+  except (flags.Error, AttributeError, KeyError, ValueError, TypeError) as e:
+    # ml_collections reports a misspelt override as AttributeError("'x'\nDid you mean...").
+    message = " ".join(str(e).replace("\\n", " ").replace("\\'", "").strip("'\" ").split())
+    if isinstance(e, AttributeError):
+      message = "unknown config field " + message.replace(" Did", ". Did", 1)
+    print(f"{Path(argv[0]).name}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+  runtime.quiet_libraries()
+  runtime.maybe_initialize_distributed()
+  try:
+    summary = train(cfg, flags.FLAGS.workdir)
+  except (input_pipeline.DataError, checkpoint.CheckpointError, tokenizer.TokenizerMismatchError,
+          FloatingPointError, ValueError) as e:
+    logging.getLogger("seq2seq").error("%s", e)
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(1)
+  print(json.dumps(summary))

@@ -2,10 +2,12 @@
 
     from seq2seq import Translator
     t = Translator.load("runs/multi30k")
-    t.translate(["A dog runs."], beam_size=5)
+    t.translate("A dog runs.", beam_size=5)            # a string gives a string
+    t.translate(["A dog runs.", "Two cats."])           # a list gives a list
 
-Sentences are sorted by length and decoded in length-bucketed batches of fixed row
-count (a handful of compiled shapes), then returned in the input order.
+Sentences are sorted by length and decoded in batches of fixed row count, padded to the
+run's length buckets (a handful of compiled shapes), then returned in the input order.
+This module needs the model, the search and the tokenizer, never training code.
 """
 
 from __future__ import annotations
@@ -14,21 +16,20 @@ import dataclasses
 import functools
 import logging
 import os
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from seq2seq import checkpoint, decode
-from seq2seq.config import Config, DecodeConfig, ModelConfig
-from seq2seq.input_pipeline import bucket_length, encode_texts, split_lines
+from seq2seq.config import Config, DataConfig, DecodeConfig, ModelConfig
+from seq2seq.input_pipeline import LengthBuckets, decode_line, encode_texts, split_lines
 from seq2seq.model import Model
-from seq2seq.tokenizer import EOS_ID, PAD_ID, Tokenizer
+from seq2seq.tokenizer import Tokenizer
+from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, cut_at_eos, truncate_keeping_eos
 
 log = logging.getLogger(__name__)
-
-# Padded source lengths for decoding batches.
-DECODE_BUCKETS = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 
 
 @dataclasses.dataclass
@@ -38,20 +39,58 @@ class Hypothesis:
   ids: list[int]
 
 
+def output_limits(src_BS: jnp.ndarray, max_len_a: float, max_len_b: int, max_steps: int
+                  ) -> jnp.ndarray:
+  """Per-sentence output length limit a * source_length + b (EOS included), capped."""
+  src_len_B = jnp.sum(src_BS != PAD_ID, axis=1) - 1  # without the source EOS
+  limit = jnp.floor(max_len_a * src_len_B + max_len_b).astype(jnp.int32)
+  return jnp.clip(limit, 1, max_steps)
+
+
+def max_steps_for(src_len: int, max_len_a: float, max_len_b: int, model_max_len: int) -> int:
+  """Static step count for a batch padded to `src_len` (so one compile per bucket)."""
+  return int(min(model_max_len, max(1, int(max_len_a * src_len + max_len_b))))
+
+
+def search(model: Model, params, src_BS: jnp.ndarray, *, beam_size: int, alpha: float,
+           max_len_a: float, max_len_b: int, max_steps: int
+           ) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """Encodes once, then searches with the KV cache.
+
+  The encoder's keys/values (`source`) are closed over by the step function: the
+  search reorders the per-hypothesis cache only.
+
+  Returns:
+    ids `[B, W, T]` (W = 1 for greedy) and scores `[B, W]`: the log-probability for
+    greedy, log-probability / length penalty for beam search.
+  """
+  max_len_B = output_limits(src_BS, max_len_a, max_len_b, max_steps)
+  memory_BSD = model.encode(params, src_BS)
+  cache, source = model.init_cache(params, memory_BSD, src_BS, max_steps, beam_size)
+  step = lambda ids, c: model.decode_step(params, ids, c, source)
+  ids = dict(bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID)
+  if beam_size == 1:
+    seqs_BT, logprob_B = decode.greedy_search(step, cache, max_len_B, max_steps, **ids)
+    return seqs_BT[:, None], logprob_B[:, None]
+  return decode.beam_search(step, cache, max_len_B, max_steps, beam_size, alpha, **ids)
+
+
 class Translator:
   """A model, its parameters and tokenizer, with compiled search functions reused across calls."""
 
   def __init__(self, model_cfg: ModelConfig, params, tokenizer: Tokenizer,
-               decode_cfg: DecodeConfig = DecodeConfig()):
+               decode_cfg: DecodeConfig | None = None,
+               buckets: LengthBuckets | None = None):
     if tokenizer.vocab_size != model_cfg.vocab_size:
       raise checkpoint.CheckpointError(
           f"tokenizer has {tokenizer.vocab_size} pieces but the model's embedding has "
           f"{model_cfg.vocab_size} rows: the tokenizer does not belong to this checkpoint")
     self.model_cfg, self.params, self.tokenizer = model_cfg, params, tokenizer
-    self.decode_cfg = decode_cfg
+    self.decode_cfg = decode_cfg or DecodeConfig()
+    self.buckets = buckets or LengthBuckets.from_config(DataConfig(), model_cfg.max_len)
     self.model = Model(model_cfg)
     self._search = jax.jit(
-        functools.partial(decode.translate_ids, self.model),
+        functools.partial(search, self.model),
         static_argnames=("beam_size", "alpha", "max_len_a", "max_len_b", "max_steps"))
 
   @classmethod
@@ -62,7 +101,22 @@ class Translator:
     tok = checkpoint.load_tokenizer(workdir)
     params, _ = checkpoint.load_params(workdir, checkpoint_name, cfg.model)
     decode_cfg = dataclasses.replace(cfg.decode, **decode_overrides)
-    return cls(cfg.model, params, tok, decode_cfg)
+    return cls(cfg.model, params, tok, decode_cfg,
+               LengthBuckets.from_config(cfg.data, cfg.model.max_len))
+
+  def settings(self, beam_size: int | None = None, alpha: float | None = None,
+               batch_size: int | None = None) -> DecodeConfig:
+    """The run's decoding settings with the given ones in their place (None keeps the
+    run's); the one place where defaults are resolved and checked."""
+    c = self.decode_cfg
+    c = dataclasses.replace(c, beam_size=c.beam_size if beam_size is None else beam_size,
+                            alpha=c.alpha if alpha is None else float(alpha),
+                            batch_size=batch_size or c.batch_size)
+    if c.beam_size < 1:
+      raise ValueError(f"beam size must be at least 1 (1 = greedy), got {c.beam_size}")
+    if c.batch_size < 1:
+      raise ValueError(f"batch size must be at least 1, got {c.batch_size}")
+    return c
 
   def encode(self, texts: Sequence[str], line_numbers: Sequence[int] | None = None
              ) -> list[np.ndarray]:
@@ -75,65 +129,74 @@ class Translator:
         number = line_numbers[i] if line_numbers is not None else i + 1
         log.warning("line %d: %d pieces exceed the model's maximum of %d; translating "
                     "only the first %d", number, len(x), limit, limit - 1)
-        ids[i] = np.concatenate([x[:limit - 1], [EOS_ID]]).astype(np.int32)
+        ids[i] = np.asarray(truncate_keeping_eos(list(x), limit), np.int32)
     return ids
 
-  def translate_ids(self, src_ids: Sequence[np.ndarray], params=None, beam_size: int | None = None,
-                    alpha: float | None = None, batch_size: int | None = None,
-                    ) -> list[list[tuple[np.ndarray, float]]]:
-    """Searches each id sequence; returns, per input, the W hypotheses (ids, score) best first."""
-    c = self.decode_cfg
-    beam_size = c.beam_size if beam_size is None else beam_size
-    alpha = c.alpha if alpha is None else alpha
-    batch_size = batch_size or c.batch_size
+  def translate_batches(self, src_ids: Sequence[np.ndarray], params=None,
+                        beam_size: int | None = None, alpha: float | None = None,
+                        batch_size: int | None = None
+                        ) -> Iterator[dict[int, list[tuple[np.ndarray, float]]]]:
+    """Searches the id sequences batch by batch (shortest first); yields, per batch,
+    {input index: the W hypotheses (ids, score), best first}."""
+    c = self.settings(beam_size, alpha, batch_size)
     params = self.params if params is None else params
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
-    results: list = [None] * len(src_ids)
-    for start in range(0, len(order), batch_size):
-      chunk = order[start:start + batch_size]
-      length = bucket_length(max(len(src_ids[i]) for i in chunk), DECODE_BUCKETS)
-      src = np.full((batch_size, length), PAD_ID, np.int32)
+    for start in range(0, len(order), c.batch_size):
+      chunk = order[start:start + c.batch_size]
+      length = self.buckets.length_for(max(len(src_ids[i]) for i in chunk))
+      src = np.full((c.batch_size, length), PAD_ID, np.int32)
       src[:, 0] = EOS_ID  # filler rows: a one-token source, discarded below
       for row, i in enumerate(chunk):
         src[row, :] = PAD_ID
         src[row, :len(src_ids[i])] = src_ids[i]
-      max_steps = decode.max_steps_for(length, c.max_len_a, c.max_len_b, self.model_cfg.max_len)
-      seqs, scores = self._search(params, src, beam_size=beam_size, alpha=float(alpha),
+      max_steps = max_steps_for(length, c.max_len_a, c.max_len_b, self.model_cfg.max_len)
+      seqs, scores = self._search(params, src, beam_size=c.beam_size, alpha=c.alpha,
                                   max_len_a=c.max_len_a, max_len_b=c.max_len_b,
                                   max_steps=max_steps)
       seqs, scores = np.asarray(seqs), np.asarray(scores)
-      for row, i in enumerate(chunk):
-        results[i] = [(seqs[row, k], float(scores[row, k])) for k in range(seqs.shape[1])]
+      yield {i: [(seqs[row, k], float(scores[row, k])) for k in range(seqs.shape[1])]
+             for row, i in enumerate(chunk)}
+
+  def translate_ids(self, src_ids: Sequence[np.ndarray], params=None,
+                    beam_size: int | None = None, alpha: float | None = None,
+                    batch_size: int | None = None) -> list[list[tuple[np.ndarray, float]]]:
+    """Searches each id sequence; returns, per input, the W hypotheses (ids, score) best first."""
+    results: list = [None] * len(src_ids)
+    for found in self.translate_batches(src_ids, params, beam_size, alpha, batch_size):
+      for i, hyps in found.items():
+        results[i] = hyps
     return results
 
-  def translate(self, texts: Sequence[str], beam_size: int | None = None,
+  def translate(self, texts: str | Sequence[str], beam_size: int | None = None,
                 alpha: float | None = None, nbest: int = 0, batch_size: int | None = None):
-    """Translates each text. Empty or whitespace-only texts translate to "".
+    """Translates a text or a list of texts. Empty or whitespace-only texts give "".
 
     Returns:
-      A list of strings; with `nbest=N > 0`, a list of N `Hypothesis` per input, best first.
+      For a string, its translation; for a list, a list of translations. With
+      `nbest=N > 0`, N `Hypothesis` (text, score, ids) per input instead, best first.
     """
+    if isinstance(texts, str):
+      return self.translate([texts], beam_size, alpha, nbest, batch_size)[0]
     texts = list(texts)
-    beam = self.decode_cfg.beam_size if beam_size is None else beam_size
-    if nbest > max(beam, 1):
-      raise ValueError(f"nbest={nbest} needs a beam of at least {nbest} (beam_size={beam})")
+    c = self.settings(beam_size, alpha, batch_size)
+    if nbest < 0 or nbest > c.beam_size:
+      raise ValueError(f"nbest={nbest} needs a beam of at least {nbest} hypotheses "
+                       f"(beam size {c.beam_size}); raise the beam size or lower nbest")
     nonempty = [i for i, t in enumerate(texts) if t.strip()]
     ids = self.encode([texts[i] for i in nonempty], [i + 1 for i in nonempty]) if nonempty else []
-    found = self.translate_ids(ids, beam_size=beam, alpha=alpha, batch_size=batch_size)
+    found = self.translate_ids(ids, beam_size=c.beam_size, alpha=c.alpha,
+                               batch_size=c.batch_size)
     hyps: list[list[Hypothesis]] = [[Hypothesis("", 0.0, [])] for _ in texts]
     for i, options in zip(nonempty, found):
-      hyps[i] = [Hypothesis(self._detok(seq), score, self._cut(seq)) for seq, score in options]
+      hyps[i] = [Hypothesis(self.detokenize(seq), score, cut_at_eos(seq))
+                 for seq, score in options]
     if nbest:
       return [h[:nbest] for h in hyps]
     return [h[0].text for h in hyps]
 
-  @staticmethod
-  def _cut(seq: np.ndarray) -> list[int]:
-    seq = [int(t) for t in seq]
-    return seq[:seq.index(EOS_ID)] if EOS_ID in seq else [t for t in seq if t != PAD_ID]
-
-  def _detok(self, seq: np.ndarray) -> str:
-    return self.tokenizer.decode([self._cut(seq)])[0]
+  def detokenize(self, seq: np.ndarray) -> str:
+    """Text of an output id sequence (cut at its first EOS)."""
+    return self.tokenizer.decode([seq])[0]
 
 
 # --------------------------------------------------------------------- attention plot
@@ -149,8 +212,8 @@ def plot_attention(translator: Translator, text: str, path: str | os.PathLike,
 
   src = translator.encode([text])[0]
   hyp = translator.translate_ids([src], beam_size=beam_size, batch_size=1)[0][0][0]
-  out = translator._cut(hyp) + [EOS_ID]
-  tgt_in = np.array([[2] + out[:-1]], np.int32)  # BOS + output
+  out = cut_at_eos(hyp) + [EOS_ID]
+  tgt_in = np.array([[BOS_ID] + out[:-1]], np.int32)
   probs = translator.model.cross_attention(translator.params, src[None], tgt_in)
   weights = np.asarray(probs[-1, 0].mean(axis=0))  # [T, S]
   src_pieces, tgt_pieces = translator.tokenizer.pieces(src), translator.tokenizer.pieces(out)
@@ -163,78 +226,128 @@ def plot_attention(translator: Translator, text: str, path: str | os.PathLike,
   fig.tight_layout()
   fig.savefig(path, dpi=100)
   plt.close(fig)
-  return translator._detok(hyp)
+  return translator.detokenize(hyp)
 
 
 # ------------------------------------------------------------------------------ CLI
 
 
-def _read_input(stream, strict: bool) -> list[str]:
-  """Lines of a byte stream; only '\\n' ends a line, so the output count always matches."""
-  return split_lines(stream.read(), "input", strict)
-
-
-def _one_line(text: str) -> str:
-  # Byte fallback could decode a newline piece: keep one output line per input line.
+def one_line(text: str) -> str:
+  """The text on one line: byte fallback can decode a newline piece, and an output file
+  must keep one line per input line."""
   return " ".join(text.splitlines())
+
+
+def read_input(stream, strict: bool) -> Iterator[str]:
+  """Lines of a byte stream as they arrive; only '\\n' ends a line, so the output count
+  always matches. With `strict`, the whole input is read and checked first, so an
+  invalid line rejects the input before anything is written."""
+  if strict:
+    yield from split_lines(stream.read(), "input", strict=True)
+    return
+  for number, raw in enumerate(stream, start=1):
+    yield decode_line(raw.removesuffix(b"\n"), "input", number, strict=False)
+
+
+def chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
+  chunk: list[str] = []
+  for line in lines:
+    chunk.append(line)
+    if len(chunk) == size:
+      yield chunk
+      chunk = []
+  if chunk:
+    yield chunk
 
 
 def main(argv=None) -> None:
   import argparse
   import sys
+  import time
 
-  from seq2seq.train_lib import enable_compilation_cache, quiet_libraries
+  from tqdm import tqdm
 
+  from seq2seq.runtime import setup_cli_logging
+
+  d = DecodeConfig()
   parser = argparse.ArgumentParser(
-      description="Translate lines (stdin -> stdout by default) with a trained run.")
+      description="Translate lines (stdin -> stdout by default) with a trained run. "
+      "Search settings default to those saved in the run's config.json.",
+      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
   parser.add_argument("--workdir", required=True, help="run directory written by train.py")
   parser.add_argument("--checkpoint", default="best",
                       help="best, latest, averaged, or a checkpoint step directory")
-  parser.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy)")
-  parser.add_argument("--alpha", type=float, default=None, help="length penalty exponent")
+  parser.add_argument("--beam", type=int, default=None,
+                      help=f"beam size; 1 = greedy search (run's default, else {d.beam_size})")
+  parser.add_argument("--alpha", type=float, default=None,
+                      help="GNMT length penalty exponent for beam search; 0 ranks by "
+                      f"log-probability (run's default, else {d.alpha})")
   parser.add_argument("--nbest", type=int, default=0,
-                      help="write N hypotheses per line as 'LINE ||| text ||| score'")
-  parser.add_argument("--batch-size", type=int, default=None)
-  parser.add_argument("--input", default="-", help="input file (default: stdin)")
-  parser.add_argument("--output", default="-", help="output file (default: stdout)")
+                      help="write N hypotheses per line as 'LINE ||| text ||| score' "
+                      "(needs --beam >= N)")
+  parser.add_argument("--batch-size", type=int, default=None,
+                      help=f"sentences decoded together (run's default, else {d.batch_size})")
+  parser.add_argument("--buffer", type=int, default=16,
+                      help="batches read ahead and sorted by length before decoding; "
+                      "their lines are written as soon as they are translated")
+  parser.add_argument("--input", default="-", help="input file; - = stdin")
+  parser.add_argument("--output", default="-", help="output file; - = stdout")
   parser.add_argument("--strict", action="store_true",
-                      help="reject invalid UTF-8 instead of replacing it")
+                      help="reject invalid UTF-8 (whole input checked before any output) "
+                      "instead of replacing it with U+FFFD")
   parser.add_argument("--interactive", action="store_true",
-                      help="translate each line as it is typed")
+                      help="translate each line as soon as it is typed")
   parser.add_argument("--attention-plot", default=None, metavar="FILE.png",
                       help="translate one sentence and plot its cross-attention")
   args = parser.parse_args(argv)
-  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
-  quiet_libraries()
-  enable_compilation_cache()
+  if args.beam is not None and args.beam < 1:
+    parser.error(f"--beam must be at least 1 (1 = greedy search), got {args.beam}")
+  if args.batch_size is not None and args.batch_size < 1:
+    parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
+  if args.nbest < 0:
+    parser.error(f"--nbest must be 0 (off) or more, got {args.nbest}")
+  setup_cli_logging()
   try:
     translator = Translator.load(args.workdir, args.checkpoint)
   except (checkpoint.CheckpointError, ValueError) as e:
     sys.exit(f"error: {e}")
-  beam = translator.decode_cfg.beam_size if args.beam is None else args.beam
-  opts = dict(beam_size=beam, alpha=args.alpha, batch_size=args.batch_size)
+  c = translator.settings(args.beam, args.alpha, args.batch_size)
+  if args.nbest > c.beam_size:
+    parser.error(f"--nbest {args.nbest} needs a beam of at least {args.nbest} hypotheses, "
+                 f"but the beam size is {c.beam_size}: add --beam {args.nbest} or more")
+  opts = dict(beam_size=c.beam_size, alpha=c.alpha, batch_size=c.batch_size)
 
   if args.interactive:
     for line in sys.stdin:
-      print(_one_line(translator.translate([line.rstrip("\n")], **opts)[0]), flush=True)
+      print(one_line(translator.translate(line.rstrip("\n"), **opts)), flush=True)
     return
   src = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")
-  try:
-    lines = _read_input(src, args.strict)
-  except ValueError as e:
-    sys.exit(f"error: {args.input if args.input != '-' else 'stdin'}: {e}")
+  lines = read_input(src, args.strict)
   if args.attention_plot:
+    lines = list(lines)
     if len(lines) != 1:
       sys.exit(f"error: --attention-plot takes exactly one input line, got {len(lines)}")
-    print(_one_line(plot_attention(translator, lines[0], args.attention_plot, beam)))
+    print(one_line(plot_attention(translator, lines[0], args.attention_plot, c.beam_size)))
     log.info("wrote %s", args.attention_plot)
     return
   out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
-  if args.nbest:
-    for number, hyps in enumerate(translator.translate(lines, nbest=args.nbest, **opts), 1):
-      for h in hyps:
-        out.write(f"{number} ||| {_one_line(h.text)} ||| {h.score:.4f}\n")
-  else:
-    for text in translator.translate(lines, **opts):
-      out.write(_one_line(text) + "\n")
-  out.flush()
+  progress = tqdm(unit=" sentences", disable=not sys.stderr.isatty(), file=sys.stderr)
+  start, count = time.perf_counter(), 0
+  try:
+    for chunk in chunks(lines, c.batch_size * max(args.buffer, 1)):
+      if args.nbest:
+        for number, hyps in enumerate(translator.translate(chunk, nbest=args.nbest, **opts),
+                                      count + 1):
+          out.write("".join(f"{number - 1} ||| {one_line(h.text)} ||| {h.score:.4f}\n"
+                            for h in hyps))
+      else:
+        out.write("".join(one_line(t) + "\n" for t in translator.translate(chunk, **opts)))
+      out.flush()
+      count += len(chunk)
+      progress.update(len(chunk))
+  except ValueError as e:  # DataError: invalid UTF-8 with --strict
+    sys.exit(f"error: {args.input if args.input != '-' else 'stdin'}: {e}")
+  progress.close()
+  seconds = time.perf_counter() - start
+  log.info("translated %d sentences in %.1f s (%.1f sentences/s)", count, seconds,
+           count / max(seconds, 1e-9))

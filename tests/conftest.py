@@ -1,25 +1,27 @@
+"""Shared fixtures. The package is imported as installed (`pip install -e .`); pytest
+puts this folder on sys.path, so tests import `helpers` and `conftest` directly."""
+
 import os
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 import pytest
 
 # Tests run on the CPU whatever is installed.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # One persistent XLA cache for the session, shared with the CLI subprocesses, so a shape
-# compiled by one test is not compiled again by the next (about 10 s each on 2 cores).
+# compiled by one test is not compiled again by the next (seconds each on 2 cores).
 os.environ.setdefault("SEQ2SEQ_XLA_CACHE", tempfile.mkdtemp(prefix="seq2seq-xla-"))
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 
+from helpers import MULTI30K, ROOT  # noqa: E402
+
 jax.config.update("jax_compilation_cache_dir", os.environ["SEQ2SEQ_XLA_CACHE"])
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+# Broadcasting must be explicit: a [B] against [B, T] by accident is a bug, not a feature.
+jax.config.update("jax_numpy_rank_promotion", "raise")
 
 
 def run_cli(*args, input_bytes=None, check=True, timeout=600):
@@ -29,6 +31,23 @@ def run_cli(*args, input_bytes=None, check=True, timeout=600):
   if check and proc.returncode != 0:
     raise AssertionError(f"{args} exited {proc.returncode}:\n{proc.stderr.decode()[-3000:]}")
   return proc
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir():
+  """The Multi30k folder beside this checkout; tests that need it skip without it."""
+  if not (MULTI30K / "train.en.gz").exists():
+    pytest.skip(f"Multi30k not found at {MULTI30K} (set SEQ2SEQ_MULTI30K to its folder)")
+  return MULTI30K
+
+
+@pytest.fixture(scope="session")
+def multi30k_tokenizer(multi30k_dir):
+  """One 8,000-piece joint SentencePiece model of Multi30k's training set, shared."""
+  from seq2seq import tokenizer
+  from seq2seq.input_pipeline import read_lines
+  lines = read_lines(multi30k_dir / "train.en.gz") + read_lines(multi30k_dir / "train.de.gz")
+  return tokenizer.train(lines, vocab_size=8000)
 
 
 @pytest.fixture(scope="session")

@@ -1,10 +1,11 @@
-"""Shared test fixtures: paths and small corpora written by the tests themselves."""
+"""Shared test helpers: paths and small corpora written by the tests themselves."""
 
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
-MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
+MULTI30K = Path(os.environ.get("SEQ2SEQ_MULTI30K", ROOT.parent / "shared" / "data" / "multi30k"))
 
 
 def write_corpus(directory: Path, split: str, src_lines, tgt_lines, src="en", tgt="de"):

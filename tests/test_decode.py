@@ -6,13 +6,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from helpers import SAMPLE
 from seq2seq import decode
 from seq2seq.config import PRESETS
 from seq2seq.input_pipeline import read_lines
 from seq2seq.model import Model
-from seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from seq2seq.translator import Translator
+from seq2seq.translator import Translator, output_limits, search
+from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID
+
+from helpers import SAMPLE
+
+IDS = dict(bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID)
 
 A, B = 4, 5
 V = 6
@@ -40,10 +43,10 @@ def _cache(rows):
 def test_beam_search_finds_the_known_best_sequence():
   step = _table_model(TRAP)
   max_len = jnp.array([6])
-  seqs, scores = decode.beam_search(step, _cache(2), max_len, 6, beam_size=2, alpha=0.0)
+  seqs, scores = decode.beam_search(step, _cache(2), max_len, 6, beam_size=2, alpha=0.0, **IDS)
   assert seqs[0, 0, :2].tolist() == [B, EOS_ID] and (seqs[0, 0, 2:] == PAD_ID).all()
   np.testing.assert_allclose(scores[0, 0], np.log(0.4 * 0.99), rtol=1e-5)
-  greedy, logprob = decode.greedy_search(step, _cache(1), max_len, 6)
+  greedy, logprob = decode.greedy_search(step, _cache(1), max_len, 6, **IDS)
   assert greedy[0, 0] == A  # greedy falls into the trap
   assert logprob[0] < scores[0, 0]
 
@@ -51,7 +54,8 @@ def test_beam_search_finds_the_known_best_sequence():
 def test_hypotheses_stop_at_first_eos_and_respect_max_length():
   step = _table_model(TRAP)
   limits = jnp.array([3, 5, 6])
-  seqs, scores = decode.beam_search(step, _cache(3 * 4), limits, 6, beam_size=4, alpha=0.6)
+  seqs, scores = decode.beam_search(step, _cache(3 * 4), limits, 6, beam_size=4, alpha=0.6,
+                                    **IDS)
   for b, limit in enumerate(limits.tolist()):
     for w in range(4):
       seq = seqs[b, w].tolist()
@@ -61,14 +65,58 @@ def test_hypotheses_stop_at_first_eos_and_respect_max_length():
       assert all(t == PAD_ID for t in seq[end + 1:])
       assert all(t not in (PAD_ID, EOS_ID) for t in seq[:end])
     assert list(scores[b]) == sorted(scores[b].tolist(), reverse=True)
-  greedy, _ = decode.greedy_search(step, _cache(3), limits, 6)
+  greedy, _ = decode.greedy_search(step, _cache(3), limits, 6, **IDS)
   for b, limit in enumerate(limits.tolist()):
     assert greedy[b].tolist().index(EOS_ID) == limit - 1  # forced to end at the limit
 
 
-def test_length_penalty_alpha_zero_is_raw_logprob():
-  assert float(decode.length_penalty(jnp.asarray(7), 0.0)) == 1.0
-  assert float(decode.length_penalty(jnp.asarray(1), 1.0)) == 1.0
+def test_length_penalty_is_gnmt_and_changes_the_winner():
+  lengths = jnp.arange(1, 20)
+  np.testing.assert_allclose(decode.length_penalty(lengths, 0.6),
+                             ((5.0 + np.arange(1, 20)) / 6.0) ** 0.6, rtol=1e-6)
+  np.testing.assert_array_equal(decode.length_penalty(lengths, 0.0), np.ones(19))
+  # A short hypothesis (B EOS, p = 0.5 * 0.9) against a long one (A A A A EOS,
+  # p = 0.5 * 0.6^3 * 0.4): raw log-probability picks the short one; a length penalty
+  # with alpha 6 divides the long one's log-probability by 21.4, the short one's by 2.5,
+  # and picks the long one.
+  table = {BOS_ID: {A: 0.5, B: 0.5}, A: {A: 0.6, EOS_ID: 0.4}, B: {EOS_ID: 0.9, A: 0.1}}
+  step = _table_model(table)
+  limit = jnp.array([5])
+  raw, _ = decode.beam_search(step, _cache(4), limit, 5, beam_size=4, alpha=0.0, **IDS)
+  long, _ = decode.beam_search(step, _cache(4), limit, 5, beam_size=4, alpha=6.0, **IDS)
+  assert raw[0, 0, :2].tolist() == [B, EOS_ID]
+  assert long[0, 0].tolist() == [A, A, A, A, EOS_ID]
+
+
+def test_beam_search_reorders_the_cache_with_its_beams():
+  # A second-order model keeps the token before the last in its cache, so it scores
+  # correctly only if the search moves each row's cache with its hypothesis. With a
+  # beam wider than the number of possible prefixes the search is exhaustive: it must
+  # find the best sequence that brute-force enumeration finds.
+  import itertools
+  rng = np.random.default_rng(0)
+  logits = np.full((V, V, V), -1e4, np.float32)
+  logits[:, :, [A, B, EOS_ID]] = rng.normal(size=(V, V, 3)) * 2
+  logp = jax.nn.log_softmax(jnp.asarray(logits), axis=-1)
+
+  def step(ids, cache):
+    return logp[cache["prev"], ids], {"prev": ids, "index": cache["index"] + 1}
+
+  limit = 4  # EOS included
+  W = 16
+  cache = {"prev": jnp.full((W,), BOS_ID, jnp.int32), "index": jnp.zeros((), jnp.int32)}
+  seqs, scores = decode.beam_search(step, cache, jnp.array([limit]), limit, beam_size=W,
+                                    alpha=0.0, **IDS)
+  best, best_score = None, -np.inf
+  for n in range(limit):
+    for body in itertools.product([A, B], repeat=n):
+      seq = (BOS_ID, BOS_ID) + body + (EOS_ID,)
+      total = sum(float(logp[seq[k], seq[k + 1], seq[k + 2]]) for k in range(len(seq) - 2))
+      if total > best_score:
+        best, best_score = list(body) + [EOS_ID], total
+  got = [t for t in seqs[0, 0].tolist() if t != PAD_ID]
+  assert got == best
+  np.testing.assert_allclose(float(scores[0, 0]), best_score, rtol=1e-5)
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +130,8 @@ def random_tiny():
 def test_cached_greedy_equals_full_recomputation(random_tiny):
   model, params, src = random_tiny
   steps = 8
-  ids, _ = decode.translate_ids(model, params, src, beam_size=1, alpha=0.0, max_len_a=0.0,
-                                max_len_b=steps, max_steps=steps)
+  ids, _ = search(model, params, src, beam_size=1, alpha=0.0, max_len_a=0.0,
+                  max_len_b=steps, max_steps=steps)
   # Naive greedy: re-run the whole teacher-forced decoder on the prefix at every step.
   prefix = jnp.full((2, 1), BOS_ID, jnp.int32)
   done = np.zeros(2, bool)
@@ -91,7 +139,7 @@ def test_cached_greedy_equals_full_recomputation(random_tiny):
   for t in range(steps):
     logits = model.apply(params, src, prefix)[:, -1]
     if t == steps - 1:
-      logits = jnp.where(jnp.arange(logits.shape[-1]) == EOS_ID, logits, -1e9)
+      logits = jnp.where((jnp.arange(logits.shape[-1]) == EOS_ID)[None, :], logits, -1e9)
     nxt = np.where(done, PAD_ID, np.asarray(jnp.argmax(logits, -1)))
     out.append(nxt)
     done |= nxt == EOS_ID
@@ -102,11 +150,11 @@ def test_cached_greedy_equals_full_recomputation(random_tiny):
 def test_beam_one_equals_greedy(random_tiny):
   model, params, src = random_tiny
   kw = dict(alpha=0.0, max_len_a=1.0, max_len_b=4, max_steps=12)
-  greedy, g_scores = decode.translate_ids(model, params, src, beam_size=1, **kw)
+  greedy, g_scores = search(model, params, src, beam_size=1, **kw)
+  cache, source = model.init_cache(params, model.encode(params, src), src, 12)
   beam1, b1_scores = decode.beam_search(
-      lambda i, c: model.decode_step(params, i, c),
-      model.init_cache(params, model.encode(params, src), src, 12),
-      decode.output_limits(src, 1.0, 4, 12), 12, beam_size=1, alpha=0.0)
+      lambda i, c: model.decode_step(params, i, c, source), cache,
+      output_limits(src, 1.0, 4, 12), 12, beam_size=1, alpha=0.0, **IDS)
   np.testing.assert_array_equal(np.asarray(greedy[:, 0]), np.asarray(beam1[:, 0]))
   np.testing.assert_allclose(g_scores[:, 0], b1_scores[:, 0], rtol=1e-5)
 
@@ -135,12 +183,22 @@ def test_nbest_is_sorted_and_consistent_with_one_best(trained_run):
 
 
 def test_translator_reuses_compiled_search(trained_run):
+  # Other sentences padded to the same bucket reuse the compiled program; a longer
+  # bucket compiles one more (so the count really measures compilations).
   t = Translator.load(trained_run)
-  lines = read_lines(SAMPLE / "test.en")[:8]
-  t.translate(lines, beam_size=2)
+  lines = read_lines(SAMPLE / "test.en")
+  bucket = lambda line: t.buckets.length_for(len(t.encode([line])[0]))
+  first = lines[0]
+  same = [l for l in lines[1:] if l != first and bucket(l) == bucket(first)][:3]
+  assert same, "the sample has other sentences in the first sentence's bucket"
+  t.translate([first], beam_size=2, batch_size=4)
   compiled = t._search._cache_size()
-  t.translate(lines[::-1], beam_size=2)
+  t.translate(same, beam_size=2, batch_size=4)
   assert t._search._cache_size() == compiled
+  longer = " ".join([first] * 4)
+  assert bucket(longer) != bucket(first)
+  t.translate([longer], beam_size=2, batch_size=4)
+  assert t._search._cache_size() == compiled + 1
 
 
 @pytest.mark.parametrize("n,k", [(8000, 10), (1000, 6), (8001, 2), (40, 4)])

@@ -2,16 +2,16 @@
 
 import gzip
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from seq2seq.evaluate_lib import ScoreError, lowercase_tokenized_bleu, score
+
 from conftest import run_cli
 from helpers import SAMPLE
-from seq2seq.evaluate_lib import ScoreError, score
 
 
 def test_bleu_equals_the_sacrebleu_command_line(trained_run, tmp_path):
@@ -29,9 +29,20 @@ def test_bleu_equals_the_sacrebleu_command_line(trained_run, tmp_path):
   bleu, chrf = (float(x) for x in cli.stdout.split())
   assert round(result["bleu"], 1) == bleu and round(result["chrf"], 1) == chrf
   assert result["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
-  assert 0 <= result["bleu_lc_tok"] <= 100
+  hyps = hyp.read_text("utf-8").splitlines()
+  refs = (SAMPLE / "test.de").read_text("utf-8").splitlines()
+  assert result["bleu_lc_tok"] == lowercase_tokenized_bleu(hyps, refs)
   split = run_cli("evaluate.py", "--workdir", trained_run, "--split", "test", "--beam", "3")
   assert json.loads(split.stdout.decode().strip().splitlines()[-1])["bleu"] == result["bleu"]
+
+
+def test_lowercase_tokenized_bleu_ignores_case_and_splits_punctuation():
+  refs = ["Ein Hund läuft durch den Schnee.", "Zwei Männer, die arbeiten."]
+  hyps = ["ein hund läuft durch den schnee .", "zwei männer , die arbeiten ."]
+  assert lowercase_tokenized_bleu(hyps, refs) == pytest.approx(100.0)
+  assert score(hyps, refs)["bleu"] < 60  # cased, detokenized BLEU sees the differences
+  worse = ["ein hund läuft durch den regen .", "zwei frauen , die arbeiten ."]
+  assert lowercase_tokenized_bleu(worse, refs) < 100
 
 
 def test_misaligned_files_are_an_error(trained_run, tmp_path):

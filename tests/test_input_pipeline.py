@@ -10,11 +10,12 @@ import datasets
 import numpy as np
 import pytest
 
-from helpers import MULTI30K, ROOT, SAMPLE, write_corpus
 from seq2seq import input_pipeline as ip
 from seq2seq import tokenizer
 from seq2seq.config import DataConfig
-from seq2seq.tokenizer import EOS_ID, PAD_ID
+from seq2seq.vocab import EOS_ID, PAD_ID
+
+from helpers import ROOT, SAMPLE, write_corpus
 
 
 def test_plain_and_gzipped_files_read_the_same(tmp_path):
@@ -94,11 +95,10 @@ def test_unreachable_hub_gives_one_clear_error():
 
 
 @pytest.fixture(scope="module")
-def multi30k():
-  cfg = DataConfig(dir=str(MULTI30K))
+def multi30k(multi30k_dir, multi30k_tokenizer):
+  cfg = DataConfig(dir=str(multi30k_dir))
   ds = ip.load_split(cfg, "train")
-  tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=8000)
-  return cfg, tok, ip.encode_dataset(tok, ds)
+  return cfg, multi30k_tokenizer, ip.encode_dataset(multi30k_tokenizer, ds)
 
 
 def test_encoding_is_cached(multi30k, tmp_path):
@@ -160,7 +160,9 @@ def test_long_pairs_dropped_from_training_only(multi30k, caplog):
   assert n_long > 0 and f"dropped {n_long} of" in caplog.text
   assert batches.num_pairs == len(corpus) - n_long
   # Evaluation keeps every pair, in order, truncating to the model's max length.
-  evald = list(ip.eval_batches(corpus, rows=64, max_len=20, boundaries=cfg.bucket_boundaries))
+  lengths = ip.LengthBuckets.from_config(cfg, 20)
+  evald = list(ip.eval_batches(corpus, rows=64, lengths=lengths))
+  assert {b.src.shape[1] for b in evald} <= set(lengths.boundaries)
   real_rows = [r for b in evald for r in b.src if (r != PAD_ID).any()]
   assert len(real_rows) == len(corpus)
   np.testing.assert_array_equal(real_rows[5][:len(corpus.src[5])], corpus.src[5][:20])
@@ -193,6 +195,27 @@ def test_batches_split_evenly_across_devices():
   for idx in batches.epoch_batches(0):
     b = batches.make_batch(idx)
     assert b.src.shape[0] % 2 == 0 and b.tgt.shape[0] % 2 == 0
+
+
+def test_length_buckets_pad_to_the_first_boundary_up_to_the_longest():
+  data = DataConfig(bucket_boundaries=(8, 16, 32, 64))
+  train = ip.LengthBuckets.from_config(data, 20)
+  assert train.boundaries == (8, 16, 20)  # boundaries past the longest give way to it
+  assert [train.length_for(n) for n in (1, 8, 9, 17, 20)] == [8, 8, 16, 20, 20]
+  decode = ip.LengthBuckets.from_config(data, 128)
+  assert decode.boundaries == (8, 16, 32, 64, 128)
+  assert decode.length_for(200) == 200  # past the last boundary: its own length
+
+
+def test_batch_is_a_pytree_that_moves_in_one_call():
+  import jax
+  b = ip.Batch(np.ones((2, 3), np.int32), np.ones((2, 4), np.int32))
+  leaves = jax.tree_util.tree_leaves(b)
+  assert len(leaves) == 2  # unpacked: no segment arrays
+  on_device = jax.device_put(b)
+  assert isinstance(on_device, ip.Batch) and on_device.src_segments is None
+  packed = ip.Batch(b.src, b.tgt, b.src, b.tgt)
+  assert len(jax.tree_util.tree_leaves(packed)) == 4
 
 
 def test_prefetch_propagates_errors():

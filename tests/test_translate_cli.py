@@ -1,14 +1,16 @@
-"""translate.py as a user runs it: one output line per input line, bad input by line."""
+"""translate.py as a user runs it: the API's translations, one output line per input
+line, bad input handled line by line, usage errors in one line."""
 
 import shutil
 
 import pytest
 
-from conftest import run_cli
 from seq2seq import tokenizer
 from seq2seq.input_pipeline import read_lines
+from seq2seq.translator import Translator, one_line
+
+from conftest import run_cli
 from helpers import SAMPLE
-from seq2seq.translator import Translator
 
 
 def test_bad_input_is_handled_line_by_line(trained_run):
@@ -20,12 +22,16 @@ def test_bad_input_is_handled_line_by_line(trained_run):
                  input_bytes=b"\n".join(lines) + b"\n")
   out = proc.stdout.decode("utf-8").split("\n")
   assert out[-1] == "" and len(out) - 1 == len(lines)
-  assert out[0].startswith("Ein junger Mann")
+  # The same translations as the Python API on the same (decoded) lines.
+  texts = [line.decode("utf-8", errors="replace").rstrip("\r") for line in lines]
+  api = Translator.load(trained_run).translate(texts, beam_size=2)
+  assert out[:-1] == [one_line(t) for t in api]
   assert out[1] == "" and out[2] == ""
   assert all(out[i].strip() for i in (0, 3, 4, 5, 6, 7))
   err = proc.stderr.decode()
   assert "line 4:" in err and "maximum of 128" in err  # truncated, with a warning
   assert "input line 5: invalid UTF-8 replaced" in err
+  assert f"translated {len(lines)} sentences" in err
 
   strict = run_cli("translate.py", "--workdir", trained_run, "--strict",
                    input_bytes=b"\n".join(lines) + b"\n", check=False)
@@ -39,7 +45,10 @@ def test_files_nbest_and_attention_plot(trained_run, tmp_path):
   run_cli("translate.py", "--workdir", trained_run, "--input", src, "--output",
           tmp_path / "out.de", "--beam", "3", "--nbest", "3", "--checkpoint", "latest")
   rows = (tmp_path / "out.de").read_text("utf-8").splitlines()
-  assert [r.split(" ||| ")[0] for r in rows] == ["1"] * 3 + ["2"] * 3
+  assert [r.split(" ||| ")[0] for r in rows] == ["0"] * 3 + ["1"] * 3  # fairseq/Marian
+  api = Translator.load(trained_run, "latest").translate(src.read_text("utf-8").splitlines(),
+                                                         beam_size=3, nbest=3)
+  assert [r.split(" ||| ")[1] for r in rows] == [h.text for hyps in api for h in hyps]
   scores = [float(r.split(" ||| ")[2]) for r in rows[:3]]
   assert scores == sorted(scores, reverse=True)
   png = tmp_path / "attention.png"
@@ -51,7 +60,8 @@ def test_files_nbest_and_attention_plot(trained_run, tmp_path):
 def test_interactive_translates_each_line(trained_run):
   proc = run_cli("translate.py", "--workdir", trained_run, "--interactive",
                  input_bytes=b"A dog is running.\n\nA man is sitting.\n")
-  assert len(proc.stdout.decode().split("\n")) == 4
+  api = Translator.load(trained_run).translate(["A dog is running.", "", "A man is sitting."])
+  assert proc.stdout.decode().split("\n") == api + [""]
 
 
 def test_mismatched_tokenizer_is_refused(trained_run, tmp_path):
@@ -69,3 +79,25 @@ def test_mismatched_tokenizer_is_refused(trained_run, tmp_path):
 def test_not_a_run_directory(tmp_path):
   proc = run_cli("translate.py", "--workdir", tmp_path, input_bytes=b"A dog.\n", check=False)
   assert proc.returncode != 0 and b"not a run directory" in proc.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--beam", "0"], "--beam must be at least 1"),
+    (["--nbest", "3"], "--nbest 3 needs a beam of at least 3"),
+    (["--beam", "2", "--nbest", "3"], "add --beam 3 or more"),
+    (["--batch-size", "0"], "--batch-size must be at least 1"),
+])
+def test_usage_errors_are_one_line_with_status_2(trained_run, args, message):
+  proc = run_cli("translate.py", "--workdir", trained_run, *args, input_bytes=b"A dog.\n",
+                 check=False)
+  assert proc.returncode == 2
+  err = proc.stderr.decode().strip().splitlines()
+  assert message in err[-1] and "Traceback" not in proc.stderr.decode()
+
+
+def test_api_takes_a_string_or_a_list(trained_run):
+  t = Translator.load(trained_run)
+  one = t.translate("A dog is running.")
+  assert isinstance(one, str) and one == t.translate(["A dog is running."])[0]
+  with pytest.raises(ValueError, match="beam size must be at least 1"):
+    t.translate("A dog.", beam_size=0)

@@ -1,0 +1,30 @@
+"""Special token ids, defined once; this module imports nothing.
+
+Padding (0) is distinct from `<unk>` (1), so no code mistakes an unknown piece for
+padding. The tokenizer trains SentencePiece with these ids; the model and the masks
+read them from here; the search functions take them as arguments.
+"""
+
+PAD_ID = 0
+UNK_ID = 1
+BOS_ID = 2
+EOS_ID = 3
+
+
+def cut_at_eos(ids) -> list[int]:
+  """The ids before the first EOS (all of them without one), with PAD and BOS left out."""
+  out = []
+  for i in ids:
+    i = int(i)
+    if i == EOS_ID:
+      break
+    if i not in (PAD_ID, BOS_ID):
+      out.append(i)
+  return out
+
+
+def truncate_keeping_eos(ids: list[int], max_len: int) -> list[int]:
+  """At most `max_len` ids, ending in EOS if the input did."""
+  if len(ids) <= max_len:
+    return ids
+  return list(ids[:max_len - 1]) + [EOS_ID]

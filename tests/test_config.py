@@ -1,0 +1,64 @@
+"""Configs: round trip through a run directory, overrides, unknown fields, presets."""
+
+import json
+from importlib import util
+
+import pytest
+
+from seq2seq import checkpoint
+from seq2seq.config import PRESETS, Config, default_config
+
+from conftest import run_cli
+from helpers import ROOT
+
+
+def test_round_trip_through_the_run_directory(tmp_path):
+  cfg = default_config("tiny")
+  cfg.train.max_steps = 7
+  cfg.data.bucket_boundaries = (16, 32)
+  typed = Config.from_dict(cfg)
+  checkpoint.save_config(tmp_path, typed)
+  loaded = checkpoint.load_config(tmp_path)
+  assert loaded == typed
+  assert loaded.train.max_steps == 7 and loaded.data.bucket_boundaries == (16, 32)
+  assert loaded.model == PRESETS["tiny"]
+
+
+def test_unknown_fields_and_sections_are_named():
+  with pytest.raises(ValueError, match=r"unknown config field\(s\) train.max_step;"):
+    Config.from_dict({"train": {"max_step": 3}})
+  with pytest.raises(ValueError, match="unknown config section"):
+    Config.from_dict({"trainer": {}})
+  cfg = default_config("tiny")
+  with pytest.raises(AttributeError):
+    cfg.train.max_stepz = 3  # the ConfigDict is locked: a typo is an error, not a new field
+  with pytest.raises(ValueError, match="unknown model preset 'huge'"):
+    default_config("huge")
+
+
+def test_run_directories_from_before_one_vocabulary_field_still_load(tmp_path):
+  old = Config().to_dict()
+  old["data"]["spm_vocab_size"] = old["model"]["vocab_size"]
+  (tmp_path / "config.json").write_text(json.dumps(old))
+  assert checkpoint.load_config(tmp_path) == Config()
+
+
+def test_command_line_override_and_typo(tmp_path):
+  proc = run_cli("train.py", "--config", "configs/tiny.py", "--workdir", tmp_path / "x",
+                 "--config.train.max_stepz=3", check=False)
+  err = proc.stderr.decode().strip().splitlines()
+  assert proc.returncode == 2 and len(err) == 1, proc.stderr
+  assert "unknown config field max_stepz" in err[0] and '"max_steps"' in err[0]
+  proc = run_cli("train.py", "--config", "configs/tiny.py", "--workdir", tmp_path / "x",
+                 "--config.train.max_steps=abc", check=False)
+  assert proc.returncode == 2 and b"max_steps=abc" in proc.stderr
+  assert not (tmp_path / "x").exists()  # nothing was started
+
+
+@pytest.mark.parametrize("name", ["tiny", "multi30k", "wmt14_base"])
+def test_shipped_configs_parse(name):
+  spec = util.spec_from_file_location(name, ROOT / "configs" / f"{name}.py")
+  module = util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  cfg = Config.from_dict(module.get_config())
+  assert cfg.model.d_model % cfg.model.num_heads == 0
