@@ -1,0 +1,53 @@
+"""Tune beam size, length penalty and output length limit on the validation set.
+
+  python bench/tune_decoding.py --workdir RUN_DIR [--checkpoint averaged]
+      [--beams 4,5,8] [--alphas 0.6,1.0] [--len-a 1.5]
+
+Decodes the run's validation split once per setting and prints sacreBLEU for each, best
+last, with a JSON line. Only validation data is read: the test split is for the end.
+"""
+
+import argparse
+import itertools
+import time
+
+from seq2seq import checkpoint, input_pipeline
+from seq2seq.evaluate_lib import lowercase_tokenized_bleu
+from seq2seq.runtime import setup_cli_logging
+from seq2seq.train_lib import bleu
+from seq2seq.translator import Translator
+
+from common import machine, report
+
+
+def main():
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--workdir", required=True)
+  p.add_argument("--checkpoint", default="averaged")
+  p.add_argument("--beams", default="4,5,8")
+  p.add_argument("--alphas", default="0.6,1.0")
+  p.add_argument("--len-a", default="1.5", help="output limits a * source length + b")
+  args = p.parse_args()
+  setup_cli_logging()
+  cfg = checkpoint.load_config(args.workdir)
+  ds = input_pipeline.load_split(cfg.data, cfg.data.val_split)
+  sources, refs = list(ds["src"]), list(ds["tgt"])
+  rows = []
+  for len_a in (float(x) for x in args.len_a.split(",")):
+    translator = Translator.load(args.workdir, args.checkpoint, max_len_a=len_a)
+    for beam, alpha in itertools.product((int(x) for x in args.beams.split(",")),
+                                         (float(x) for x in args.alphas.split(","))):
+      t = time.perf_counter()
+      hyps = translator.translate(sources, beam_size=beam, alpha=alpha)
+      rows.append({"beam": beam, "alpha": alpha, "max_len_a": len_a,
+                   "bleu": round(bleu(hyps, refs), 2),
+                   "bleu_lc_tok": round(lowercase_tokenized_bleu(hyps, refs), 2),
+                   "seconds": round(time.perf_counter() - t, 1)})
+      print(rows[-1], flush=True)
+  best = max(rows, key=lambda r: r["bleu"])
+  report({"benchmark": "tune_decoding", "workdir": args.workdir, "checkpoint": args.checkpoint,
+          "split": cfg.data.val_split, "results": rows, "best": best, **machine()})
+
+
+if __name__ == "__main__":
+  main()
