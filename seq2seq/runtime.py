@@ -37,7 +37,8 @@ def enable_compilation_cache() -> None:
 
 def setup_cli_logging() -> None:
   """Log records on stderr (stdout is for results), libraries quieted, XLA cache on."""
-  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr,
+                      force=True)  # a library may have configured logging first
   quiet_libraries()
   enable_compilation_cache()
 
@@ -50,9 +51,13 @@ def setup_run_logging(workdir: Path) -> None:
   root.setLevel(logging.INFO)
   root.removeHandler(absl_logging.get_absl_handler())  # ours print the same records
   for h in list(root.handlers):
-    if getattr(h, "_seq2seq", False):
+    # Ours from an earlier run in this process, or a plain stderr handler that a
+    # library's logging.basicConfig() left (it would print every record twice).
+    plain_stderr = type(h) is logging.StreamHandler and h.stream is sys.stderr
+    if getattr(h, "_seq2seq", False) or plain_stderr:
       root.removeHandler(h)
-      h.close()
+      if getattr(h, "_seq2seq", False):
+        h.close()
   for h in (logging.StreamHandler(sys.stderr), logging.FileHandler(workdir / "train.log")):
     h.setFormatter(fmt)
     h._seq2seq = True

@@ -114,7 +114,7 @@ class Steps:
     replicated2 = (self.replicated, self.replicated)
     self.train_step = jax.jit(self._train_step, donate_argnums=0, out_shardings=replicated2)
     self._grads = jax.jit(self._grads_added, donate_argnums=0, out_shardings=replicated2)
-    self._apply = jax.jit(self._apply_update, donate_argnums=(0, 1),
+    self._apply = jax.jit(self._apply_update, donate_argnums=0,
                           out_shardings=replicated2)
     self.eval_step = jax.jit(self._eval_step, out_shardings=self.replicated)
 
