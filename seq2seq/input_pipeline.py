@@ -401,7 +401,7 @@ def eval_batches(corpus: EncodedCorpus, rows: int, lengths: LengthBuckets, multi
   """Every pair in the original order; sequences longer than `lengths.longest` (the
   model's maximum) are truncated, keeping EOS, rather than dropped, so each is scored."""
   rows = max(multiple, rows // multiple * multiple)
-  cut = lambda ids: np.asarray(truncate_keeping_eos(list(ids), lengths.longest), np.int32)
+  cut = lambda ids: np.asarray(truncate_keeping_eos(ids, lengths.longest), np.int32)
   for start in range(0, len(corpus), rows):
     src = [cut(x) for x in corpus.src[start:start + rows]]
     tgt = [cut(y) for y in corpus.tgt[start:start + rows]]

@@ -136,11 +136,9 @@ class Steps:
     """One optimiser update over the micro-batches `batches` (host batches)."""
     if len(batches) == 1:
       return self.train_step(state, self.put_batch(batches[0]))
-    acc = None
+    acc = (jax.tree_util.tree_map(jnp.zeros_like, state.params),
+           {k: jnp.zeros((), jnp.float32) for k in SUM_KEYS})
     for micro, batch in enumerate(batches):
-      if acc is None:
-        zeros = jax.tree_util.tree_map(jnp.zeros_like, state.params)
-        acc = (zeros, {k: jnp.zeros((), jnp.float32) for k in SUM_KEYS})
       acc = self._grads(acc, state.params, self.put_batch(batch), state.step, micro)
     return self._apply(state, *acc)
 
@@ -259,9 +257,9 @@ class Window:
     return max(time.time() - self.started - self.paused, 1e-9)
 
 
-def evaluate_loss(steps: Steps, params, corpus, cfg: Config) -> dict[str, float]:
+def evaluate_loss(steps: Steps, params, corpus, lengths: input_pipeline.LengthBuckets
+                  ) -> dict[str, float]:
   totals: dict[str, float] = {}
-  lengths = input_pipeline.LengthBuckets.from_config(cfg.data, cfg.model.max_len)
   for batch in input_pipeline.eval_batches(corpus, 64, lengths, steps.num_devices):
     sums = jax.device_get(steps.eval_step(params, steps.put_batch(batch)))
     for k, v in sums.items():
@@ -325,9 +323,10 @@ class Trainer:
       metrics.truncate_after(workdir, self.progress.step)
       log.info("resumed from step %d (epoch %d, batch %d)", self.progress.step,
                self.progress.epoch, self.progress.batch_index)
+    # Validation pads loss batches and decoding batches to the same lengths.
+    self.eval_lengths = input_pipeline.LengthBuckets.from_config(cfg.data, cfg.model.max_len)
     self.translator = Translator(cfg.model, self.state.params, self.tok, cfg.decode,
-                                 input_pipeline.LengthBuckets.from_config(cfg.data,
-                                                                          cfg.model.max_len))
+                                 self.eval_lengths)
     n = cfg.train.eval_max_sentences or len(self.val_corpus)
     self.val_src, self.val_refs = self.val_corpus.src[:n], self.val_refs[:n]
     self.writer = metrics.MetricsWriter(workdir)
@@ -357,7 +356,7 @@ class Trainer:
   def validate(self) -> dict[str, float]:
     t0 = time.time()
     p, params = self.progress, self.state.params
-    scores = evaluate_loss(self.steps, params, self.val_corpus, self.cfg)
+    scores = evaluate_loss(self.steps, params, self.val_corpus, self.eval_lengths)
     found = self.translator.translate_ids(self.val_src, params=params, beam_size=1)
     scores["bleu"] = bleu([self.translator.detokenize(h[0][0]) for h in found], self.val_refs)
     improved = scores["bleu"] > p.best_bleu

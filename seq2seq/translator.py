@@ -129,7 +129,7 @@ class Translator:
         number = line_numbers[i] if line_numbers is not None else i + 1
         log.warning("line %d: %d pieces exceed the model's maximum of %d; translating "
                     "only the first %d", number, len(x), limit, limit - 1)
-        ids[i] = np.asarray(truncate_keeping_eos(list(x), limit), np.int32)
+        ids[i] = np.asarray(truncate_keeping_eos(x, limit), np.int32)
     return ids
 
   def translate_batches(self, src_ids: Sequence[np.ndarray], params=None,

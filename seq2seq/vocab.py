@@ -23,8 +23,9 @@ def cut_at_eos(ids) -> list[int]:
   return out
 
 
-def truncate_keeping_eos(ids: list[int], max_len: int) -> list[int]:
-  """At most `max_len` ids, ending in EOS if the input did."""
+def truncate_keeping_eos(ids, max_len: int):
+  """At most `max_len` ids ending in EOS: `ids` itself when it is short enough, else a
+  list of its first `max_len - 1` ids and EOS."""
   if len(ids) <= max_len:
     return ids
-  return list(ids[:max_len - 1]) + [EOS_ID]
+  return [int(i) for i in ids[:max_len - 1]] + [EOS_ID]
