@@ -4,13 +4,15 @@
 # Both create (or reuse) the virtual environment .venv with the pinned dependencies of
 # requirements.lock. `make test-pyproject` runs the suite in .venv-pyproject, installed
 # from pyproject.toml alone, as `pip install -e ".[test]"` installs it for a user.
+# `make test-wheel` builds the wheel, installs it into a fresh venv outside the checkout
+# and runs the installed commands there: train the tiny preset by name, translate.
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 RUN ?= runs/tiny
 
-.PHONY: install demo lint test test-pyproject bench clean
+.PHONY: install demo lint test test-pyproject test-wheel bench clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +24,7 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 install: $(VENV)/.installed
 
 demo: install
-	$(PY) train.py --config configs/tiny.py --workdir $(RUN)
+	$(PY) train.py --config tiny --workdir $(RUN)
 	printf 'A young man is running in the park.\nTwo dogs are playing in the snow.\n' \
 	  | $(PY) translate.py --workdir $(RUN) --beam 4
 	$(PY) evaluate.py --workdir $(RUN) --split test --beam 4
@@ -42,5 +44,20 @@ test: lint
 test-pyproject: .venv-pyproject/.installed
 	.venv-pyproject/bin/python -m pytest -q tests
 
+# The wheel's dependency ranges resolved within requirements.lock (the versions tested).
+WHEEL_TMP ?= /tmp/seq2seq-wheel-test
+test-wheel: install
+	rm -rf dist $(WHEEL_TMP) && mkdir -p $(WHEEL_TMP)
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
+	$(PYTHON) -m venv $(WHEEL_TMP)/venv
+	$(WHEEL_TMP)/venv/bin/python -m pip install --quiet --upgrade pip
+	$(WHEEL_TMP)/venv/bin/python -m pip install --quiet -c requirements.lock dist/*.whl
+	cd $(WHEEL_TMP) && JAX_PLATFORMS=cpu venv/bin/seq2seq-train --config tiny --workdir run \
+	  --config.train.max_steps=100 --config.train.eval_every=100 --config.train.checkpoint_every=100
+	cd $(WHEEL_TMP) && printf 'A man is running.\nTwo dogs play in the snow.\n' \
+	  | JAX_PLATFORMS=cpu venv/bin/seq2seq-translate --workdir run --beam 2 > out.de \
+	  && test "$$(wc -l < out.de)" -eq 2 && cat out.de
+	cd $(WHEEL_TMP) && venv/bin/python -c "import seq2seq; print('installed', seq2seq.__version__, seq2seq.__file__)"
+
 clean:
-	rm -rf $(VENV) .venv-pyproject runs
+	rm -rf $(VENV) .venv-pyproject runs dist

@@ -27,16 +27,22 @@ measured runs behind them are in bench/README.md ("Quality"):
   0.6 leaves this model's beam outputs short; 1.6 gains 1.2 BLEU on val.
 """
 
-from pathlib import Path
-
+from seq2seq import presets
 from seq2seq.config import default_config
 
-MULTI30K = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
 
-
-def get_config():
+def get_config(folder: str | None = None):
+  """`--config multi30k[:FOLDER]`: Multi30k from FOLDER, else from presets.multi30k_dir()
+  ($SEQ2SEQ_MULTI30K, or ../shared/data/multi30k beside this checkout), else from the
+  Hugging Face Hub (bentrevett/multi30k, which needs network access on first use)."""
   cfg = default_config("compact")
-  cfg.data.dir = str(MULTI30K)
+  local = presets.multi30k_dir(folder)
+  if local is not None:
+    cfg.data.dir = str(local)  # val.{en,de}.gz, test_2016_flickr.{en,de}.gz, ...
+  else:
+    cfg.data.hub = presets.MULTI30K_HUB
+  # The Hub calls the splits validation and test; the recipe keeps the release's names.
+  cfg.data.hub_splits = "val=validation,test_2016_flickr=test"
   cfg.data.max_tokens = 2048
   cfg.model.dropout = 0.1
   cfg.train.learning_rate = 4e-3

@@ -1,18 +1,16 @@
 """Smoke-test recipe: the tiny model on the bundled sample corpus (data/sample).
 
-Trains in about a minute on 2 CPU cores; used by `make demo` and the tests.
+Trains in about a minute on 2 CPU cores; used by `make demo` and the tests, and by
+`seq2seq-train --config tiny` from an installed wheel (which ships the sample).
 """
 
-from pathlib import Path
-
+from seq2seq import presets
 from seq2seq.config import default_config
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def get_config():
   cfg = default_config("tiny")
-  cfg.data.dir = str(ROOT / "data" / "sample")
+  cfg.data.dir = str(presets.sample_dir())
   cfg.data.test_split = "test"
   cfg.model.vocab_size = 400  # the sample has ~150 word types
   cfg.model.dropout = 0.1

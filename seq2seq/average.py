@@ -12,9 +12,11 @@ from seq2seq.runtime import setup_cli_logging
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--workdir", required=True)
-  parser.add_argument("--last", type=int, default=5, help="how many latest checkpoints")
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+  parser.add_argument("--workdir", required=True, help="run directory written by train.py")
+  parser.add_argument("--last", type=int, default=5,
+                      help="how many of the latest checkpoints to average (into 'averaged')")
   args = parser.parse_args(argv)
   setup_cli_logging()
   try:

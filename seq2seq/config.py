@@ -71,9 +71,14 @@ PRESETS: dict[str, ModelConfig] = {
 class DataConfig:
   """Where the parallel text comes from and how it is tokenized and batched."""
 
-  dir: str = "data/sample"  # local folder of {split}.{lang}[.gz] files; "" when using `hub`
+  # Where the text is: exactly one of `dir` and `hub`. A command-line override of one
+  # replaces a source the config file set through the other (train_lib.main).
+  dir: str = ""  # local folder of {split}.{lang}[.gz] files
   hub: str = ""  # Hugging Face data set name or a `save_to_disk` folder, e.g. "wmt14"
   hub_config: str = ""  # Hub data set config, e.g. "de-en"
+  # Hub names of splits that the config names otherwise, "ours=theirs,...", e.g.
+  # "val=validation,test_2016_flickr=test" for bentrevett/multi30k.
+  hub_splits: str = ""
   src_field: str = "en"  # column holding the source text; dotted for nested, e.g. "translation.en"
   tgt_field: str = "de"
   src_lang: str = "en"  # file suffix of the source language for local folders
@@ -95,6 +100,23 @@ class DataConfig:
   pack_length: int = 0
   seed: int = 0  # shuffling seed
   cache_dir: str = ""  # where encoded corpora are cached; "" = WORKDIR/cache
+
+  def __post_init__(self):
+    if self.dir and self.hub:
+      raise ValueError(f"data.dir={self.dir!r} and data.hub={self.hub!r} are both set; "
+                       "give one (--config.data.hub= reads the folder)")
+    self.hub_split("train")  # validates the format
+
+  def hub_split(self, split: str) -> str:
+    """The Hub data set's name for one of our split names (see `hub_splits`)."""
+    renames = {}
+    for item in filter(None, (x.strip() for x in self.hub_splits.split(","))):
+      ours, sep, theirs = item.partition("=")
+      if not sep or not ours.strip() or not theirs.strip():
+        raise ValueError(f"data.hub_splits={self.hub_splits!r}: expected 'ours=theirs,...', "
+                         f"got {item!r}")
+      renames[ours.strip()] = theirs.strip()
+    return renames.get(split, split)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -113,6 +113,7 @@ def _field(example: dict, dotted: str):
 
 
 def _hub_split(cfg: DataConfig, split: str) -> datasets.Dataset:
+  split = cfg.hub_split(split)
   if Path(cfg.hub).is_dir():
     loaded = datasets.load_from_disk(cfg.hub)
     if isinstance(loaded, datasets.DatasetDict):
@@ -128,7 +129,7 @@ def _hub_split(cfg: DataConfig, split: str) -> datasets.Dataset:
       raise DataError(
           f"cannot load Hub data set {cfg.hub!r} (config {cfg.hub_config!r}, split "
           f"{split!r}): {e}. Without network access, point the package at local files "
-          "instead: --config.data.hub='' --config.data.dir=FOLDER with "
+          "instead: --config.data.dir=FOLDER with "
           "{split}.{lang}[.gz] files, or at a folder saved with Dataset.save_to_disk "
           "(--config.data.hub=FOLDER).") from e
   first = ds[0] if len(ds) else None
@@ -146,6 +147,9 @@ def _hub_split(cfg: DataConfig, split: str) -> datasets.Dataset:
 
 def load_split(cfg: DataConfig, split: str) -> datasets.Dataset:
   """A split as a Dataset with string columns `src` and `tgt`; empty splits are errors."""
+  if not cfg.hub and not cfg.dir:
+    raise DataError("no data source: set data.dir (a folder of {split}.{lang}[.gz] files) "
+                    "or data.hub (a Hugging Face data set)")
   ds = _hub_split(cfg, split) if cfg.hub else _local_split(cfg, split)
   if len(ds) == 0:
     where = cfg.hub or cfg.dir
@@ -157,7 +161,7 @@ def corpus_id(cfg: DataConfig, split: str, vocab_size: int) -> str:
   """Identifies a split's content (and the tokenizer settings) for caches and the tokenizer."""
   h = hashlib.sha256()
   if cfg.hub:
-    h.update(f"hub:{cfg.hub}:{cfg.hub_config}:{split}:{cfg.src_field}:{cfg.tgt_field}".encode())
+    h.update(f"hub:{cfg.hub}:{cfg.hub_config}:{cfg.hub_split(split)}:{cfg.src_field}:{cfg.tgt_field}".encode())
   else:
     for lang in (cfg.src_lang, cfg.tgt_lang):
       with open(find_split_file(cfg.dir, split, lang), "rb") as f:

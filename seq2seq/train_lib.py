@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -29,7 +30,7 @@ import sacrebleu
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from seq2seq import checkpoint, input_pipeline, metrics, runtime, tokenizer
+from seq2seq import checkpoint, input_pipeline, metrics, presets, runtime, tokenizer
 from seq2seq.config import Config, TrainConfig
 from seq2seq.model import Model, shift_right
 from seq2seq.translator import Translator
@@ -460,26 +461,76 @@ def train(cfg: Config, workdir: str | os.PathLike, devices=None) -> dict[str, An
 # ------------------------------------------------------------------------ CLI
 
 
+def usage(prog: str) -> str:
+  """train.py --help: the options, then every config section with its fields and defaults."""
+  lines = [
+      f"usage: {prog} --config NAME|FILE[:ARG] --workdir DIR [--config.SECTION.FIELD=VALUE ...]",
+      "",
+      "Train a translation model (re-running the same command resumes from DIR).",
+      "",
+      f"  --config   a preset ({', '.join(presets.names())}) or a .py file with get_config();",
+      "             NAME:ARG passes ARG to get_config (multi30k:FOLDER reads Multi30k there)",
+      "  --workdir  run directory: config, tokenizer, checkpoints, metrics.jsonl (created)",
+      "  --config.SECTION.FIELD=VALUE",
+      "             override one field, e.g. --config.train.max_steps=2000; overriding",
+      "             data.dir or data.hub replaces the config's data source",
+      "",
+      "Config sections, fields and their defaults (seq2seq/config.py explains each):",
+  ]
+  for section in dataclasses.fields(Config):
+    fields = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(section.default))
+    lines += textwrap.wrap(fields, 96, initial_indent=f"  {section.name}: ",
+                           subsequent_indent="    ")
+  return "\n".join(lines)
+
+
+def _resolve_config_flag(argv: list[str]) -> list[str]:
+  """`--config NAME` (or =NAME) becomes the path of the shipped preset NAME."""
+  argv = list(argv)
+  for i, arg in enumerate(argv):
+    if arg.startswith("--config="):
+      argv[i] = "--config=" + presets.config_file(arg.split("=", 1)[1])
+    elif arg == "--config" and i + 1 < len(argv):
+      argv[i + 1] = presets.config_file(argv[i + 1])
+  return argv
+
+
+def _replace_data_source(config, argv: list[str]) -> None:
+  """A command-line data.dir (or data.hub) replaces the source the config file set."""
+  given = {name for name in ("dir", "hub")
+           if any(a.startswith(f"--config.data.{name}") for a in argv)}
+  if given == {"dir"}:
+    config.data.hub = ""
+  elif given == {"hub"}:
+    config.data.dir = ""
+
+
 def main(argv=None) -> None:
   from absl import flags
   from ml_collections import config_flags
 
-  config_flags.DEFINE_config_file(
-      "config", None, "Config file: a .py with get_config(). "
-      "Override any field with --config.SECTION.FIELD=VALUE.", lock_config=True)
-  flags.DEFINE_string("workdir", None, "Run directory (created; re-running resumes).")
   argv = sys.argv if argv is None else argv
+  prog = Path(argv[0]).name
+  if any(a in ("-h", "--help", "-help", "--helpfull") for a in argv[1:]):
+    print(usage(prog))
+    sys.exit(0)
+  config_flags.DEFINE_config_file("config", None, "preset name or config file", lock_config=True)
+  flags.DEFINE_string("workdir", None, "run directory (created; re-running resumes)")
   try:
+    argv = _resolve_config_flag(argv)
     flags.FLAGS(argv)
     if flags.FLAGS.config is None or flags.FLAGS.workdir is None:
-      raise flags.Error("--config and --workdir are required")
+      raise flags.Error("--config and --workdir are required (--help lists the options)")
+    _replace_data_source(flags.FLAGS.config, argv)
     cfg = Config.from_dict(flags.FLAGS.config)
   except (flags.Error, AttributeError, KeyError, ValueError, TypeError) as e:
     # ml_collections reports a misspelt override as AttributeError("'x'\nDid you mean...").
-    message = " ".join(str(e).replace("\\n", " ").replace("\\'", "").strip("'\" ").split())
+    message = " ".join(str(e).replace("\\n", " ").replace("\\'", "").split())
+    if isinstance(e, (AttributeError, KeyError)):
+      message = message.strip("'\" ")
     if isinstance(e, AttributeError):
       message = "unknown config field " + message.replace(" Did", ". Did", 1)
-    print(f"{Path(argv[0]).name}: error: {message}", file=sys.stderr)
+    print(f"{prog}: error: {message}", file=sys.stderr)
     sys.exit(2)
   runtime.quiet_libraries()
   runtime.maybe_initialize_distributed()

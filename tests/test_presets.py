@@ -1,0 +1,100 @@
+"""Presets by name, the Multi30k recipe's data source (local folder or Hub), train.py help."""
+
+from importlib import util
+
+import datasets
+import pytest
+
+from seq2seq import input_pipeline, presets, train_lib
+from seq2seq.config import Config
+
+from conftest import run_cli
+from helpers import ROOT
+
+
+def load_config(name: str, *args):
+  spec = util.spec_from_file_location(name, ROOT / "configs" / f"{name}.py")
+  module = util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config(*args)
+
+
+def test_presets_are_found_by_name_and_paths_still_work(tmp_path):
+  assert presets.config_file("tiny") == str(ROOT / "configs" / "tiny.py")
+  assert presets.config_file("multi30k:/data/m30k") == str(ROOT / "configs" / "multi30k.py") + ":/data/m30k"
+  own = tmp_path / "mine.py"
+  own.write_text("from seq2seq.config import default_config\ndef get_config():\n"
+                 "  return default_config('tiny')\n")
+  assert presets.config_file(str(own)) == str(own)
+  with pytest.raises(ValueError, match=r"not a preset name \(presets: multi30k, tiny"):
+    presets.config_file("tinyy")
+  assert presets.sample_dir() == ROOT / "data" / "sample"
+
+
+def test_multi30k_reads_the_hub_unless_a_folder_is_given(tmp_path, monkeypatch):
+  monkeypatch.delenv(presets.MULTI30K_ENV, raising=False)
+  monkeypatch.setattr(presets, "_CHECKOUT", tmp_path)  # an installed wheel: no ../shared
+  cfg = Config.from_dict(load_config("multi30k"))
+  assert (cfg.data.hub, cfg.data.dir) == ("bentrevett/multi30k", "")
+  assert cfg.data.hub_split(cfg.data.val_split) == "validation"
+  assert cfg.data.hub_split(cfg.data.test_split) == "test"
+  # A folder as the config argument, or in the environment variable.
+  cfg = Config.from_dict(load_config("multi30k", str(tmp_path)))
+  assert (cfg.data.hub, cfg.data.dir) == ("", str(tmp_path))
+  monkeypatch.setenv(presets.MULTI30K_ENV, str(tmp_path))
+  assert Config.from_dict(load_config("multi30k")).data.dir == str(tmp_path)
+  monkeypatch.setenv(presets.MULTI30K_ENV, str(tmp_path / "missing"))
+  with pytest.raises(ValueError, match="Multi30k folder .*missing.* does not exist"):
+    load_config("multi30k")
+
+
+def test_a_command_line_data_source_replaces_the_configs(monkeypatch, tmp_path):
+  monkeypatch.delenv(presets.MULTI30K_ENV, raising=False)
+  monkeypatch.setattr(presets, "_CHECKOUT", tmp_path)
+  hub_recipe = load_config("multi30k")
+  hub_recipe.data.dir = "/my/multi30k"  # what ml_collections does with the override
+  train_lib._replace_data_source(hub_recipe, ["train.py", "--config.data.dir=/my/multi30k"])
+  assert Config.from_dict(hub_recipe).data.hub == ""
+  local_recipe = load_config("tiny")
+  local_recipe.data.hub = "wmt14"
+  train_lib._replace_data_source(local_recipe, ["train.py", "--config.data.hub", "wmt14"])
+  assert Config.from_dict(local_recipe).data.dir == ""
+  # Both set by a config file itself: one clear error.
+  local_recipe.data.dir = "/my/folder"
+  with pytest.raises(ValueError, match="data.dir='/my/folder' and data.hub='wmt14' are both set"):
+    Config.from_dict(local_recipe)
+
+
+def test_hub_layout_of_multi30k_is_read_under_the_recipes_split_names(tmp_path, monkeypatch):
+  # bentrevett/multi30k's shape: columns en and de; splits train, validation, test.
+  def split(n):
+    return datasets.Dataset.from_dict({"en": [f"{n} dog {i}" for i in range(3)],
+                                       "de": [f"{n} Hund {i}" for i in range(3)]})
+  saved = tmp_path / "multi30k_hub"
+  datasets.DatasetDict({n: split(n) for n in ("train", "validation", "test")}).save_to_disk(saved)
+  monkeypatch.setattr(presets, "_CHECKOUT", tmp_path)
+  cfg = load_config("multi30k")
+  cfg.data.hub = str(saved)  # a local stand-in for the Hub name: same loader, same layout
+  data = Config.from_dict(cfg).data
+  assert list(input_pipeline.load_split(data, "val")["src"])[0] == "validation dog 0"
+  assert list(input_pipeline.load_split(data, "test_2016_flickr")["tgt"])[2] == "test Hund 2"
+  assert list(input_pipeline.load_split(data, "train")["src"])[1] == "train dog 1"
+
+
+def test_train_help_lists_options_and_every_config_section():
+  out = run_cli("train.py", "--help").stdout.decode()
+  for text in ("--config", "--workdir", "--config.SECTION.FIELD=VALUE", "multi30k, tiny",
+               "  model: vocab_size=", "  data: dir=", "  train: seed=", "  decode: beam_size="):
+    assert text in out, text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--config", "tinyy", "--workdir", "x"], "--config 'tinyy': no such config file"),
+    (["--config", "tiny"], "--config and --workdir are required"),
+    (["--config", "tiny", "--workdir", "x", "--config.data.hub_splits=val"],
+     "data.hub_splits='val': expected 'ours=theirs,...'"),
+])
+def test_usage_errors_are_one_line_with_status_2(args, message):
+  proc = run_cli("train.py", *args, check=False)
+  err = proc.stderr.decode().strip().splitlines()
+  assert proc.returncode == 2 and len(err) == 1 and message in err[0], proc.stderr
