@@ -87,6 +87,9 @@ class DataConfig:
   val_split: str = "val"
   test_split: str = "test_2016_flickr"
   spm_model_type: str = "unigram"  # "unigram" or "bpe"; its size is model.vocab_size
+  # An existing SentencePiece model (.model written by seq2seq) to use instead of training
+  # one; with train.init_from the source run's model is used.
+  spm_model: str = ""
   spm_max_sentences: int = 2_000_000  # sentences sampled to train SentencePiece
   max_train_len: int = 100  # longer training pairs (pieces, EOS included) are dropped
   max_tokens: int = 4096  # token budget of one training batch (padded rows x length)
@@ -143,6 +146,10 @@ class TrainConfig:
   keep_checkpoints: int = 3  # latest checkpoints kept
   early_stopping_patience: int = 0  # validations without a new best BLEU; 0 = off
   average_last: int = 0  # at the end, average the last K checkpoints into "averaged"
+  # Fine-tuning: start from another run's parameters (and its SentencePiece model), with a
+  # fresh optimiser and step counter. The architecture must match the source run's.
+  init_from: str = ""  # source run directory
+  init_checkpoint: str = "best"  # best, averaged, latest, or a checkpoint step directory
 
 
 @dataclasses.dataclass(frozen=True)

@@ -92,16 +92,25 @@ def train(sentences: Iterable[str], vocab_size: int, model_type: str = "unigram"
 
 
 def load_or_train(workdir: str | os.PathLike, corpus_id: str, sentences_fn,
-                  vocab_size: int, model_type: str, max_sentences: int) -> Tokenizer:
+                  vocab_size: int, model_type: str, max_sentences: int,
+                  given: str | os.PathLike = "") -> Tokenizer:
   """Loads WORKDIR/spm.model if it was trained on this corpus, else trains and stores it.
 
   Args:
     corpus_id: a string identifying the training corpus and tokenizer settings; a stored
       model trained on another corpus is refused rather than silently reused or replaced.
     sentences_fn: called only when training is needed; returns an iterable of sentences.
+    given: an existing SentencePiece model to copy into the run instead of training one
+      (data.spm_model, or the source run's model when fine-tuning).
   """
   workdir = Path(workdir)
   model_path, meta_path = workdir / MODEL_FILE, workdir / META_FILE
+  source = None
+  if given:
+    if not Path(given).is_file():
+      raise TokenizerMismatchError(f"SentencePiece model {given} does not exist")
+    source = Tokenizer.load(given)
+    corpus_id, model_type = f"given:{source.fingerprint()}", f"copied from {given}"
   if model_path.exists():
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     if meta.get("corpus_id") != corpus_id:
@@ -112,7 +121,7 @@ def load_or_train(workdir: str | os.PathLike, corpus_id: str, sentences_fn,
     tok = Tokenizer.load(model_path)
     log.info("loaded tokenizer %s (%d pieces)", model_path, tok.vocab_size)
     return tok
-  tok = train(sentences_fn(), vocab_size, model_type, max_sentences)
+  tok = source or train(sentences_fn(), vocab_size, model_type, max_sentences)
   workdir.mkdir(parents=True, exist_ok=True)
   vocab = "\n".join(f"{tok.sp.id_to_piece(i)}\t{tok.sp.get_score(i)}"
                     for i in range(tok.vocab_size))
@@ -120,5 +129,6 @@ def load_or_train(workdir: str | os.PathLike, corpus_id: str, sentences_fn,
   write_atomic(meta_path, json.dumps({"corpus_id": corpus_id, "vocab_size": tok.vocab_size,
                                       "model_type": model_type}, indent=1))
   write_atomic(model_path, tok.model_proto)  # last: its presence means the others are there
-  log.info("trained tokenizer %s (%d pieces)", model_path, tok.vocab_size)
+  log.info("%s tokenizer %s (%d pieces)", "copied" if source else "trained", model_path,
+           tok.vocab_size)
   return tok

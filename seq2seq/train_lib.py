@@ -195,9 +195,16 @@ def prepare_data(cfg: Config, workdir: Path):
   vocab_size = cfg.model.vocab_size
   train_ds = input_pipeline.drop_empty(input_pipeline.load_split(cfg.data, cfg.data.train_split))
   corpus = input_pipeline.corpus_id(cfg.data, cfg.data.train_split, vocab_size)
+  given = cfg.data.spm_model
+  if cfg.train.init_from:
+    given = str(Path(cfg.train.init_from) / tokenizer.MODEL_FILE)
+    if cfg.data.spm_model and Path(cfg.data.spm_model).resolve() != Path(given).resolve():
+      raise tokenizer.TokenizerMismatchError(
+          f"data.spm_model={cfg.data.spm_model} differs from the SentencePiece model of "
+          f"train.init_from ({given}); a fine-tuned model keeps its source's vocabulary")
   tok = tokenizer.load_or_train(
       workdir, corpus, lambda: list(train_ds["src"]) + list(train_ds["tgt"]),
-      vocab_size, cfg.data.spm_model_type, cfg.data.spm_max_sentences)
+      vocab_size, cfg.data.spm_model_type, cfg.data.spm_max_sentences, given)
   if tok.vocab_size != vocab_size:
     raise tokenizer.TokenizerMismatchError(
         f"tokenizer has {tok.vocab_size} pieces but model.vocab_size={vocab_size}")
@@ -288,6 +295,33 @@ def check_resumable(workdir: Path, cfg: Config) -> None:
           "use a new --workdir")
 
 
+# Fields that only change training, not the shapes or meaning of the parameters.
+_NOT_ARCHITECTURE = ("dropout", "attention_dropout", "dtype")
+
+
+def check_fine_tune_source(cfg: Config) -> None:
+  """train.init_from must be a run whose model has this run's architecture."""
+  source = Path(cfg.train.init_from)
+  if not (source / checkpoint.CONFIG_FILE).is_file():
+    raise checkpoint.CheckpointError(
+        f"train.init_from={source} is not a run directory (no {checkpoint.CONFIG_FILE})")
+  a, b = dataclasses.asdict(checkpoint.load_config(source).model), dataclasses.asdict(cfg.model)
+  diff = {k: (a[k], b[k]) for k in a if a[k] != b[k] and k not in _NOT_ARCHITECTURE}
+  if diff:
+    fields = ", ".join(f"model.{k} {old!r} there, {new!r} here" for k, (old, new) in diff.items())
+    raise checkpoint.CheckpointError(
+        f"cannot fine-tune from {source}: its architecture differs ({fields})")
+
+
+def initial_params(cfg: Config):
+  """Parameters of train.init_from's checkpoint (train.init_checkpoint)."""
+  source = Path(cfg.train.init_from)
+  params, meta = checkpoint.load_params(source, cfg.train.init_checkpoint, cfg.model)
+  log.info("initialised from %s (%s checkpoint, step %s); fresh optimiser, step 0", source,
+           cfg.train.init_checkpoint, meta.get("step", "?"))
+  return params
+
+
 def _fmt_time(seconds: float) -> str:
   seconds = int(seconds)
   return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
@@ -308,6 +342,8 @@ class Trainer:
   def __init__(self, cfg: Config, workdir: Path, devices=None):
     self.cfg, self.workdir = cfg, workdir
     check_resumable(workdir, cfg)
+    if cfg.train.init_from:
+      check_fine_tune_source(cfg)
     self.tok, self.train_corpus, self.val_corpus, self.val_refs = prepare_data(cfg, workdir)
     checkpoint.save_config(workdir, cfg)
     self.steps = Steps(cfg, Model(cfg.model), devices)
@@ -315,6 +351,11 @@ class Trainer:
     self.ckpt = checkpoint.Checkpointer(workdir, cfg.train.keep_checkpoints)
     self.progress = Progress()
     restored = self.ckpt.restore_latest(self.state.params, self.state.opt_state)
+    if restored is None and cfg.train.init_from:
+      params = initial_params(cfg)
+      self.state = jax.device_put(
+          TrainState(self.state.step, params, self.steps.optimizer.init(params)),
+          self.steps.replicated)
     if restored is not None:
       params, opt_state, meta = restored
       self.progress = Progress.from_meta(meta)

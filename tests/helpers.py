@@ -1,7 +1,10 @@
 """Shared test helpers: paths and small corpora written by the tests themselves."""
 
+import dataclasses
 import os
 from pathlib import Path
+
+from seq2seq.config import PRESETS, Config, DataConfig, DecodeConfig, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
@@ -13,3 +16,14 @@ def write_corpus(directory: Path, split: str, src_lines, tgt_lines, src="en", tg
   (directory / f"{split}.{src}").write_text("".join(l + "\n" for l in src_lines), "utf-8")
   (directory / f"{split}.{tgt}").write_text("".join(l + "\n" for l in tgt_lines), "utf-8")
   return directory
+
+
+def tiny_config(data_dir, **train_overrides) -> Config:
+  """The tiny model on a small corpus: 20 quick updates unless overridden."""
+  model = dataclasses.replace(PRESETS["tiny"], vocab_size=400, max_len=64)
+  data = DataConfig(dir=str(data_dir), max_tokens=512,
+                    bucket_boundaries=(24, 48), max_train_len=48, test_split="test")
+  train_cfg = TrainConfig(learning_rate=3e-3, warmup_steps=20, max_steps=20, log_every=1,
+                          eval_every=1000, checkpoint_every=10, eval_max_sentences=8)
+  return Config(model=model, data=data, train=dataclasses.replace(train_cfg, **train_overrides),
+                decode=DecodeConfig(batch_size=8))

@@ -12,24 +12,14 @@ import numpy as np
 import pytest
 
 from seq2seq import checkpoint, input_pipeline, metrics, tokenizer, train_lib
-from seq2seq.config import PRESETS, Config, DataConfig, DecodeConfig, TrainConfig
+from seq2seq.config import TrainConfig
 from seq2seq.input_pipeline import Batch, read_lines
 from seq2seq.model import Model
 from seq2seq.train_lib import Steps, learning_rate_schedule, loss_sums, train
 from seq2seq.translator import Translator
 
 from conftest import run_cli
-from helpers import SAMPLE, write_corpus
-
-
-def _tiny_config(data_dir, **train_overrides) -> Config:
-  model = dataclasses.replace(PRESETS["tiny"], vocab_size=400, max_len=64)
-  data = DataConfig(dir=str(data_dir), max_tokens=512,
-                    bucket_boundaries=(24, 48), max_train_len=48, test_split="test")
-  train_cfg = TrainConfig(learning_rate=3e-3, warmup_steps=20, max_steps=20, log_every=1,
-                          eval_every=1000, checkpoint_every=10, eval_max_sentences=8)
-  return Config(model=model, data=data, train=dataclasses.replace(train_cfg, **train_overrides),
-                decode=DecodeConfig(batch_size=8))
+from helpers import SAMPLE, tiny_config, write_corpus
 
 
 def test_smoke_run_writes_a_loadable_checkpoint_and_metrics(trained_run):
@@ -58,7 +48,7 @@ def test_overfits_a_handful_of_pairs(tmp_path):
   tgt = read_lines(SAMPLE / "train.de")[:6]
   write_corpus(tmp_path / "data", "train", src, tgt)
   write_corpus(tmp_path / "data", "val", src, tgt)
-  base = _tiny_config(tmp_path / "data", max_steps=250, warmup_steps=30, learning_rate=3e-3,
+  base = tiny_config(tmp_path / "data", max_steps=250, warmup_steps=30, learning_rate=3e-3,
                       label_smoothing=0.0, checkpoint_every=1000, log_every=50,
                       eval_every=250)
   cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, dropout=0.0),
@@ -86,7 +76,7 @@ def test_exact_resume(tmp_path, pack_length, accum):
   same parameters and per-update losses, bit for bit, each update recorded once; with
   length buckets, packed rows, and two micro-batches per update."""
   def cfg(max_steps):
-    c = _tiny_config(SAMPLE, max_steps=max_steps, checkpoint_every=10, grad_accum_steps=accum)
+    c = tiny_config(SAMPLE, max_steps=max_steps, checkpoint_every=10, grad_accum_steps=accum)
     return dataclasses.replace(c, data=dataclasses.replace(c.data, pack_length=pack_length))
 
   train(cfg(40), tmp_path / "straight")
@@ -110,7 +100,7 @@ def test_accumulated_update_equals_one_batch_of_all_rows():
   # (dropout off; the loss is token-weighted over the whole update).
   # Adam's eps is raised from 1e-9: with it, a near-zero gradient (1e-9 against 2e-9 from
   # float rounding) still gives a full-size update, which would compare rounding noise.
-  base = _tiny_config(SAMPLE, eps=1e-3)
+  base = tiny_config(SAMPLE, eps=1e-3)
   cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, dropout=0.0))
   rng = np.random.default_rng(0)
   src = rng.integers(4, 400, (8, 12)).astype(np.int32)
@@ -138,7 +128,7 @@ def _latest_step(workdir):
 
 def test_early_stopping_stops_with_a_checkpoint(tmp_path):
   # Learning rate 0: validation BLEU never improves after the first validation.
-  cfg = _tiny_config(SAMPLE, max_steps=40, learning_rate=0.0, eval_every=5,
+  cfg = tiny_config(SAMPLE, max_steps=40, learning_rate=0.0, eval_every=5,
                      early_stopping_patience=2, checkpoint_every=1000)
   summary = train(cfg, tmp_path / "run")
   assert summary["step"] == 15 and "early stopping" in summary["stop_reason"]
@@ -146,7 +136,7 @@ def test_early_stopping_stops_with_a_checkpoint(tmp_path):
 
 
 def test_time_limit_stops_with_a_checkpoint(tmp_path):
-  cfg = _tiny_config(SAMPLE, max_steps=1000, max_minutes=1e-4, checkpoint_every=1000)
+  cfg = tiny_config(SAMPLE, max_steps=1000, max_minutes=1e-4, checkpoint_every=1000)
   summary = train(cfg, tmp_path / "run")
   assert summary["step"] < 1000 and "time limit" in summary["stop_reason"]
   assert _latest_step(tmp_path / "run") == summary["step"]
@@ -163,13 +153,13 @@ def test_interrupt_stops_with_a_checkpoint(tmp_path, monkeypatch):
     return real_update(self, state, batches)
 
   monkeypatch.setattr(Steps, "update", update)
-  summary = train(_tiny_config(SAMPLE, max_steps=20, checkpoint_every=1000), tmp_path / "run")
+  summary = train(tiny_config(SAMPLE, max_steps=20, checkpoint_every=1000), tmp_path / "run")
   assert summary["step"] == 3 and summary["stop_reason"] == "interrupted"
   assert _latest_step(tmp_path / "run") == 3
 
 
 def test_resume_refuses_another_model(tmp_path):
-  cfg = _tiny_config(SAMPLE, max_steps=1)
+  cfg = tiny_config(SAMPLE, max_steps=1)
   train(cfg, tmp_path / "run")
   other = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, d_ff=256))
   with pytest.raises(checkpoint.CheckpointError, match="other model settings"):
@@ -177,7 +167,7 @@ def test_resume_refuses_another_model(tmp_path):
 
 
 def test_non_finite_loss_stops_and_keeps_the_good_checkpoint(tmp_path):
-  cfg = _tiny_config(SAMPLE, max_steps=3, checkpoint_every=1, warmup_steps=1)
+  cfg = tiny_config(SAMPLE, max_steps=3, checkpoint_every=1, warmup_steps=1)
   train(cfg, tmp_path / "run")
   good = _params(tmp_path / "run", cfg)
   exploding = dataclasses.replace(cfg, train=dataclasses.replace(
@@ -263,7 +253,7 @@ def test_packed_batch_has_the_loss_of_its_pairs_alone():
   # The training step's loss on a packed batch equals the loss of the same pairs each
   # in its own padded row (dropout off, so both are deterministic).
   from seq2seq.model import Model, shift_right
-  cfg = _tiny_config(SAMPLE)
+  cfg = tiny_config(SAMPLE)
   cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, dropout=0.0),
                             data=dataclasses.replace(cfg.data, pack_length=48))
   ds = input_pipeline.load_split(cfg.data, "train")
