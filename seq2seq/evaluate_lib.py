@@ -15,7 +15,7 @@ from typing import Sequence
 
 import sacrebleu
 
-from seq2seq import checkpoint, input_pipeline
+from seq2seq import checkpoint, input_pipeline, model_card
 from seq2seq.translator import Translator, one_line
 
 log = logging.getLogger(__name__)
@@ -115,5 +115,8 @@ def main(argv=None) -> None:
   print(f"chrF {result['chrf']:.2f}  {result['chrf_signature']}")
   if "bleu_lc_tok" in result:
     print(f"BLEU (lowercased, Moses-tokenized) {result['bleu_lc_tok']:.2f}")
-  print(json.dumps(dict(result, hypotheses=str(out), checkpoint=args.checkpoint, beam=beam,
-                        alpha=c.alpha)))
+  result = dict(result, hypotheses=str(out), checkpoint=args.checkpoint, beam=beam,
+                alpha=c.alpha)
+  print(json.dumps(result))
+  model_card.record_evaluation(args.workdir, dict(result, data=name))
+  model_card.write(args.workdir)

@@ -30,7 +30,7 @@ import sacrebleu
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from seq2seq import checkpoint, input_pipeline, metrics, presets, runtime, tokenizer
+from seq2seq import checkpoint, input_pipeline, metrics, model_card, presets, runtime, tokenizer
 from seq2seq.config import Config, TrainConfig
 from seq2seq.model import Model, shift_right
 from seq2seq.translator import Translator
@@ -480,6 +480,9 @@ class Trainer:
                "elapsed_minutes": p.elapsed / 60}
     log.info("stopped at step %d (%s). Best validation BLEU %.2f at step %d: %s",
              p.step, reason, p.best_bleu, p.best_step, summary["best_checkpoint"])
+    if jax.process_index() == 0:
+      model_card.record_training(self.workdir, self.cfg, summary)
+      model_card.write(self.workdir)
     return summary
 
   def account(self, m, step: int) -> None:

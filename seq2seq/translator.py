@@ -104,6 +104,12 @@ class Translator:
     return cls(cfg.model, params, tok, decode_cfg,
                LengthBuckets.from_config(cfg.data, cfg.model.max_len))
 
+  @classmethod
+  def from_pretrained(cls, path: str | os.PathLike, checkpoint_name: str = "best",
+                      **decode_overrides) -> "Translator":
+    """Loads a trained model from its run directory (the same as `Translator.load`)."""
+    return cls.load(path, checkpoint_name, **decode_overrides)
+
   def settings(self, beam_size: int | None = None, alpha: float | None = None,
                batch_size: int | None = None) -> DecodeConfig:
     """The run's decoding settings with the given ones in their place (None keeps the
