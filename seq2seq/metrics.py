@@ -13,13 +13,44 @@ METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "curves.png"
 
 
+TENSORBOARD_DIR = "tensorboard"
+# Numbers of a record that become TensorBoard scalars, as KIND/NAME.
+_SCALARS = ("loss", "accuracy", "lr", "grad_norm", "tgt_tokens_per_s", "bleu")
+
+
 class MetricsWriter:
-  def __init__(self, workdir: str | os.PathLike):
+  """Appends records to metrics.jsonl and, with `tensorboard=True`, to TensorBoard event
+  files in WORKDIR/tensorboard (tensorboardX: `pip install 'seq2seq-haiku[tensorboard]'`)."""
+
+  def __init__(self, workdir: str | os.PathLike, tensorboard: bool = False):
     self.path = Path(workdir) / METRICS_FILE
+    self.tb = None
+    if tensorboard:
+      try:
+        from tensorboardX import SummaryWriter
+      except ImportError as e:
+        raise ImportError("train.tensorboard=True needs tensorboardX: "
+                          "pip install 'seq2seq-haiku[tensorboard]'") from e
+      self.tb = SummaryWriter(str(Path(workdir) / TENSORBOARD_DIR))
 
   def write(self, record: dict[str, Any]) -> None:
     with open(self.path, "a") as f:
       f.write(json.dumps(record) + "\n")
+    if self.tb is not None:
+      for name in _SCALARS:
+        if name in record:
+          self.tb.add_scalar(f"{record['kind']}/{name}", record[name], record["step"])
+      self.tb.flush()
+
+  def write_text(self, tag: str, text: str, step: int) -> None:
+    """Markdown text (e.g. validation translations) for TensorBoard's Text tab."""
+    if self.tb is not None:
+      self.tb.add_text(tag, text, step)
+      self.tb.flush()
+
+  def close(self) -> None:
+    if self.tb is not None:
+      self.tb.close()
 
 
 def read(workdir: str | os.PathLike) -> list[dict[str, Any]]:

@@ -371,7 +371,7 @@ class Trainer:
                                  self.eval_lengths)
     n = cfg.train.eval_max_sentences or len(self.val_corpus)
     self.val_src, self.val_refs = self.val_corpus.src[:n], self.val_refs[:n]
-    self.writer = metrics.MetricsWriter(workdir)
+    self.writer = metrics.MetricsWriter(workdir, cfg.train.tensorboard)
     self.started = time.time()
     self.window = Window()
 
@@ -400,7 +400,12 @@ class Trainer:
     p, params = self.progress, self.state.params
     scores = evaluate_loss(self.steps, params, self.val_corpus, self.eval_lengths)
     found = self.translator.translate_ids(self.val_src, params=params, beam_size=1)
-    scores["bleu"] = bleu([self.translator.detokenize(h[0][0]) for h in found], self.val_refs)
+    hyps = [self.translator.detokenize(h[0][0]) for h in found]
+    scores["bleu"] = bleu(hyps, self.val_refs)
+    examples = range(min(self.cfg.train.tensorboard_examples, len(hyps)))
+    self.writer.write_text("val/translations", "\n\n".join(
+        f"**source** {self.tok.decode([self.val_src[i]])[0]}  \n**output** {hyps[i]}  \n"
+        f"**reference** {self.val_refs[i]}" for i in examples), p.step)
     improved = scores["bleu"] > p.best_bleu
     if improved:
       p.best_bleu, p.best_step, p.evals_without_improvement = scores["bleu"], p.step, 0
@@ -472,6 +477,7 @@ class Trainer:
       log.warning("interrupted at step %d; saving the latest checkpoint", p.step)
     self.save()
     self.ckpt.close()
+    self.writer.close()
     if t.average_last > 1:
       checkpoint.average(self.workdir, t.average_last, self.cfg.model)
     summary = {"step": p.step, "epoch": p.epoch, "stop_reason": reason,

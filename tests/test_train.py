@@ -274,3 +274,24 @@ def test_packed_batch_has_the_loss_of_its_pairs_alone():
   want = loss_sums(model.apply(params, alone.src, shift_right(alone.tgt)), alone.tgt, 0.1)
   assert float(got["tokens"]) == float(want["tokens"])
   np.testing.assert_allclose(float(got["loss"]), float(want["loss"]), rtol=1e-5)
+
+
+def test_tensorboard_event_files_hold_the_metrics_and_translations(tmp_path):
+  from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+  cfg = tiny_config(SAMPLE, max_steps=20, log_every=5, eval_every=10, tensorboard=True,
+                    tensorboard_examples=2)
+  train(cfg, tmp_path / "run")
+  events = EventAccumulator(str(tmp_path / "run" / metrics.TENSORBOARD_DIR),
+                            size_guidance={"tensors": 0, "scalars": 0})
+  events.Reload()
+  rows = metrics.read(tmp_path / "run")
+  for kind, name in [("train", "loss"), ("train", "lr"), ("train", "grad_norm"),
+                     ("train", "tgt_tokens_per_s"), ("val", "loss"), ("val", "bleu")]:
+    logged = [(r["step"], r[name]) for r in rows if r["kind"] == kind]
+    scalars = [(e.step, e.value) for e in events.Scalars(f"{kind}/{name}")]
+    assert [s for s, _ in scalars] == [s for s, _ in logged], (kind, name)
+    np.testing.assert_allclose([v for _, v in scalars], [v for _, v in logged], rtol=1e-6)
+  (tag,) = [t for t in events.Tags()["tensors"] if t.startswith("val/translations")]
+  texts = [e.tensor_proto.string_val[0].decode() for e in events.Tensors(tag)]
+  assert [e.step for e in events.Tensors(tag)] == [10, 20]
+  assert texts[-1].count("**source**") == 2 and "**reference**" in texts[-1]
