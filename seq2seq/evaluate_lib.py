@@ -53,6 +53,35 @@ def lowercase_tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str
                            [[prep(r) for r in references]]).score
 
 
+def sentence_scores(hypotheses: Sequence[str], references: Sequence[str]) -> list[dict]:
+  """Per-sentence sacreBLEU BLEU (with effective-order smoothing) and chrF, for error analysis."""
+  bleu = sacrebleu.metrics.BLEU(effective_order=True)
+  chrf = sacrebleu.metrics.CHRF()
+  return [{"bleu": bleu.sentence_score(h, [r]).score, "chrf": chrf.sentence_score(h, [r]).score}
+          for h, r in zip(hypotheses, references)]
+
+
+def write_sentence_level(path: Path, sources, hypotheses, references) -> None:
+  """A TSV: line, BLEU, chrF, source (or empty), hypothesis, reference."""
+  rows = ["line\tbleu\tchrf\tsource\thypothesis\treference"]
+  sources = sources if sources is not None else [""] * len(hypotheses)
+  for i, (sc, src, h, r) in enumerate(zip(sentence_scores(hypotheses, references), sources,
+                                          hypotheses, references), 1):
+    rows.append(f"{i}\t{sc['bleu']:.2f}\t{sc['chrf']:.2f}\t{one_line(src)}\t{one_line(h)}\t"
+                f"{one_line(r)}")
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+def print_result(result: dict) -> None:
+  print(result.pop("bleu_text"), file=sys.stderr)
+  print(f"BLEU {result['bleu']:.2f}  {result['bleu_signature']}")
+  print(f"chrF {result['chrf']:.2f}  {result['chrf_signature']}")
+  if "bleu_lc_tok" in result:
+    print(f"BLEU (lowercased, Moses-tokenized) {result['bleu_lc_tok']:.2f}")
+  print(json.dumps(result))
+
+
 def main(argv=None) -> None:
   import argparse
 
@@ -62,7 +91,7 @@ def main(argv=None) -> None:
       description="Translate a test set with a trained run and score it with sacreBLEU. "
       "Search settings default to those saved in the run's config.json.",
       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-  parser.add_argument("--workdir", required=True, help="run directory written by train.py")
+  parser.add_argument("--workdir", help="run directory written by train.py (not with --hyp)")
   parser.add_argument("--checkpoint", default="best",
                       help="best, latest, averaged, or a checkpoint step directory")
   parser.add_argument("--src", help="source file (plain or .gz), with --ref")
@@ -78,9 +107,33 @@ def main(argv=None) -> None:
                       help="sentences decoded together (default: the run's)")
   parser.add_argument("--output", help="hypothesis file (default: "
                       "RUN_DIR/hyps/NAME.beamN.txt, NAME the split or source file)")
+  parser.add_argument("--hyp", help="score this existing translation file against --ref, "
+                      "without a model (no --workdir)")
+  parser.add_argument("--sentence-level", metavar="FILE.tsv",
+                      help="also write per-sentence BLEU and chrF (with source, hypothesis, "
+                      "reference) to this TSV")
   parser.add_argument("--lowercase-tokenized", action="store_true",
                       help="also report BLEU on lowercased Moses-tokenized text")
+  parser.add_argument("--lang", default="de", help="target language for --lowercase-tokenized "
+                      "with --hyp (otherwise the run's)")
   args = parser.parse_args(argv)
+  if args.hyp:
+    if not args.ref or args.workdir or args.split or args.src:
+      parser.error("--hyp FILE takes --ref FILE and no --workdir, --split or --src")
+    try:
+      hypotheses = input_pipeline.read_lines(args.hyp)
+      references = input_pipeline.read_lines(args.ref)
+      result = score(hypotheses, references, args.lowercase_tokenized, args.lang)
+    except ScoreError as e:
+      sys.exit(f"error: {args.hyp} and {args.ref}: {e}")
+    except input_pipeline.DataError as e:
+      sys.exit(f"error: {e}")
+    if args.sentence_level:
+      write_sentence_level(Path(args.sentence_level), None, hypotheses, references)
+    print_result(dict(result, hypotheses=args.hyp))
+    return
+  if not args.workdir:
+    parser.error("--workdir is required (or --hyp FILE --ref FILE to score a file)")
   if bool(args.split) == bool(args.src or args.ref) or (args.src and not args.ref) or (
       args.ref and not args.src):
     parser.error("give either --split NAME or both --src FILE and --ref FILE")
@@ -110,13 +163,10 @@ def main(argv=None) -> None:
   out.parent.mkdir(parents=True, exist_ok=True)
   out.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
   result = score(hypotheses, references, args.lowercase_tokenized, cfg.data.tgt_lang)
-  print(result.pop("bleu_text"), file=sys.stderr)
-  print(f"BLEU {result['bleu']:.2f}  {result['bleu_signature']}")
-  print(f"chrF {result['chrf']:.2f}  {result['chrf_signature']}")
-  if "bleu_lc_tok" in result:
-    print(f"BLEU (lowercased, Moses-tokenized) {result['bleu_lc_tok']:.2f}")
+  if args.sentence_level:
+    write_sentence_level(Path(args.sentence_level), sources, hypotheses, references)
   result = dict(result, hypotheses=str(out), checkpoint=args.checkpoint, beam=beam,
                 alpha=c.alpha)
-  print(json.dumps(result))
+  print_result(result)
   model_card.record_evaluation(args.workdir, dict(result, data=name))
   model_card.write(args.workdir)

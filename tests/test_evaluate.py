@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import sacrebleu
 
 from seq2seq.evaluate_lib import ScoreError, lowercase_tokenized_bleu, score
 
@@ -34,6 +35,16 @@ def test_bleu_equals_the_sacrebleu_command_line(trained_run, tmp_path):
   assert result["bleu_lc_tok"] == lowercase_tokenized_bleu(hyps, refs)
   split = run_cli("evaluate.py", "--workdir", trained_run, "--split", "test", "--beam", "3")
   assert json.loads(split.stdout.decode().strip().splitlines()[-1])["bleu"] == result["bleu"]
+  # The same file scored without a model, with per-sentence scores for error analysis.
+  tsv = tmp_path / "sentences.tsv"
+  alone = run_cli("evaluate.py", "--hyp", hyp, "--ref", ref, "--sentence-level", tsv)
+  again = json.loads(alone.stdout.decode().strip().splitlines()[-1])
+  assert (again["bleu"], again["chrf"]) == (result["bleu"], result["chrf"])
+  rows = [line.split("\t") for line in tsv.read_text("utf-8").splitlines()[1:]]
+  assert len(rows) == 100 and [r[4] for r in rows] == hyps and [r[5] for r in rows] == refs
+  for number, bleu_i, chrf_i, _, h, r in rows[:10]:
+    assert float(bleu_i) == pytest.approx(sacrebleu.sentence_bleu(h, [r]).score, abs=0.006), number
+    assert float(chrf_i) == pytest.approx(sacrebleu.sentence_chrf(h, [r]).score, abs=0.006)
 
 
 def test_lowercase_tokenized_bleu_ignores_case_and_splits_punctuation():
@@ -53,3 +64,14 @@ def test_misaligned_files_are_an_error(trained_run, tmp_path):
   assert proc.returncode != 0 and b"has 100 lines but" in proc.stderr
   with pytest.raises(ScoreError, match="2 hypotheses but 1 references"):
     score(["a", "b"], ["a"])
+
+
+def test_scoring_a_file_needs_aligned_files_and_no_model(tmp_path):
+  hyp = tmp_path / "hyp.de"
+  hyp.write_text("Ein Hund läuft durch den Schnee.\nZwei Katzen schlafen auf dem Sofa.\n")
+  proc = run_cli("evaluate.py", "--hyp", hyp, "--ref", SAMPLE / "test.de", check=False)
+  assert proc.returncode == 1 and b"2 hypotheses but 100 references" in proc.stderr
+  proc = run_cli("evaluate.py", "--hyp", hyp, "--ref", hyp, "--workdir", tmp_path, check=False)
+  assert proc.returncode == 2 and b"--hyp FILE takes --ref FILE and no --workdir" in proc.stderr
+  proc = run_cli("evaluate.py", "--hyp", hyp, "--ref", hyp)
+  assert json.loads(proc.stdout.decode().strip().splitlines()[-1])["bleu"] == pytest.approx(100)
