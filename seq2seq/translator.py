@@ -25,7 +25,7 @@ import numpy as np
 from seq2seq import checkpoint, decode
 from seq2seq.config import Config, DataConfig, DecodeConfig, ModelConfig
 from seq2seq.input_pipeline import LengthBuckets, decode_line, encode_texts, split_lines
-from seq2seq.model import Model
+from seq2seq.model import Model, shift_right
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, cut_at_eos, truncate_keeping_eos
 
@@ -75,6 +75,28 @@ def search(model: Model, params, src_BS: jnp.ndarray, *, beam_size: int, alpha: 
   return decode.beam_search(step, cache, max_len_B, max_steps, beam_size, alpha, **ids)
 
 
+@dataclasses.dataclass(frozen=True)
+class PairScore:
+  """Forced-decoding score of a target given its source."""
+
+  logprob: float  # sum of the log-probabilities of the target's pieces and its EOS
+  tokens: int  # pieces scored: the target's pieces + EOS
+
+  @property
+  def per_token(self) -> float:
+    """Length normalisation: logprob / tokens (the mean log-probability per piece)."""
+    return self.logprob / self.tokens
+
+
+def forced_logprob(model: Model, params, src_BS: jnp.ndarray, tgt_out_BT: jnp.ndarray
+                   ) -> jnp.ndarray:
+  """Sum over each row of log p(target piece | source, previous pieces), padding excluded."""
+  logits_BTV = model.apply(params, src_BS, shift_right(tgt_out_BT), is_training=False)
+  logp_BTV = jax.nn.log_softmax(logits_BTV.astype(jnp.float32))
+  picked_BT = jnp.take_along_axis(logp_BTV, tgt_out_BT[..., None], axis=-1)[..., 0]
+  return jnp.sum(jnp.where(tgt_out_BT != PAD_ID, picked_BT, 0.0), axis=1)
+
+
 class Translator:
   """A model, its parameters and tokenizer, with compiled search functions reused across calls."""
 
@@ -92,6 +114,7 @@ class Translator:
     self._search = jax.jit(
         functools.partial(search, self.model),
         static_argnames=("beam_size", "alpha", "max_len_a", "max_len_b", "max_steps"))
+    self._forced_logprob = jax.jit(functools.partial(forced_logprob, self.model))
 
   @classmethod
   def load(cls, workdir: str | os.PathLike, checkpoint_name: str = "best",
@@ -200,6 +223,38 @@ class Translator:
       return [h[:nbest] for h in hyps]
     return [h[0].text for h in hyps]
 
+  def score_ids(self, src_ids: Sequence[np.ndarray], tgt_ids: Sequence[np.ndarray],
+                batch_size: int | None = None) -> list[PairScore]:
+    """Forced decoding: the model's log-probability of each target (ids ending in EOS)."""
+    if len(src_ids) != len(tgt_ids):
+      raise ValueError(f"{len(src_ids)} sources but {len(tgt_ids)} targets")
+    rows = self.settings(batch_size=batch_size).batch_size
+    order = sorted(range(len(src_ids)), key=lambda i: (len(tgt_ids[i]), len(src_ids[i])))
+    results: list = [None] * len(src_ids)
+    for start in range(0, len(order), rows):
+      chunk = order[start:start + rows]
+      src_len = self.buckets.length_for(max(len(src_ids[i]) for i in chunk))
+      tgt_len = self.buckets.length_for(max(len(tgt_ids[i]) for i in chunk))
+      src = np.full((rows, src_len), PAD_ID, np.int32)
+      src[:, 0] = EOS_ID  # filler rows, discarded
+      tgt = np.full((rows, tgt_len), PAD_ID, np.int32)
+      for row, i in enumerate(chunk):
+        src[row, :] = PAD_ID
+        src[row, :len(src_ids[i])] = src_ids[i]
+        tgt[row, :len(tgt_ids[i])] = tgt_ids[i]
+      logprob = np.asarray(self._forced_logprob(self.params, src, tgt))
+      for row, i in enumerate(chunk):
+        results[i] = PairScore(float(logprob[row]), len(tgt_ids[i]))
+    return results
+
+  def score(self, sources: Sequence[str], targets: Sequence[str],
+            batch_size: int | None = None) -> list[PairScore]:
+    """Forced decoding of given translations: each target's log-probability given its
+    source, with the target's token count (its pieces + EOS)."""
+    if len(sources) != len(targets):
+      raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
+    return self.score_ids(self.encode(sources), self.encode(targets), batch_size)
+
   def detokenize(self, seq: np.ndarray) -> str:
     """Text of an output id sequence (cut at its first EOS)."""
     return self.tokenizer.decode([seq])[0]
@@ -266,6 +321,27 @@ def chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
     yield chunk
 
 
+def score_pairs(lines: Iterator[str], references: str | None) -> Iterator[tuple[str, str]]:
+  """(source, target) pairs for --score: from TAB-separated lines, or lines + a file."""
+  if references is None:
+    for number, line in enumerate(lines, 1):
+      if line.count("\t") != 1:
+        raise ValueError(f"line {number}: expected SOURCE<TAB>TARGET (one tab), got "
+                         f"{line.count(chr(9))} tabs; or give the targets with --references")
+      source, target = line.split("\t")
+      yield source, target
+    return
+  with open(references, "rb") as f:
+    targets, number = read_input(f, strict=False), 0
+    for number, source in enumerate(lines, 1):
+      target = next(targets, None)
+      if target is None:
+        raise ValueError(f"{references} ends at line {number - 1}, before the input does")
+      yield source, target
+    if next(targets, None) is not None:
+      raise ValueError(f"{references} has more lines than the input ({number})")
+
+
 def main(argv=None) -> None:
   import argparse
   import sys
@@ -305,7 +381,19 @@ def main(argv=None) -> None:
                       help="translate each line as soon as it is typed")
   parser.add_argument("--attention-plot", default=None, metavar="FILE.png",
                       help="translate one sentence and plot its cross-attention")
+  parser.add_argument("--score", action="store_true",
+                      help="forced decoding instead of search: score given translations, "
+                      "read as SOURCE<TAB>TARGET lines or from --references; writes "
+                      "'LOGPROB<TAB>LOGPROB_PER_TOKEN<TAB>TOKENS' per line (tokens = target "
+                      "pieces + EOS; per token = LOGPROB / TOKENS)")
+  parser.add_argument("--references", default=None, metavar="FILE",
+                      help="with --score: the targets, aligned with --input's lines")
   args = parser.parse_args(argv)
+  if args.references and not args.score:
+    parser.error("--references is for --score")
+  if args.score and (args.nbest or args.interactive or args.attention_plot):
+    parser.error("--score scores given translations; it takes no --nbest, --interactive "
+                 "or --attention-plot")
   if args.beam is not None and args.beam < 1:
     parser.error(f"--beam must be at least 1 (1 = greedy search), got {args.beam}")
   if args.batch_size is not None and args.batch_size < 1:
@@ -339,9 +427,14 @@ def main(argv=None) -> None:
   out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
   progress = tqdm(unit=" sentences", disable=not sys.stderr.isatty(), file=sys.stderr)
   start, count = time.perf_counter(), 0
+  if args.score:
+    pairs = score_pairs(lines, args.references)
   try:
-    for chunk in chunks(lines, c.batch_size * max(args.buffer, 1)):
-      if args.nbest:
+    for chunk in chunks(pairs if args.score else lines, c.batch_size * max(args.buffer, 1)):
+      if args.score:
+        scores = translator.score([a for a, _ in chunk], [b for _, b in chunk], c.batch_size)
+        out.write("".join(f"{x.logprob:.4f}\t{x.per_token:.4f}\t{x.tokens}\n" for x in scores))
+      elif args.nbest:
         for number, hyps in enumerate(translator.translate(chunk, nbest=args.nbest, **opts),
                                       count + 1):
           out.write("".join(f"{number - 1} ||| {one_line(h.text)} ||| {h.score:.4f}\n"
@@ -351,9 +444,10 @@ def main(argv=None) -> None:
       out.flush()
       count += len(chunk)
       progress.update(len(chunk))
-  except ValueError as e:  # DataError: invalid UTF-8 with --strict
+  except ValueError as e:  # DataError: invalid UTF-8 with --strict; --score input
     sys.exit(f"error: {args.input if args.input != '-' else 'stdin'}: {e}")
   progress.close()
   seconds = time.perf_counter() - start
-  log.info("translated %d sentences in %.1f s (%.1f sentences/s)", count, seconds,
+  log.info("%s %d sentences in %.1f s (%.1f sentences/s)",
+           "scored" if args.score else "translated", count, seconds,
            count / max(seconds, 1e-9))
