@@ -1,4 +1,4 @@
-"""Greedy and beam search over a `tokens_to_logits(ids_B, cache) -> (logits_BV, cache)`.
+"""Greedy search, sampling and beam search over a `tokens_to_logits(ids_B, cache) -> (logits_BV, cache)`.
 
 Model-agnostic, in the style of Flax's `decode.py`: a `lax.while_loop` over explicit
 state, with the KV cache as a pytree carried through the loop (one token per step, no
@@ -49,10 +49,45 @@ class GreedyState(NamedTuple):
   cache: Any
 
 
+# choose(log_probs_BV, step) -> tokens_B: arg-max for greedy search, or a sampler.
+Choose = Callable[[jnp.ndarray, jnp.ndarray], jnp.ndarray]
+
+
+def sampler(keys_B: jax.Array, temperature: float, top_k: int = 0, top_p: float = 1.0
+            ) -> Choose:
+  """Draws each row's token from its tempered distribution, restricted to the `top_k`
+  most likely tokens (0 = all) and to the smallest set whose probability reaches `top_p`
+  (nucleus sampling). Row b at step t uses the key fold_in(keys_B[b], t), so a row's
+  sample depends on its own key only, not on the other rows of the batch."""
+  if temperature < 0 or not 0 < top_p <= 1 or top_k < 0:
+    raise ValueError(f"sampling needs temperature >= 0, 0 < top_p <= 1 and top_k >= 0; got "
+                     f"{temperature}, {top_p}, {top_k}")
+
+  def choose(logp_BV: jnp.ndarray, step: jnp.ndarray) -> jnp.ndarray:
+    if temperature == 0:
+      return jnp.argmax(logp_BV, axis=-1).astype(jnp.int32)
+    logits_BV = logp_BV / temperature
+    if top_k:
+      kth_B1 = jax.lax.top_k(logits_BV, top_k)[0][:, -1:]
+      logits_BV = jnp.where(logits_BV < kth_B1, NEG_INF, logits_BV)
+    if top_p < 1:
+      sorted_BV = jnp.sort(logits_BV, axis=-1)[:, ::-1]
+      cumulative_BV = jnp.cumsum(jax.nn.softmax(sorted_BV, axis=-1), axis=-1)
+      # The smallest logit kept: the first whose cumulative probability reaches top_p.
+      cut_B = jnp.minimum(jnp.sum(cumulative_BV < top_p, axis=-1), logits_BV.shape[-1] - 1)
+      threshold_B1 = jnp.take_along_axis(sorted_BV, cut_B[:, None], axis=-1)
+      logits_BV = jnp.where(logits_BV < threshold_B1, NEG_INF, logits_BV)
+    draw = lambda key, logits_V: jax.random.categorical(jax.random.fold_in(key, step), logits_V)
+    return jax.vmap(draw)(keys_B, logits_BV).astype(jnp.int32)
+
+  return choose
+
+
 def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
-                  max_steps: int, *, bos_id: int, eos_id: int, pad_id: int
-                  ) -> tuple[jnp.ndarray, jnp.ndarray]:
-  """Arg-max decoding. Returns sequences `[B, max_steps]` and their log-probabilities `[B]`."""
+                  max_steps: int, *, bos_id: int, eos_id: int, pad_id: int,
+                  choose: Choose | None = None) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """Arg-max decoding, or sampling with `choose=sampler(...)`. Returns sequences
+  `[B, max_steps]` and their log-probabilities `[B]` under the model (untempered)."""
   batch = max_len_B.shape[0]
   state = GreedyState(
       step=jnp.zeros((), jnp.int32),
@@ -69,7 +104,10 @@ def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.n
     logits_BV, cache = tokens_to_logits(s.last, s.cache)
     logp_BV = jax.nn.log_softmax(logits_BV.astype(jnp.float32))
     logp_BV = only_eos_where(logp_BV, s.step + 1 >= max_len_B, eos_id)
-    token_B = jnp.argmax(logp_BV, axis=-1).astype(jnp.int32)
+    if choose is None:
+      token_B = jnp.argmax(logp_BV, axis=-1).astype(jnp.int32)
+    else:
+      token_B = choose(logp_BV, s.step)
     chosen = jnp.take_along_axis(logp_BV, token_B[:, None], axis=-1)[:, 0]
     token_B = jnp.where(s.finished, pad_id, token_B)
     return GreedyState(

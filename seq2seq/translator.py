@@ -52,8 +52,20 @@ def max_steps_for(src_len: int, max_len_a: float, max_len_b: int, model_max_len:
   return int(min(model_max_len, max(1, int(max_len_a * src_len + max_len_b))))
 
 
+@dataclasses.dataclass(frozen=True)
+class Sampling:
+  """Random sampling instead of search: temperature, top-k (0 = off), top-p (1 = off), and
+  the seed; the key of input i is fold_in(PRNGKey(seed), i)."""
+
+  temperature: float = 1.0
+  top_k: int = 0
+  top_p: float = 1.0
+  seed: int = 0
+
+
 def search(model: Model, params, src_BS: jnp.ndarray, *, beam_size: int, alpha: float,
-           max_len_a: float, max_len_b: int, max_steps: int
+           max_len_a: float, max_len_b: int, max_steps: int,
+           sampling: Sampling | None = None, keys_B: jax.Array | None = None
            ) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Encodes once, then searches with the KV cache.
 
@@ -69,6 +81,11 @@ def search(model: Model, params, src_BS: jnp.ndarray, *, beam_size: int, alpha: 
   cache, source = model.init_cache(params, memory_BSD, src_BS, max_steps, beam_size)
   step = lambda ids, c: model.decode_step(params, ids, c, source)
   ids = dict(bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID)
+  if sampling is not None:
+    choose = decode.sampler(keys_B, sampling.temperature, sampling.top_k, sampling.top_p)
+    seqs_BT, logprob_B = decode.greedy_search(step, cache, max_len_B, max_steps, **ids,
+                                              choose=choose)
+    return seqs_BT[:, None], logprob_B[:, None]
   if beam_size == 1:
     seqs_BT, logprob_B = decode.greedy_search(step, cache, max_len_B, max_steps, **ids)
     return seqs_BT[:, None], logprob_B[:, None]
@@ -113,7 +130,8 @@ class Translator:
     self.model = Model(model_cfg)
     self._search = jax.jit(
         functools.partial(search, self.model),
-        static_argnames=("beam_size", "alpha", "max_len_a", "max_len_b", "max_steps"))
+        static_argnames=("beam_size", "alpha", "max_len_a", "max_len_b", "max_steps",
+                         "sampling"))
     self._forced_logprob = jax.jit(functools.partial(forced_logprob, self.model))
 
   @classmethod
@@ -163,11 +181,18 @@ class Translator:
 
   def translate_batches(self, src_ids: Sequence[np.ndarray], params=None,
                         beam_size: int | None = None, alpha: float | None = None,
-                        batch_size: int | None = None
+                        batch_size: int | None = None, sampling: Sampling | None = None,
+                        key_indices: Sequence[int] | None = None
                         ) -> Iterator[dict[int, list[tuple[np.ndarray, float]]]]:
     """Searches the id sequences batch by batch (shortest first); yields, per batch,
-    {input index: the W hypotheses (ids, score), best first}."""
+    {input index: the W hypotheses (ids, score), best first}. With `sampling`, draws one
+    sample per input instead, input i with the key fold_in(seed key, key_indices[i])
+    (default i)."""
     c = self.settings(beam_size, alpha, batch_size)
+    if sampling is not None and len(src_ids):
+      base = jax.random.PRNGKey(sampling.seed)
+      index = np.arange(len(src_ids)) if key_indices is None else np.asarray(key_indices)
+      keys = jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.asarray(index, jnp.int32))
     params = self.params if params is None else params
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     for start in range(0, len(order), c.batch_size):
@@ -179,42 +204,65 @@ class Translator:
         src[row, :] = PAD_ID
         src[row, :len(src_ids[i])] = src_ids[i]
       max_steps = max_steps_for(length, c.max_len_a, c.max_len_b, self.model_cfg.max_len)
+      keys_B = None
+      if sampling is not None:
+        rows = np.zeros(c.batch_size, np.int32)  # filler rows reuse a key; discarded
+        rows[:len(chunk)] = chunk
+        keys_B = keys[rows]
       seqs, scores = self._search(params, src, beam_size=c.beam_size, alpha=c.alpha,
                                   max_len_a=c.max_len_a, max_len_b=c.max_len_b,
-                                  max_steps=max_steps)
+                                  max_steps=max_steps, sampling=sampling, keys_B=keys_B)
       seqs, scores = np.asarray(seqs), np.asarray(scores)
       yield {i: [(seqs[row, k], float(scores[row, k])) for k in range(seqs.shape[1])]
              for row, i in enumerate(chunk)}
 
   def translate_ids(self, src_ids: Sequence[np.ndarray], params=None,
                     beam_size: int | None = None, alpha: float | None = None,
-                    batch_size: int | None = None) -> list[list[tuple[np.ndarray, float]]]:
+                    batch_size: int | None = None, sampling: Sampling | None = None,
+                    key_indices: Sequence[int] | None = None
+                    ) -> list[list[tuple[np.ndarray, float]]]:
     """Searches each id sequence; returns, per input, the W hypotheses (ids, score) best first."""
     results: list = [None] * len(src_ids)
-    for found in self.translate_batches(src_ids, params, beam_size, alpha, batch_size):
+    for found in self.translate_batches(src_ids, params, beam_size, alpha, batch_size,
+                                        sampling, key_indices):
       for i, hyps in found.items():
         results[i] = hyps
     return results
 
   def translate(self, texts: str | Sequence[str], beam_size: int | None = None,
-                alpha: float | None = None, nbest: int = 0, batch_size: int | None = None):
+                alpha: float | None = None, nbest: int = 0, batch_size: int | None = None,
+                sampling: Sampling | None = None, first_index: int = 0):
     """Translates a text or a list of texts. Empty or whitespace-only texts give "".
+
+    With `sampling=Sampling(temperature, top_k, top_p, seed)`, draws from the model
+    instead of searching (beam size and alpha are unused); text i (counted from
+    `first_index`, for a stream read in parts) has its own random key, so a seed gives
+    the same samples whatever the batch size.
 
     Returns:
       For a string, its translation; for a list, a list of translations. With
-      `nbest=N > 0`, N `Hypothesis` (text, score, ids) per input instead, best first.
+      `nbest=N > 0`, N `Hypothesis` (text, score, ids) per input instead, best first
+      (with sampling: N samples, seeds seed .. seed + N - 1, sorted by log-probability).
     """
     if isinstance(texts, str):
-      return self.translate([texts], beam_size, alpha, nbest, batch_size)[0]
+      return self.translate([texts], beam_size, alpha, nbest, batch_size, sampling,
+                            first_index)[0]
     texts = list(texts)
     c = self.settings(beam_size, alpha, batch_size)
-    if nbest < 0 or nbest > c.beam_size:
+    if nbest < 0 or (nbest > c.beam_size and sampling is None):
       raise ValueError(f"nbest={nbest} needs a beam of at least {nbest} hypotheses "
                        f"(beam size {c.beam_size}); raise the beam size or lower nbest")
     nonempty = [i for i, t in enumerate(texts) if t.strip()]
     ids = self.encode([texts[i] for i in nonempty], [i + 1 for i in nonempty]) if nonempty else []
-    found = self.translate_ids(ids, beam_size=c.beam_size, alpha=c.alpha,
-                               batch_size=c.batch_size)
+    if sampling is None:
+      found = self.translate_ids(ids, beam_size=c.beam_size, alpha=c.alpha,
+                                 batch_size=c.batch_size)
+    else:
+      key_indices = [first_index + i for i in nonempty]
+      draws = [self.translate_ids(ids, batch_size=c.batch_size, key_indices=key_indices,
+                                  sampling=dataclasses.replace(sampling, seed=sampling.seed + n))
+               for n in range(max(nbest, 1))]
+      found = [sorted((d[k][0] for d in draws), key=lambda h: -h[1]) for k in range(len(ids))]
     hyps: list[list[Hypothesis]] = [[Hypothesis("", 0.0, [])] for _ in texts]
     for i, options in zip(nonempty, found):
       hyps[i] = [Hypothesis(self.detokenize(seq), score, cut_at_eos(seq))
@@ -388,7 +436,30 @@ def main(argv=None) -> None:
                       "pieces + EOS; per token = LOGPROB / TOKENS)")
   parser.add_argument("--references", default=None, metavar="FILE",
                       help="with --score: the targets, aligned with --input's lines")
+  parser.add_argument("--sample", action="store_true",
+                      help="draw translations at random from the model instead of searching "
+                      "(back-translation, data augmentation); with --nbest N, N samples")
+  parser.add_argument("--temperature", type=float, default=1.0,
+                      help="with --sample: divides the log-probabilities; 0 = greedy")
+  parser.add_argument("--top-k", type=int, default=0,
+                      help="with --sample: only the K most likely pieces (0 = all)")
+  parser.add_argument("--top-p", type=float, default=1.0,
+                      help="with --sample: only the most likely pieces whose probability "
+                      "sums to P (nucleus sampling; 1 = all)")
+  parser.add_argument("--seed", type=int, default=0,
+                      help="with --sample: random seed; line N uses its own key, so the output "
+                      "does not depend on --batch-size")
   args = parser.parse_args(argv)
+  sampling = None
+  if args.sample:
+    if args.temperature < 0 or args.top_k < 0 or not 0 < args.top_p <= 1:
+      parser.error(f"--sample needs --temperature >= 0, --top-k >= 0 and 0 < --top-p <= 1; "
+                   f"got {args.temperature}, {args.top_k}, {args.top_p}")
+    if args.score or args.attention_plot:
+      parser.error("--sample does not go with --score or --attention-plot")
+    sampling = Sampling(args.temperature, args.top_k, args.top_p, args.seed)
+  elif (args.temperature, args.top_k, args.top_p, args.seed) != (1.0, 0, 1.0, 0):
+    parser.error("--temperature, --top-k, --top-p and --seed are for --sample")
   if args.references and not args.score:
     parser.error("--references is for --score")
   if args.score and (args.nbest or args.interactive or args.attention_plot):
@@ -406,10 +477,10 @@ def main(argv=None) -> None:
   except (checkpoint.CheckpointError, ValueError) as e:
     sys.exit(f"error: {e}")
   c = translator.settings(args.beam, args.alpha, args.batch_size)
-  if args.nbest > c.beam_size:
+  if args.nbest > c.beam_size and sampling is None:
     parser.error(f"--nbest {args.nbest} needs a beam of at least {args.nbest} hypotheses, "
                  f"but the beam size is {c.beam_size}: add --beam {args.nbest} or more")
-  opts = dict(beam_size=c.beam_size, alpha=c.alpha, batch_size=c.batch_size)
+  opts = dict(beam_size=c.beam_size, alpha=c.alpha, batch_size=c.batch_size, sampling=sampling)
 
   if args.interactive:
     for line in sys.stdin:
@@ -435,12 +506,13 @@ def main(argv=None) -> None:
         scores = translator.score([a for a, _ in chunk], [b for _, b in chunk], c.batch_size)
         out.write("".join(f"{x.logprob:.4f}\t{x.per_token:.4f}\t{x.tokens}\n" for x in scores))
       elif args.nbest:
-        for number, hyps in enumerate(translator.translate(chunk, nbest=args.nbest, **opts),
-                                      count + 1):
+        for number, hyps in enumerate(translator.translate(chunk, nbest=args.nbest,
+                                                           first_index=count, **opts), count + 1):
           out.write("".join(f"{number - 1} ||| {one_line(h.text)} ||| {h.score:.4f}\n"
                             for h in hyps))
       else:
-        out.write("".join(one_line(t) + "\n" for t in translator.translate(chunk, **opts)))
+        out.write("".join(one_line(t) + "\n"
+                          for t in translator.translate(chunk, first_index=count, **opts)))
       out.flush()
       count += len(chunk)
       progress.update(len(chunk))
