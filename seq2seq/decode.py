@@ -49,6 +49,19 @@ class GreedyState(NamedTuple):
   cache: Any
 
 
+def force_prefix(x_RV: jnp.ndarray, prefix_RP: jnp.ndarray | None, step: jnp.ndarray,
+                 pad_id: int) -> jnp.ndarray:
+  """While `step` is inside a row's forced prefix (`prefix_RP`, padded with pad_id), only
+  the prefix's token may be chosen; its score stays the model's."""
+  if prefix_RP is None:
+    return x_RV
+  forced_R = jax.lax.dynamic_index_in_dim(prefix_RP, jnp.minimum(step, prefix_RP.shape[1] - 1),
+                                          axis=1, keepdims=False)
+  active_R = (step < prefix_RP.shape[1]) & (forced_R != pad_id)
+  other_RV = jnp.arange(x_RV.shape[-1])[None, :] != forced_R[:, None]
+  return jnp.where(active_R[:, None] & other_RV, NEG_INF, x_RV)
+
+
 # choose(log_probs_BV, step) -> tokens_B: arg-max for greedy search, or a sampler.
 Choose = Callable[[jnp.ndarray, jnp.ndarray], jnp.ndarray]
 
@@ -85,7 +98,8 @@ def sampler(keys_B: jax.Array, temperature: float, top_k: int = 0, top_p: float 
 
 def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
                   max_steps: int, *, bos_id: int, eos_id: int, pad_id: int,
-                  choose: Choose | None = None) -> tuple[jnp.ndarray, jnp.ndarray]:
+                  choose: Choose | None = None, prefix_BP: jnp.ndarray | None = None
+                  ) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Arg-max decoding, or sampling with `choose=sampler(...)`. Returns sequences
   `[B, max_steps]` and their log-probabilities `[B]` under the model (untempered)."""
   batch = max_len_B.shape[0]
@@ -104,6 +118,7 @@ def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.n
     logits_BV, cache = tokens_to_logits(s.last, s.cache)
     logp_BV = jax.nn.log_softmax(logits_BV.astype(jnp.float32))
     logp_BV = only_eos_where(logp_BV, s.step + 1 >= max_len_B, eos_id)
+    logp_BV = force_prefix(logp_BV, prefix_BP, s.step, pad_id)
     if choose is None:
       token_B = jnp.argmax(logp_BV, axis=-1).astype(jnp.int32)
     else:
@@ -183,7 +198,8 @@ def _gather_cache(cache: Any, beam_idx_BW: jnp.ndarray) -> Any:
 
 def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
                 max_steps: int, beam_size: int, alpha: float, *, bos_id: int, eos_id: int,
-                pad_id: int) -> tuple[jnp.ndarray, jnp.ndarray]:
+                pad_id: int, prefix_BP: jnp.ndarray | None = None
+                ) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Beam search with the GNMT length penalty.
 
   Args:
@@ -194,6 +210,7 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     beam_size: W.
     alpha: length penalty exponent; 0 ranks by raw log-probability.
     bos_id, eos_id, pad_id: the special ids of the model's vocabulary.
+    prefix_BP: optional forced first tokens of each sentence, padded with pad_id.
 
   Returns:
     Finished sequences `[B, W, max_steps]` and scores `[B, W]`, best first.
@@ -209,6 +226,7 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
       finished_scores=jnp.full((batch, width), NEG_INF),
       cache=cache)
   best_penalty_B = length_penalty(max_len_B, alpha)
+  prefix_RP = None if prefix_BP is None else jnp.repeat(prefix_BP, width, axis=0)
 
   def cond(s: BeamState):
     # A live beam's log-prob only falls as it grows, and its penalty is largest at the
@@ -225,6 +243,7 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     logits_RV = logits_RV.astype(jnp.float32)
     lse_R = jax.nn.logsumexp(logits_RV, axis=-1)
     logits_RV = only_eos_where(logits_RV, jnp.repeat(s.step + 1 >= max_len_B, width), eos_id)
+    logits_RV = force_prefix(logits_RV, prefix_RP, s.step, pad_id)
     # The best 2W candidates of a sentence are among the best 2W of each of its beams,
     # and log-softmax keeps the order within a row: select on the logits, then take
     # the log-probabilities of the W * 2W survivors only.

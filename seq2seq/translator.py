@@ -65,8 +65,8 @@ class Sampling:
 
 def search(model: Model, params, src_BS: jnp.ndarray, *, beam_size: int, alpha: float,
            max_len_a: float, max_len_b: int, max_steps: int,
-           sampling: Sampling | None = None, keys_B: jax.Array | None = None
-           ) -> tuple[jnp.ndarray, jnp.ndarray]:
+           sampling: Sampling | None = None, keys_B: jax.Array | None = None,
+           prefix_BP: jnp.ndarray | None = None) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Encodes once, then searches with the KV cache.
 
   The encoder's keys/values (`source`) are closed over by the step function: the
@@ -77,6 +77,9 @@ def search(model: Model, params, src_BS: jnp.ndarray, *, beam_size: int, alpha: 
     greedy, log-probability / length penalty for beam search.
   """
   max_len_B = output_limits(src_BS, max_len_a, max_len_b, max_steps)
+  if prefix_BP is not None:  # room for the prefix and max_len_b pieces after it
+    prefix_len_B = jnp.sum(prefix_BP != PAD_ID, axis=1)
+    max_len_B = jnp.clip(jnp.maximum(max_len_B, prefix_len_B + max_len_b), 1, max_steps)
   memory_BSD = model.encode(params, src_BS)
   cache, source = model.init_cache(params, memory_BSD, src_BS, max_steps, beam_size)
   step = lambda ids, c: model.decode_step(params, ids, c, source)
@@ -84,12 +87,14 @@ def search(model: Model, params, src_BS: jnp.ndarray, *, beam_size: int, alpha: 
   if sampling is not None:
     choose = decode.sampler(keys_B, sampling.temperature, sampling.top_k, sampling.top_p)
     seqs_BT, logprob_B = decode.greedy_search(step, cache, max_len_B, max_steps, **ids,
-                                              choose=choose)
+                                              choose=choose, prefix_BP=prefix_BP)
     return seqs_BT[:, None], logprob_B[:, None]
   if beam_size == 1:
-    seqs_BT, logprob_B = decode.greedy_search(step, cache, max_len_B, max_steps, **ids)
+    seqs_BT, logprob_B = decode.greedy_search(step, cache, max_len_B, max_steps, **ids,
+                                              prefix_BP=prefix_BP)
     return seqs_BT[:, None], logprob_B[:, None]
-  return decode.beam_search(step, cache, max_len_B, max_steps, beam_size, alpha, **ids)
+  return decode.beam_search(step, cache, max_len_B, max_steps, beam_size, alpha, **ids,
+                            prefix_BP=prefix_BP)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,12 +187,13 @@ class Translator:
   def translate_batches(self, src_ids: Sequence[np.ndarray], params=None,
                         beam_size: int | None = None, alpha: float | None = None,
                         batch_size: int | None = None, sampling: Sampling | None = None,
-                        key_indices: Sequence[int] | None = None
+                        key_indices: Sequence[int] | None = None,
+                        prefix_ids: Sequence[np.ndarray] | None = None
                         ) -> Iterator[dict[int, list[tuple[np.ndarray, float]]]]:
     """Searches the id sequences batch by batch (shortest first); yields, per batch,
     {input index: the W hypotheses (ids, score), best first}. With `sampling`, draws one
     sample per input instead, input i with the key fold_in(seed key, key_indices[i])
-    (default i)."""
+    (default i). `prefix_ids[i]` (pieces, no EOS) forces the start of input i's output."""
     c = self.settings(beam_size, alpha, batch_size)
     if sampling is not None and len(src_ids):
       base = jax.random.PRNGKey(sampling.seed)
@@ -204,6 +210,13 @@ class Translator:
         src[row, :] = PAD_ID
         src[row, :len(src_ids[i])] = src_ids[i]
       max_steps = max_steps_for(length, c.max_len_a, c.max_len_b, self.model_cfg.max_len)
+      prefix = None
+      if prefix_ids is not None:
+        width = self.buckets.length_for(max(max(len(prefix_ids[i]) for i in chunk), 1))
+        prefix = np.full((c.batch_size, width), PAD_ID, np.int32)
+        for row, i in enumerate(chunk):
+          prefix[row, :len(prefix_ids[i])] = prefix_ids[i]
+        max_steps = max(max_steps, min(self.model_cfg.max_len, width + c.max_len_b))
       keys_B = None
       if sampling is not None:
         rows = np.zeros(c.batch_size, np.int32)  # filler rows reuse a key; discarded
@@ -211,7 +224,8 @@ class Translator:
         keys_B = keys[rows]
       seqs, scores = self._search(params, src, beam_size=c.beam_size, alpha=c.alpha,
                                   max_len_a=c.max_len_a, max_len_b=c.max_len_b,
-                                  max_steps=max_steps, sampling=sampling, keys_B=keys_B)
+                                  max_steps=max_steps, sampling=sampling, keys_B=keys_B,
+                                  prefix_BP=prefix)
       seqs, scores = np.asarray(seqs), np.asarray(scores)
       yield {i: [(seqs[row, k], float(scores[row, k])) for k in range(seqs.shape[1])]
              for row, i in enumerate(chunk)}
@@ -219,19 +233,21 @@ class Translator:
   def translate_ids(self, src_ids: Sequence[np.ndarray], params=None,
                     beam_size: int | None = None, alpha: float | None = None,
                     batch_size: int | None = None, sampling: Sampling | None = None,
-                    key_indices: Sequence[int] | None = None
+                    key_indices: Sequence[int] | None = None,
+                    prefix_ids: Sequence[np.ndarray] | None = None
                     ) -> list[list[tuple[np.ndarray, float]]]:
     """Searches each id sequence; returns, per input, the W hypotheses (ids, score) best first."""
     results: list = [None] * len(src_ids)
     for found in self.translate_batches(src_ids, params, beam_size, alpha, batch_size,
-                                        sampling, key_indices):
+                                        sampling, key_indices, prefix_ids):
       for i, hyps in found.items():
         results[i] = hyps
     return results
 
   def translate(self, texts: str | Sequence[str], beam_size: int | None = None,
                 alpha: float | None = None, nbest: int = 0, batch_size: int | None = None,
-                sampling: Sampling | None = None, first_index: int = 0):
+                sampling: Sampling | None = None, first_index: int = 0,
+                prefixes: Sequence[str] | None = None):
     """Translates a text or a list of texts. Empty or whitespace-only texts give "".
 
     With `sampling=Sampling(temperature, top_k, top_p, seed)`, draws from the model
@@ -243,24 +259,31 @@ class Translator:
       For a string, its translation; for a list, a list of translations. With
       `nbest=N > 0`, N `Hypothesis` (text, score, ids) per input instead, best first
       (with sampling: N samples, seeds seed .. seed + N - 1, sorted by log-probability).
+
+    `prefixes[i]` (a string, "" for none) forces the start of text i's translation: the
+    output begins with the prefix's pieces and the search continues from them.
     """
     if isinstance(texts, str):
       return self.translate([texts], beam_size, alpha, nbest, batch_size, sampling,
-                            first_index)[0]
+                            first_index, None if prefixes is None else [prefixes])[0]
     texts = list(texts)
+    if prefixes is not None and len(prefixes) != len(texts):
+      raise ValueError(f"{len(texts)} texts but {len(prefixes)} prefixes")
     c = self.settings(beam_size, alpha, batch_size)
     if nbest < 0 or (nbest > c.beam_size and sampling is None):
       raise ValueError(f"nbest={nbest} needs a beam of at least {nbest} hypotheses "
                        f"(beam size {c.beam_size}); raise the beam size or lower nbest")
     nonempty = [i for i, t in enumerate(texts) if t.strip()]
     ids = self.encode([texts[i] for i in nonempty], [i + 1 for i in nonempty]) if nonempty else []
+    prefix_ids = None if prefixes is None else self.encode_prefixes(prefixes, nonempty)
     if sampling is None:
       found = self.translate_ids(ids, beam_size=c.beam_size, alpha=c.alpha,
-                                 batch_size=c.batch_size)
+                                 batch_size=c.batch_size, prefix_ids=prefix_ids)
     else:
       key_indices = [first_index + i for i in nonempty]
       draws = [self.translate_ids(ids, batch_size=c.batch_size, key_indices=key_indices,
-                                  sampling=dataclasses.replace(sampling, seed=sampling.seed + n))
+                                  sampling=dataclasses.replace(sampling, seed=sampling.seed + n),
+                                  prefix_ids=prefix_ids)
                for n in range(max(nbest, 1))]
       found = [sorted((d[k][0] for d in draws), key=lambda h: -h[1]) for k in range(len(ids))]
     hyps: list[list[Hypothesis]] = [[Hypothesis("", 0.0, [])] for _ in texts]
@@ -270,6 +293,17 @@ class Translator:
     if nbest:
       return [h[:nbest] for h in hyps]
     return [h[0].text for h in hyps]
+
+  def encode_prefixes(self, prefixes: Sequence[str], rows: Sequence[int]) -> list[np.ndarray]:
+    """Pieces (no EOS) of the forced prefixes of texts `rows`; a prefix must leave room."""
+    out = []
+    for i in rows:
+      ids = self.tokenizer.encode([prefixes[i]])[0] if prefixes[i].strip() else []
+      if len(ids) >= self.model_cfg.max_len - 1:
+        raise ValueError(f"line {i + 1}: the prefix has {len(ids)} pieces; the model's "
+                         f"outputs are at most {self.model_cfg.max_len - 1}")
+      out.append(np.asarray(ids, np.int32))
+    return out
 
   def score_ids(self, src_ids: Sequence[np.ndarray], tgt_ids: Sequence[np.ndarray],
                 batch_size: int | None = None) -> list[PairScore]:
@@ -369,15 +403,21 @@ def chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
     yield chunk
 
 
+def tab_pairs(lines: Iterator[str], second: str, alternative: str = ""
+              ) -> Iterator[tuple[str, str]]:
+  """(source, second) pairs of SOURCE<TAB>SECOND lines; a line without one tab is an error."""
+  for number, line in enumerate(lines, 1):
+    if line.count("\t") != 1:
+      raise ValueError(f"line {number}: expected SOURCE<TAB>{second} (one tab), got "
+                       f"{line.count(chr(9))} tabs{alternative}")
+    source, other = line.split("\t")
+    yield source, other
+
+
 def score_pairs(lines: Iterator[str], references: str | None) -> Iterator[tuple[str, str]]:
   """(source, target) pairs for --score: from TAB-separated lines, or lines + a file."""
   if references is None:
-    for number, line in enumerate(lines, 1):
-      if line.count("\t") != 1:
-        raise ValueError(f"line {number}: expected SOURCE<TAB>TARGET (one tab), got "
-                         f"{line.count(chr(9))} tabs; or give the targets with --references")
-      source, target = line.split("\t")
-      yield source, target
+    yield from tab_pairs(lines, "TARGET", "; or give the targets with --references")
     return
   with open(references, "rb") as f:
     targets, number = read_input(f, strict=False), 0
@@ -436,6 +476,9 @@ def main(argv=None) -> None:
                       "pieces + EOS; per token = LOGPROB / TOKENS)")
   parser.add_argument("--references", default=None, metavar="FILE",
                       help="with --score: the targets, aligned with --input's lines")
+  parser.add_argument("--prefix", action="store_true",
+                      help="read SOURCE<TAB>PREFIX lines: each translation starts with its "
+                      "PREFIX (target text) and the search continues from it")
   parser.add_argument("--sample", action="store_true",
                       help="draw translations at random from the model instead of searching "
                       "(back-translation, data augmentation); with --nbest N, N samples")
@@ -462,6 +505,8 @@ def main(argv=None) -> None:
     parser.error("--temperature, --top-k, --top-p and --seed are for --sample")
   if args.references and not args.score:
     parser.error("--references is for --score")
+  if args.prefix and (args.score or args.interactive or args.attention_plot):
+    parser.error("--prefix does not go with --score, --interactive or --attention-plot")
   if args.score and (args.nbest or args.interactive or args.attention_plot):
     parser.error("--score scores given translations; it takes no --nbest, --interactive "
                  "or --attention-plot")
@@ -499,9 +544,14 @@ def main(argv=None) -> None:
   progress = tqdm(unit=" sentences", disable=not sys.stderr.isatty(), file=sys.stderr)
   start, count = time.perf_counter(), 0
   if args.score:
-    pairs = score_pairs(lines, args.references)
+    lines = score_pairs(lines, args.references)
+  elif args.prefix:
+    lines = tab_pairs(lines, "PREFIX")
   try:
-    for chunk in chunks(pairs if args.score else lines, c.batch_size * max(args.buffer, 1)):
+    for chunk in chunks(lines, c.batch_size * max(args.buffer, 1)):
+      if args.prefix:
+        opts["prefixes"] = [b for _, b in chunk]
+        chunk = [a for a, _ in chunk]
       if args.score:
         scores = translator.score([a for a, _ in chunk], [b for _, b in chunk], c.batch_size)
         out.write("".join(f"{x.logprob:.4f}\t{x.per_token:.4f}\t{x.tokens}\n" for x in scores))
