@@ -91,7 +91,9 @@ def main(argv=None) -> None:
       description="Translate a test set with a trained run and score it with sacreBLEU. "
       "Search settings default to those saved in the run's config.json.",
       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-  parser.add_argument("--workdir", help="run directory written by train.py (not with --hyp)")
+  parser.add_argument("--workdir", action="append",
+                      help="run directory written by train.py (not with --hyp); several "
+                      "times for an ensemble, scored with the first run's data and settings")
   parser.add_argument("--checkpoint", default="best",
                       help="best, latest, averaged, or a checkpoint step directory")
   parser.add_argument("--src", help="source file (plain or .gz), with --ref")
@@ -141,7 +143,7 @@ def main(argv=None) -> None:
     parser.error(f"--beam must be at least 1 (1 = greedy search), got {args.beam}")
   setup_cli_logging()
   try:
-    cfg = checkpoint.load_config(args.workdir)
+    cfg = checkpoint.load_config(args.workdir[0])
     if args.split:
       ds = input_pipeline.load_split(cfg.data, args.split)
       sources, references, name = list(ds["src"]), list(ds["tgt"]), args.split
@@ -159,7 +161,9 @@ def main(argv=None) -> None:
   beam = c.beam_size
   hypotheses = [one_line(h) for h in translator.translate(
       sources, beam_size=beam, alpha=c.alpha, batch_size=c.batch_size)]
-  out = Path(args.output) if args.output else Path(args.workdir) / "hyps" / f"{name}.beam{beam}.txt"
+  ensemble = ".ensemble" if len(args.workdir) > 1 else ""
+  out = (Path(args.output) if args.output else
+         Path(args.workdir[0]) / "hyps" / f"{name}.beam{beam}{ensemble}.txt")
   out.parent.mkdir(parents=True, exist_ok=True)
   out.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
   result = score(hypotheses, references, args.lowercase_tokenized, cfg.data.tgt_lang)
@@ -168,5 +172,6 @@ def main(argv=None) -> None:
   result = dict(result, hypotheses=str(out), checkpoint=args.checkpoint, beam=beam,
                 alpha=c.alpha)
   print_result(result)
-  model_card.record_evaluation(args.workdir, dict(result, data=name))
-  model_card.write(args.workdir)
+  if len(args.workdir) == 1:  # an ensemble's score belongs to no one run's card
+    model_card.record_evaluation(args.workdir[0], dict(result, data=name))
+    model_card.write(args.workdir[0])

@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import logging
 import os
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -63,14 +63,27 @@ class Sampling:
   seed: int = 0
 
 
-def search(model: Model, params, src_BS: jnp.ndarray, *, beam_size: int, alpha: float,
+def ensemble_step(models: Sequence[Model], params: Sequence, sources: Sequence):
+  """One decoding step of several models sharing a vocabulary: the mean of their
+  log-probabilities (each member keeps its own cache, reordered with the beams)."""
+  def step(ids_B, caches):
+    outputs = [m.decode_step(p, ids_B, c, src)
+               for m, p, c, src in zip(models, params, caches, sources)]
+    logp = [jax.nn.log_softmax(logits.astype(jnp.float32)) for logits, _ in outputs]
+    return sum(logp) / len(logp), tuple(c for _, c in outputs)
+  return step
+
+
+def search(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray, *,
+           beam_size: int, alpha: float,
            max_len_a: float, max_len_b: int, max_steps: int,
            sampling: Sampling | None = None, keys_B: jax.Array | None = None,
            prefix_BP: jnp.ndarray | None = None) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Encodes once, then searches with the KV cache.
 
   The encoder's keys/values (`source`) are closed over by the step function: the
-  search reorders the per-hypothesis cache only.
+  search reorders the per-hypothesis cache only. With a tuple of models (and a tuple of
+  their parameters), searches their ensemble (`ensemble_step`).
 
   Returns:
     ids `[B, W, T]` (W = 1 for greedy) and scores `[B, W]`: the log-probability for
@@ -80,9 +93,14 @@ def search(model: Model, params, src_BS: jnp.ndarray, *, beam_size: int, alpha: 
   if prefix_BP is not None:  # room for the prefix and max_len_b pieces after it
     prefix_len_B = jnp.sum(prefix_BP != PAD_ID, axis=1)
     max_len_B = jnp.clip(jnp.maximum(max_len_B, prefix_len_B + max_len_b), 1, max_steps)
-  memory_BSD = model.encode(params, src_BS)
-  cache, source = model.init_cache(params, memory_BSD, src_BS, max_steps, beam_size)
-  step = lambda ids, c: model.decode_step(params, ids, c, source)
+  if isinstance(model, tuple):
+    caches, sources = zip(*(m.init_cache(p, m.encode(p, src_BS), src_BS, max_steps, beam_size)
+                            for m, p in zip(model, params)))
+    cache, step = tuple(caches), ensemble_step(model, params, sources)
+  else:
+    memory_BSD = model.encode(params, src_BS)
+    cache, source = model.init_cache(params, memory_BSD, src_BS, max_steps, beam_size)
+    step = lambda ids, c: model.decode_step(params, ids, c, source)
   ids = dict(bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID)
   if sampling is not None:
     choose = decode.sampler(keys_B, sampling.temperature, sampling.top_k, sampling.top_p)
@@ -110,11 +128,15 @@ class PairScore:
     return self.logprob / self.tokens
 
 
-def forced_logprob(model: Model, params, src_BS: jnp.ndarray, tgt_out_BT: jnp.ndarray
-                   ) -> jnp.ndarray:
-  """Sum over each row of log p(target piece | source, previous pieces), padding excluded."""
-  logits_BTV = model.apply(params, src_BS, shift_right(tgt_out_BT), is_training=False)
-  logp_BTV = jax.nn.log_softmax(logits_BTV.astype(jnp.float32))
+def forced_logprob(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray,
+                   tgt_out_BT: jnp.ndarray) -> jnp.ndarray:
+  """Sum over each row of log p(target piece | source, previous pieces), padding excluded
+  (for an ensemble, p renormalised from the mean of the members' log-probabilities, as
+  the search uses it)."""
+  members = zip(model, params) if isinstance(model, tuple) else [(model, params)]
+  logp = [jax.nn.log_softmax(m.apply(p, src_BS, shift_right(tgt_out_BT), is_training=False
+                                     ).astype(jnp.float32)) for m, p in members]
+  logp_BTV = jax.nn.log_softmax(sum(logp) / len(logp))
   picked_BT = jnp.take_along_axis(logp_BTV, tgt_out_BT[..., None], axis=-1)[..., 0]
   return jnp.sum(jnp.where(tgt_out_BT != PAD_ID, picked_BT, 0.0), axis=1)
 
@@ -124,7 +146,10 @@ class Translator:
 
   def __init__(self, model_cfg: ModelConfig, params, tokenizer: Tokenizer,
                decode_cfg: DecodeConfig | None = None,
-               buckets: LengthBuckets | None = None):
+               buckets: LengthBuckets | None = None,
+               ensemble: Sequence[tuple[ModelConfig, Any]] = ()):
+    """`ensemble`: further (model config, parameters) members with the same vocabulary;
+    search and scoring then use the mean of all members' log-probabilities."""
     if tokenizer.vocab_size != model_cfg.vocab_size:
       raise checkpoint.CheckpointError(
           f"tokenizer has {tokenizer.vocab_size} pieces but the model's embedding has "
@@ -133,22 +158,50 @@ class Translator:
     self.decode_cfg = decode_cfg or DecodeConfig()
     self.buckets = buckets or LengthBuckets.from_config(DataConfig(), model_cfg.max_len)
     self.model = Model(model_cfg)
+    for member_cfg, _ in ensemble:
+      if member_cfg.vocab_size != model_cfg.vocab_size:
+        raise checkpoint.CheckpointError(
+            f"ensemble members have {model_cfg.vocab_size} and {member_cfg.vocab_size} "
+            "pieces: they must share one vocabulary")
+    self.ensemble_params = tuple(p for _, p in ensemble)
+    models = (self.model, *(Model(c) for c, _ in ensemble)) if ensemble else self.model
     self._search = jax.jit(
-        functools.partial(search, self.model),
+        functools.partial(search, models),
         static_argnames=("beam_size", "alpha", "max_len_a", "max_len_b", "max_steps",
                          "sampling"))
-    self._forced_logprob = jax.jit(functools.partial(forced_logprob, self.model))
+    self._forced_logprob = jax.jit(functools.partial(forced_logprob, models))
+
+  def all_params(self, params=None):
+    """The parameters the compiled functions take: one tree, or a tuple for an ensemble."""
+    params = self.params if params is None else params
+    return (params, *self.ensemble_params) if self.ensemble_params else params
 
   @classmethod
-  def load(cls, workdir: str | os.PathLike, checkpoint_name: str = "best",
-           **decode_overrides) -> "Translator":
-    """Loads a run directory written by train.py (config, tokenizer, parameters)."""
-    cfg: Config = checkpoint.load_config(workdir)
-    tok = checkpoint.load_tokenizer(workdir)
-    params, _ = checkpoint.load_params(workdir, checkpoint_name, cfg.model)
+  def load(cls, workdir: str | os.PathLike | Sequence[str | os.PathLike],
+           checkpoint_name: str = "best", **decode_overrides) -> "Translator":
+    """Loads a run directory written by train.py (config, tokenizer, parameters), or a
+    list of run directories as an ensemble (the first run's search settings are used;
+    all must share its SentencePiece model)."""
+    workdirs = [workdir] if isinstance(workdir, (str, os.PathLike)) else list(workdir)
+    if not workdirs:
+      raise ValueError("no run directory given")
+    cfg: Config = checkpoint.load_config(workdirs[0])
+    tok = checkpoint.load_tokenizer(workdirs[0])
+    params, _ = checkpoint.load_params(workdirs[0], checkpoint_name, cfg.model)
+    ensemble = []
+    for other in workdirs[1:]:
+      other_tok = checkpoint.load_tokenizer(other)
+      if other_tok.fingerprint() != tok.fingerprint():
+        raise checkpoint.CheckpointError(
+            f"{other} and {workdirs[0]} have different SentencePiece models (fingerprints "
+            f"{other_tok.fingerprint()} and {tok.fingerprint()}): an ensemble needs one "
+            "shared vocabulary (train with --config.data.spm_model=FIRST_RUN/spm.model)")
+      other_cfg = checkpoint.load_config(other)
+      ensemble.append((other_cfg.model,
+                       checkpoint.load_params(other, checkpoint_name, other_cfg.model)[0]))
     decode_cfg = dataclasses.replace(cfg.decode, **decode_overrides)
     return cls(cfg.model, params, tok, decode_cfg,
-               LengthBuckets.from_config(cfg.data, cfg.model.max_len))
+               LengthBuckets.from_config(cfg.data, cfg.model.max_len), ensemble)
 
   @classmethod
   def from_pretrained(cls, path: str | os.PathLike, checkpoint_name: str = "best",
@@ -199,7 +252,7 @@ class Translator:
       base = jax.random.PRNGKey(sampling.seed)
       index = np.arange(len(src_ids)) if key_indices is None else np.asarray(key_indices)
       keys = jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.asarray(index, jnp.int32))
-    params = self.params if params is None else params
+    params = self.all_params(params)
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     for start in range(0, len(order), c.batch_size):
       chunk = order[start:start + c.batch_size]
@@ -324,7 +377,7 @@ class Translator:
         src[row, :] = PAD_ID
         src[row, :len(src_ids[i])] = src_ids[i]
         tgt[row, :len(tgt_ids[i])] = tgt_ids[i]
-      logprob = np.asarray(self._forced_logprob(self.params, src, tgt))
+      logprob = np.asarray(self._forced_logprob(self.all_params(), src, tgt))
       for row, i in enumerate(chunk):
         results[i] = PairScore(float(logprob[row]), len(tgt_ids[i]))
     return results
@@ -444,7 +497,9 @@ def main(argv=None) -> None:
       description="Translate lines (stdin -> stdout by default) with a trained run. "
       "Search settings default to those saved in the run's config.json.",
       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-  parser.add_argument("--workdir", required=True, help="run directory written by train.py")
+  parser.add_argument("--workdir", required=True, action="append",
+                      help="run directory written by train.py; give it several times for an "
+                      "ensemble (runs sharing one SentencePiece model: mean log-probabilities)")
   parser.add_argument("--checkpoint", default="best",
                       help="best, latest, averaged, or a checkpoint step directory")
   parser.add_argument("--beam", type=int, default=None,
