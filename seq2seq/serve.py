@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -175,6 +176,7 @@ def create_app(translator: Translator, limits: Limits = Limits(), info: dict | N
                                   "use POST /translate or GET /health"},
                         status_code=exc.status_code)
 
+  @contextlib.asynccontextmanager
   async def lifespan(app):
     batcher.start()
     yield
