@@ -280,6 +280,12 @@ def bleu(hypotheses: list[str], references: list[str]) -> float:
   return sacrebleu.corpus_bleu(hypotheses, [references]).score
 
 
+def differences(old, new, ignore: tuple[str, ...] = ()) -> dict[str, tuple[Any, Any]]:
+  """{field: (old value, new value)} of two configs of one dataclass, except `ignore`."""
+  a, b = dataclasses.asdict(old), dataclasses.asdict(new)
+  return {k: (a[k], b[k]) for k in a if a[k] != b[k] and k not in ignore}
+
+
 def check_resumable(workdir: Path, cfg: Config) -> None:
   """A run directory may be resumed with other train/decode settings, never another model."""
   path = workdir / checkpoint.CONFIG_FILE
@@ -287,9 +293,8 @@ def check_resumable(workdir: Path, cfg: Config) -> None:
     return
   old = checkpoint.load_config(workdir)
   for section in ("model", "data"):
-    if getattr(old, section) != getattr(cfg, section):
-      a, b = dataclasses.asdict(getattr(old, section)), dataclasses.asdict(getattr(cfg, section))
-      diff = {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+    diff = differences(getattr(old, section), getattr(cfg, section))
+    if diff:
       raise checkpoint.CheckpointError(
           f"{workdir} holds a run with other {section} settings {diff} (saved, new); "
           "use a new --workdir")
@@ -305,8 +310,7 @@ def check_fine_tune_source(cfg: Config) -> None:
   if not (source / checkpoint.CONFIG_FILE).is_file():
     raise checkpoint.CheckpointError(
         f"train.init_from={source} is not a run directory (no {checkpoint.CONFIG_FILE})")
-  a, b = dataclasses.asdict(checkpoint.load_config(source).model), dataclasses.asdict(cfg.model)
-  diff = {k: (a[k], b[k]) for k in a if a[k] != b[k] and k not in _NOT_ARCHITECTURE}
+  diff = differences(checkpoint.load_config(source).model, cfg.model, _NOT_ARCHITECTURE)
   if diff:
     fields = ", ".join(f"model.{k} {old!r} there, {new!r} here" for k, (old, new) in diff.items())
     raise checkpoint.CheckpointError(
@@ -402,10 +406,11 @@ class Trainer:
     found = self.translator.translate_ids(self.val_src, params=params, beam_size=1)
     hyps = [self.translator.detokenize(h[0][0]) for h in found]
     scores["bleu"] = bleu(hyps, self.val_refs)
-    examples = range(min(self.cfg.train.tensorboard_examples, len(hyps)))
-    self.writer.write_text("val/translations", "\n\n".join(
-        f"**source** {self.tok.decode([self.val_src[i]])[0]}  \n**output** {hyps[i]}  \n"
-        f"**reference** {self.val_refs[i]}" for i in examples), p.step)
+    if self.writer.tb is not None:
+      examples = range(min(self.cfg.train.tensorboard_examples, len(hyps)))
+      self.writer.write_text("val/translations", "\n\n".join(
+          f"**source** {self.tok.decode([self.val_src[i]])[0]}  \n**output** {hyps[i]}  \n"
+          f"**reference** {self.val_refs[i]}" for i in examples), p.step)
     improved = scores["bleu"] > p.best_bleu
     if improved:
       p.best_bleu, p.best_step, p.evals_without_improvement = scores["bleu"], p.step, 0

@@ -24,7 +24,7 @@ import numpy as np
 
 from seq2seq import checkpoint, decode
 from seq2seq.config import Config, DataConfig, DecodeConfig, ModelConfig
-from seq2seq.input_pipeline import LengthBuckets, decode_line, encode_texts, split_lines
+from seq2seq.input_pipeline import LengthBuckets, decode_line, encode_texts, pad_batch, split_lines
 from seq2seq.model import Model, shift_right
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, cut_at_eos, truncate_keeping_eos
@@ -349,14 +349,12 @@ class Translator:
 
   def encode_prefixes(self, prefixes: Sequence[str], rows: Sequence[int]) -> list[np.ndarray]:
     """Pieces (no EOS) of the forced prefixes of texts `rows`; a prefix must leave room."""
-    out = []
-    for i in rows:
-      ids = self.tokenizer.encode([prefixes[i]])[0] if prefixes[i].strip() else []
+    pieces = self.tokenizer.encode([prefixes[i] for i in rows])
+    for i, ids in zip(rows, pieces):
       if len(ids) >= self.model_cfg.max_len - 1:
         raise ValueError(f"line {i + 1}: the prefix has {len(ids)} pieces; the model's "
                          f"outputs are at most {self.model_cfg.max_len - 1}")
-      out.append(np.asarray(ids, np.int32))
-    return out
+    return [np.asarray(ids, np.int32) for ids in pieces]
 
   def score_ids(self, src_ids: Sequence[np.ndarray], tgt_ids: Sequence[np.ndarray],
                 batch_size: int | None = None) -> list[PairScore]:
@@ -368,16 +366,10 @@ class Translator:
     results: list = [None] * len(src_ids)
     for start in range(0, len(order), rows):
       chunk = order[start:start + rows]
-      src_len = self.buckets.length_for(max(len(src_ids[i]) for i in chunk))
-      tgt_len = self.buckets.length_for(max(len(tgt_ids[i]) for i in chunk))
-      src = np.full((rows, src_len), PAD_ID, np.int32)
-      src[:, 0] = EOS_ID  # filler rows, discarded
-      tgt = np.full((rows, tgt_len), PAD_ID, np.int32)
-      for row, i in enumerate(chunk):
-        src[row, :] = PAD_ID
-        src[row, :len(src_ids[i])] = src_ids[i]
-        tgt[row, :len(tgt_ids[i])] = tgt_ids[i]
-      logprob = np.asarray(self._forced_logprob(self.all_params(), src, tgt))
+      batch = pad_batch([src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk], rows,
+                        self.buckets.length_for(max(len(src_ids[i]) for i in chunk)),
+                        self.buckets.length_for(max(len(tgt_ids[i]) for i in chunk)))
+      logprob = np.asarray(self._forced_logprob(self.all_params(), batch.src, batch.tgt))
       for row, i in enumerate(chunk):
         results[i] = PairScore(float(logprob[row]), len(tgt_ids[i]))
     return results
