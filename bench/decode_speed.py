@@ -1,15 +1,29 @@
 """Decoding speed on test_2016_flickr with a trained run, greedy and beam.
 
-  python bench/decode_speed.py --workdir RUN_DIR [--beam 5] [--batch-size 64]
+  python bench/decode_speed.py --workdir RUN_DIR [--beam 5] [--batch-size 64] \
+      [--compare-ctranslate2]
 
 Model load and compilation (a first pass over the same data) are timed separately;
 the reported sentences/s and output tokens/s are of a second, steady-state pass. The
 two passes must give identical translations, and so must batch size 1 on a sample.
+
+With --compare-ctranslate2 the same checkpoint is exported (seq2seq-export) as float32
+and int8 and decoded by CTranslate2 in the same run, same batches, one thread per core;
+each engine's BLEU against the references and the share of lines identical to the JAX
+output are printed, and the ratio JAX / CTranslate2 float32 of sentences/s. CTranslate2
+ranks beams with its own length penalty (length ** alpha, `--ct2-alpha`), JAX with
+GNMT's (the run's alpha): their beam outputs differ for that reason alone (alpha 0 is
+the same in both).
 """
 
 import argparse
+import tempfile
 import time
+from pathlib import Path
 
+import sacrebleu
+
+from seq2seq import export
 from seq2seq.input_pipeline import read_lines
 from seq2seq.runtime import enable_compilation_cache
 from seq2seq.translator import Translator
@@ -17,10 +31,25 @@ from seq2seq.translator import Translator
 from common import MULTI30K, machine, report
 
 
-def timed_pass(translator, lines, beam, batch_size):
+def timed_pass(translator, lines, beam, batch_size, alpha=None):
   t = time.perf_counter()
-  out = translator.translate(lines, beam_size=beam, batch_size=batch_size, nbest=1)
+  out = translator.translate(lines, beam_size=beam, alpha=alpha, batch_size=batch_size, nbest=1)
   return time.perf_counter() - t, out
+
+
+def measure(translator, lines, references, beam, batch_size, alpha=None) -> tuple[dict, list]:
+  first_s, first = timed_pass(translator, lines, beam, batch_size, alpha)
+  steady_s, out = timed_pass(translator, lines, beam, batch_size, alpha)
+  assert [h[0].text for h in first] == [h[0].text for h in out]
+  tokens = sum(len(h[0].ids) + 1 for h in out)  # EOS included
+  texts = [h[0].text for h in out]
+  figures = {"sentences_per_s": round(len(lines) / steady_s, 1),
+             "output_tokens_per_s": round(tokens / steady_s),
+             "seconds": round(steady_s, 2),
+             "compile_and_first_pass_s": round(first_s, 1),
+             "alpha": translator.settings(alpha=alpha).alpha,
+             "bleu": round(sacrebleu.corpus_bleu(texts, [references]).score, 2)}
+  return figures, out
 
 
 def main():
@@ -28,27 +57,42 @@ def main():
   p.add_argument("--workdir", required=True)
   p.add_argument("--checkpoint", default="best")
   p.add_argument("--src", default=str(MULTI30K / "test_2016_flickr.en.gz"))
+  p.add_argument("--ref", default=str(MULTI30K / "test_2016_flickr.de.gz"))
   p.add_argument("--beam", type=int, default=5)
   p.add_argument("--batch-size", type=int, default=64)
+  p.add_argument("--compare-ctranslate2", action="store_true",
+                 help="also export the checkpoint and decode with CTranslate2 float32 and int8")
+  p.add_argument("--ct2-alpha", type=float, default=1.0,
+                 help="CTranslate2's length penalty (length ** alpha) for beam search")
   args = p.parse_args()
   enable_compilation_cache()
   t = time.perf_counter()
   translator = Translator.load(args.workdir, args.checkpoint)
   load_s = time.perf_counter() - t
-  lines = read_lines(args.src)
+  lines, references = read_lines(args.src), read_lines(args.ref)
   result = {"benchmark": "decode_speed", "sentences": len(lines), "load_s": round(load_s, 1),
-            "batch_size": args.batch_size}
-  for name, beam in (("greedy", 1), (f"beam{args.beam}", args.beam)):
-    first_s, first = timed_pass(translator, lines, beam, args.batch_size)
-    steady_s, out = timed_pass(translator, lines, beam, args.batch_size)
-    assert [h[0].text for h in first] == [h[0].text for h in out]
+            "batch_size": args.batch_size, "checkpoint": args.checkpoint}
+  searches = (("greedy", 1), (f"beam{args.beam}", args.beam))
+  jax_out = {}
+  for name, beam in searches:
+    result[name], jax_out[name] = measure(translator, lines, references, beam, args.batch_size)
     one = translator.translate(lines[:50], beam_size=beam, batch_size=1)
-    tokens = sum(len(h[0].ids) + 1 for h in out)  # EOS included
-    result[name] = {"sentences_per_s": round(len(lines) / steady_s, 1),
-                    "output_tokens_per_s": round(tokens / steady_s),
-                    "seconds": round(steady_s, 2),
-                    "compile_and_first_pass_s": round(first_s, 1),
-                    "batch_1_identical_on_50": one == [h[0].text for h in out[:50]]}
+    result[name]["batch_1_identical_on_50"] = one == [h[0].text for h in jax_out[name][:50]]
+  if args.compare_ctranslate2:
+    with tempfile.TemporaryDirectory() as tmp:
+      for q in ("float32", "int8"):
+        path = export.export_ctranslate2(args.workdir, Path(tmp) / q, args.checkpoint, q)
+        ct2 = Translator.load(path, engine="ctranslate2")
+        for name, beam in searches:
+          alpha = 0.0 if beam == 1 else args.ct2_alpha
+          figures, out = measure(ct2, lines, references, beam, args.batch_size, alpha)
+          figures["identical_to_jax"] = sum(
+              a[0].ids == b[0].ids for a, b in zip(out, jax_out[name])) / len(lines)
+          result[f"ctranslate2_{q}_{name}"] = figures
+    for name, _ in searches:
+      result[f"ratio_jax_to_ctranslate2_float32_{name}"] = round(
+          result[name]["sentences_per_s"]
+          / result[f"ctranslate2_float32_{name}"]["sentences_per_s"], 2)
   report(dict(result, **machine()))
 
 

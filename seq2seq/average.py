@@ -1,5 +1,8 @@
 """Average the last K checkpoints of a run: python -m seq2seq.average --workdir RUN --last 5
 
+`--upto STEP` averages the last K checkpoints written at or before STEP instead (what the
+run would have averaged had it stopped there; keep enough with train.keep_checkpoints).
+
 Writes RUN/checkpoints/averaged/STEP, which evaluate.py and translate.py load with
 --checkpoint averaged.
 """
@@ -17,11 +20,13 @@ def main(argv=None) -> None:
   parser.add_argument("--workdir", required=True, help="run directory written by train.py")
   parser.add_argument("--last", type=int, default=5,
                       help="how many of the latest checkpoints to average (into 'averaged')")
+  parser.add_argument("--upto", type=int, default=None, metavar="STEP",
+                      help="average the last K checkpoints at or before this step")
   args = parser.parse_args(argv)
   setup_cli_logging()
   try:
     cfg = checkpoint.load_config(args.workdir)
-    path = checkpoint.average(args.workdir, args.last, cfg.model)
+    path = checkpoint.average(args.workdir, args.last, cfg.model, args.upto)
   except checkpoint.CheckpointError as e:
     sys.exit(f"error: {e}")
   print(path)

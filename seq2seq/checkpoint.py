@@ -161,12 +161,16 @@ def load_params(workdir: str | os.PathLike, name: str, model_cfg: ModelConfig):
   return restored["params"], dict(restored["meta"]) if "meta" in items else {}
 
 
-def average(workdir: str | os.PathLike, last: int, model_cfg: ModelConfig) -> Path:
-  """Averages the parameters of the last K 'latest' checkpoints into 'averaged'."""
+def average(workdir: str | os.PathLike, last: int, model_cfg: ModelConfig,
+            upto: int | None = None) -> Path:
+  """Averages the parameters of the last K 'latest' checkpoints (of those at or before
+  step `upto`, if given) into 'averaged'."""
   root = Path(workdir) / "checkpoints" / "latest"
-  steps = sorted(int(p.name) for p in root.glob("[0-9]*") if p.name.isdigit())[-last:]
+  steps = sorted(int(p.name) for p in root.glob("[0-9]*") if p.name.isdigit())
+  steps = [s for s in steps if upto is None or s <= upto][-last:]
   if not steps:
-    raise CheckpointError(f"no checkpoints to average in {root}")
+    raise CheckpointError(f"no checkpoints to average in {root}"
+                          + (f" at or before step {upto}" if upto is not None else ""))
   trees = [load_params(workdir, str(root / str(s)), model_cfg)[0] for s in steps]
   mean = jax.tree_util.tree_map(lambda *xs: np.mean(np.stack(xs), axis=0), *trees)
   mngr = _manager(workdir, "averaged", 1)

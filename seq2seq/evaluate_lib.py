@@ -15,8 +15,8 @@ from typing import Sequence
 
 import sacrebleu
 
-from seq2seq import checkpoint, input_pipeline, model_card
-from seq2seq.translator import Translator, one_line
+from seq2seq import checkpoint, export, input_pipeline, model_card
+from seq2seq.translator import ENGINES, Translator, one_line
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,9 @@ def main(argv=None) -> None:
   parser.add_argument("--ref", help="reference file (plain or .gz), with --src")
   parser.add_argument("--split", help="a split of the run's configured data source, e.g. "
                       "test_2016_flickr (instead of --src/--ref)")
+  parser.add_argument("--engine", default="jax", choices=ENGINES,
+                      help="jax: run directories; ctranslate2: a directory written by "
+                      "seq2seq-export")
   parser.add_argument("--beam", type=int, default=None,
                       help="beam size; 1 = greedy search (default: the run's)")
   parser.add_argument("--alpha", type=float, default=None,
@@ -143,7 +146,8 @@ def main(argv=None) -> None:
     parser.error(f"--beam must be at least 1 (1 = greedy search), got {args.beam}")
   setup_cli_logging()
   try:
-    cfg = checkpoint.load_config(args.workdir[0])
+    cfg = (export.load_export(args.workdir[0])[1] if args.engine == "ctranslate2"
+           else checkpoint.load_config(args.workdir[0]))
     if args.split:
       ds = input_pipeline.load_split(cfg.data, args.split)
       sources, references, name = list(ds["src"]), list(ds["tgt"]), args.split
@@ -154,7 +158,7 @@ def main(argv=None) -> None:
       if len(sources) != len(references):
         raise ScoreError(f"{args.src} has {len(sources)} lines but {args.ref} has "
                          f"{len(references)}")
-    translator = Translator.load(args.workdir, args.checkpoint)
+    translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine)
   except (input_pipeline.DataError, checkpoint.CheckpointError, ScoreError, ValueError) as e:
     sys.exit(f"error: {e}")
   c = translator.settings(args.beam, args.alpha, args.batch_size)
@@ -170,8 +174,9 @@ def main(argv=None) -> None:
   if args.sentence_level:
     write_sentence_level(Path(args.sentence_level), sources, hypotheses, references)
   result = dict(result, hypotheses=str(out), checkpoint=args.checkpoint, beam=beam,
-                alpha=c.alpha)
+                alpha=c.alpha, engine=args.engine)
   print_result(result)
-  if len(args.workdir) == 1:  # an ensemble's score belongs to no one run's card
+  # An ensemble's score belongs to no one run's card; an export is not a run directory.
+  if len(args.workdir) == 1 and args.engine == "jax":
     model_card.record_evaluation(args.workdir[0], dict(result, data=name))
     model_card.write(args.workdir[0])

@@ -141,6 +141,9 @@ def forced_logprob(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray
   return jnp.sum(jnp.where(tgt_out_BT != PAD_ID, picked_BT, 0.0), axis=1)
 
 
+ENGINES = ("jax", "ctranslate2")
+
+
 class Translator:
   """A model, its parameters and tokenizer, with compiled search functions reused across calls."""
 
@@ -178,13 +181,26 @@ class Translator:
 
   @classmethod
   def load(cls, workdir: str | os.PathLike | Sequence[str | os.PathLike],
-           checkpoint_name: str = "best", **decode_overrides) -> "Translator":
+           checkpoint_name: str = "best", engine: str = "jax", **decode_overrides):
     """Loads a run directory written by train.py (config, tokenizer, parameters), or a
     list of run directories as an ensemble (the first run's search settings are used;
-    all must share its SentencePiece model)."""
+    all must share its SentencePiece model).
+
+    `engine="ctranslate2"` loads a directory written by `seq2seq-export` instead and
+    returns a `ct2_engine.CTranslate2Translator` (same translate/score API)."""
     workdirs = [workdir] if isinstance(workdir, (str, os.PathLike)) else list(workdir)
     if not workdirs:
       raise ValueError("no run directory given")
+    if engine not in ENGINES:
+      raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "ctranslate2":
+      from seq2seq.ct2_engine import CTranslate2Translator
+      if len(workdirs) > 1:
+        raise ValueError("ensembles need the JAX engine (--engine jax)")
+      if checkpoint_name != "best":
+        raise ValueError("an exported model holds one checkpoint, chosen at export "
+                         "(seq2seq-export --checkpoint); --checkpoint is for the JAX engine")
+      return CTranslate2Translator.load(workdirs[0], **decode_overrides)
     cfg: Config = checkpoint.load_config(workdirs[0])
     tok = checkpoint.load_tokenizer(workdirs[0])
     params, _ = checkpoint.load_params(workdirs[0], checkpoint_name, cfg.model)
@@ -494,6 +510,9 @@ def main(argv=None) -> None:
                       "ensemble (runs sharing one SentencePiece model: mean log-probabilities)")
   parser.add_argument("--checkpoint", default="best",
                       help="best, latest, averaged, or a checkpoint step directory")
+  parser.add_argument("--engine", default="jax", choices=ENGINES,
+                      help="jax: a run directory; ctranslate2: a directory written by "
+                      "seq2seq-export (CTranslate2's length penalty is length ** alpha)")
   parser.add_argument("--beam", type=int, default=None,
                       help=f"beam size; 1 = greedy search (run's default, else {d.beam_size})")
   parser.add_argument("--alpha", type=float, default=None,
@@ -563,9 +582,11 @@ def main(argv=None) -> None:
     parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
   if args.nbest < 0:
     parser.error(f"--nbest must be 0 (off) or more, got {args.nbest}")
+  if args.engine == "ctranslate2" and args.attention_plot:
+    parser.error("--attention-plot needs the JAX engine")
   setup_cli_logging()
   try:
-    translator = Translator.load(args.workdir, args.checkpoint)
+    translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine)
   except (checkpoint.CheckpointError, ValueError) as e:
     sys.exit(f"error: {e}")
   c = translator.settings(args.beam, args.alpha, args.batch_size)

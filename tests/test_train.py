@@ -238,6 +238,12 @@ def test_schedule_warms_up_then_decays():
 
 def test_average_checkpoints(trained_run):
   cfg = checkpoint.load_config(trained_run)
+  # --upto: what the run would have averaged had it stopped at that step
+  run_cli("-m", "seq2seq.average", "--workdir", trained_run, "--last", "2", "--upto", "250")
+  assert checkpoint.load_params(trained_run, "averaged", cfg.model)[1]["averaged_steps"] == [
+      100, 200]
+  early = run_cli("-m", "seq2seq.average", "--workdir", trained_run, "--upto", "50", check=False)
+  assert early.returncode != 0 and b"at or before step 50" in early.stderr
   run_cli("-m", "seq2seq.average", "--workdir", trained_run, "--last", "2")
   averaged, meta = checkpoint.load_params(trained_run, "averaged", cfg.model)
   steps = meta["averaged_steps"]
