@@ -27,7 +27,7 @@ import numpy as np
 from seq2seq import export
 from seq2seq.config import DecodeConfig
 from seq2seq.input_pipeline import encode_texts
-from seq2seq.translator import Hypothesis, PairScore, Sampling
+from seq2seq.translator import Hypothesis, PairScore, Sampling, Translator
 from seq2seq.vocab import cut_at_eos, truncate_keeping_eos
 
 
@@ -54,15 +54,8 @@ class CTranslate2Translator:
 
   def settings(self, beam_size: int | None = None, alpha: float | None = None,
                batch_size: int | None = None) -> DecodeConfig:
-    c = self.decode_cfg
-    c = dataclasses.replace(c, beam_size=c.beam_size if beam_size is None else beam_size,
-                            alpha=c.alpha if alpha is None else float(alpha),
-                            batch_size=batch_size or c.batch_size)
-    if c.beam_size < 1:
-      raise ValueError(f"beam size must be at least 1 (1 = greedy), got {c.beam_size}")
-    if c.batch_size < 1:
-      raise ValueError(f"batch size must be at least 1, got {c.batch_size}")
-    return c
+    """The export's search settings with the given ones in their place (as the JAX engine)."""
+    return Translator.settings(self, beam_size, alpha, batch_size)
 
   def encode(self, texts: Sequence[str]) -> list[list[str]]:
     """Source pieces of each text, EOS excluded (CTranslate2 appends it), truncated to the
