@@ -27,7 +27,7 @@ import numpy as np
 from seq2seq import export
 from seq2seq.config import DecodeConfig
 from seq2seq.input_pipeline import encode_texts
-from seq2seq.translator import Hypothesis, PairScore, Sampling, Translator
+from seq2seq.outputs import Hypothesis, PairScore, Sampling, resolve_settings
 from seq2seq.vocab import cut_at_eos, truncate_keeping_eos
 
 
@@ -55,7 +55,7 @@ class CTranslate2Translator:
   def settings(self, beam_size: int | None = None, alpha: float | None = None,
                batch_size: int | None = None) -> DecodeConfig:
     """The export's search settings with the given ones in their place (as the JAX engine)."""
-    return Translator.settings(self, beam_size, alpha, batch_size)
+    return resolve_settings(self.decode_cfg, beam_size, alpha, batch_size)
 
   def encode(self, texts: Sequence[str]) -> list[list[str]]:
     """Source pieces of each text, EOS excluded (CTranslate2 appends it), truncated to the

@@ -26,17 +26,11 @@ from seq2seq import checkpoint, decode
 from seq2seq.config import Config, DataConfig, DecodeConfig, ModelConfig
 from seq2seq.input_pipeline import LengthBuckets, decode_line, encode_texts, pad_batch, split_lines
 from seq2seq.model import Model, shift_right
+from seq2seq.outputs import Hypothesis, PairScore, Sampling, resolve_settings
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, cut_at_eos, truncate_keeping_eos
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass
-class Hypothesis:
-  text: str
-  score: float
-  ids: list[int]
 
 
 def output_limits(src_BS: jnp.ndarray, max_len_a: float, max_len_b: int, max_steps: int
@@ -50,17 +44,6 @@ def output_limits(src_BS: jnp.ndarray, max_len_a: float, max_len_b: int, max_ste
 def max_steps_for(src_len: int, max_len_a: float, max_len_b: int, model_max_len: int) -> int:
   """Static step count for a batch padded to `src_len` (so one compile per bucket)."""
   return int(min(model_max_len, max(1, int(max_len_a * src_len + max_len_b))))
-
-
-@dataclasses.dataclass(frozen=True)
-class Sampling:
-  """Random sampling instead of search: temperature, top-k (0 = off), top-p (1 = off), and
-  the seed; the key of input i is fold_in(PRNGKey(seed), i)."""
-
-  temperature: float = 1.0
-  top_k: int = 0
-  top_p: float = 1.0
-  seed: int = 0
 
 
 def ensemble_step(models: Sequence[Model], params: Sequence, sources: Sequence):
@@ -113,19 +96,6 @@ def search(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray, *,
     return seqs_BT[:, None], logprob_B[:, None]
   return decode.beam_search(step, cache, max_len_B, max_steps, beam_size, alpha, **ids,
                             prefix_BP=prefix_BP)
-
-
-@dataclasses.dataclass(frozen=True)
-class PairScore:
-  """Forced-decoding score of a target given its source."""
-
-  logprob: float  # sum of the log-probabilities of the target's pieces and its EOS
-  tokens: int  # pieces scored: the target's pieces + EOS
-
-  @property
-  def per_token(self) -> float:
-    """Length normalisation: logprob / tokens (the mean log-probability per piece)."""
-    return self.logprob / self.tokens
 
 
 def forced_logprob(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray,
@@ -228,16 +198,8 @@ class Translator:
   def settings(self, beam_size: int | None = None, alpha: float | None = None,
                batch_size: int | None = None) -> DecodeConfig:
     """The run's decoding settings with the given ones in their place (None keeps the
-    run's); the one place where defaults are resolved and checked."""
-    c = self.decode_cfg
-    c = dataclasses.replace(c, beam_size=c.beam_size if beam_size is None else beam_size,
-                            alpha=c.alpha if alpha is None else float(alpha),
-                            batch_size=batch_size or c.batch_size)
-    if c.beam_size < 1:
-      raise ValueError(f"beam size must be at least 1 (1 = greedy), got {c.beam_size}")
-    if c.batch_size < 1:
-      raise ValueError(f"batch size must be at least 1, got {c.batch_size}")
-    return c
+    run's)."""
+    return resolve_settings(self.decode_cfg, beam_size, alpha, batch_size)
 
   def encode(self, texts: Sequence[str], line_numbers: Sequence[int] | None = None
              ) -> list[np.ndarray]:

@@ -127,3 +127,14 @@ def test_a_run_directory_is_not_an_export(trained_run, tmp_path):
   assert proc.returncode != 0 and b"seq2seq-export" in proc.stderr
   with pytest.raises(ValueError, match="ensembles need the JAX engine"):
     Translator.load([trained_run, trained_run], engine="ctranslate2")
+
+
+def test_evaluate_scores_an_export_like_its_run(trained_run, exported):
+  args = ("--src", SAMPLE / "test.en", "--ref", SAMPLE / "test.de", "--beam", "1")
+  jax_run = run_cli("evaluate.py", "--workdir", trained_run, *args)
+  ct2_run = run_cli("evaluate.py", "--engine", "ctranslate2", "--workdir", exported["float32"],
+                    *args)
+  last_json = lambda proc: json.loads(proc.stdout.decode().strip().splitlines()[-1])
+  a, b = last_json(jax_run), last_json(ct2_run)
+  assert b["engine"] == "ctranslate2" and b["bleu"] == pytest.approx(a["bleu"], abs=0.5)
+  assert not (exported["float32"] / "evaluations.jsonl").exists()  # an export is not a run

@@ -1,0 +1,54 @@
+"""What a translation engine takes and gives back, shared by the JAX `Translator` and the
+CTranslate2 engine: search settings, sampling settings, hypotheses and forced scores.
+Imports only the config."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from seq2seq.config import DecodeConfig
+
+
+@dataclasses.dataclass
+class Hypothesis:
+  text: str
+  score: float
+  ids: list[int]
+
+
+@dataclasses.dataclass(frozen=True)
+class Sampling:
+  """Random sampling instead of search: temperature, top-k (0 = off), top-p (1 = off), and
+  the seed; the key of input i is fold_in(PRNGKey(seed), i)."""
+
+  temperature: float = 1.0
+  top_k: int = 0
+  top_p: float = 1.0
+  seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class PairScore:
+  """Forced-decoding score of a target given its source."""
+
+  logprob: float  # sum of the log-probabilities of the target's pieces and its EOS
+  tokens: int  # pieces scored: the target's pieces + EOS
+
+  @property
+  def per_token(self) -> float:
+    """Length normalisation: logprob / tokens (the mean log-probability per piece)."""
+    return self.logprob / self.tokens
+
+
+def resolve_settings(c: DecodeConfig, beam_size: int | None = None, alpha: float | None = None,
+                     batch_size: int | None = None) -> DecodeConfig:
+  """The saved decoding settings with the given ones in their place (None keeps the
+  saved one); the one place where defaults are resolved and checked."""
+  c = dataclasses.replace(c, beam_size=c.beam_size if beam_size is None else beam_size,
+                          alpha=c.alpha if alpha is None else float(alpha),
+                          batch_size=batch_size or c.batch_size)
+  if c.beam_size < 1:
+    raise ValueError(f"beam size must be at least 1 (1 = greedy), got {c.beam_size}")
+  if c.batch_size < 1:
+    raise ValueError(f"batch size must be at least 1, got {c.batch_size}")
+  return c
