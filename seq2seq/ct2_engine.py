@@ -27,7 +27,7 @@ import numpy as np
 from seq2seq import export
 from seq2seq.config import DecodeConfig
 from seq2seq.input_pipeline import encode_texts
-from seq2seq.outputs import Hypothesis, PairScore, Sampling, resolve_settings
+from seq2seq.outputs import Hypothesis, PairScore, Sampling, check_request, pick, resolve_settings
 from seq2seq.vocab import cut_at_eos, truncate_keeping_eos
 
 
@@ -80,12 +80,8 @@ class CTranslate2Translator:
       return self.translate([texts], beam_size, alpha, nbest, batch_size, sampling,
                             prefixes=None if prefixes is None else [prefixes])[0]
     texts = list(texts)
-    if prefixes is not None and len(prefixes) != len(texts):
-      raise ValueError(f"{len(texts)} texts but {len(prefixes)} prefixes")
     c = self.settings(beam_size, alpha, batch_size)
-    if nbest < 0 or (nbest > c.beam_size and sampling is None):
-      raise ValueError(f"nbest={nbest} needs a beam of at least {nbest} hypotheses "
-                       f"(beam size {c.beam_size}); raise the beam size or lower nbest")
+    check_request(texts, prefixes, c, nbest, sampling)
     hyps: list[list[Hypothesis]] = [[Hypothesis("", 0.0, [])] for _ in texts]
     nonempty = [i for i, t in enumerate(texts) if t.strip()]
     if nonempty:
@@ -110,9 +106,7 @@ class CTranslate2Translator:
       for i, options_i in zip(nonempty, found):
         hyps[i] = [Hypothesis(self.detokenize(ids), float(score), cut_at_eos(ids))
                    for ids, score in options_i]
-    if nbest:
-      return [h[:nbest] for h in hyps]
-    return [h[0].text for h in hyps]
+    return pick(hyps, nbest)
 
   def _sample(self, sources, target_prefix, sampling: Sampling, draws: int, options):
     """`draws` samples per source (seeds seed .. seed + draws - 1), best first."""

@@ -52,3 +52,19 @@ def resolve_settings(c: DecodeConfig, beam_size: int | None = None, alpha: float
   if c.batch_size < 1:
     raise ValueError(f"batch size must be at least 1, got {c.batch_size}")
   return c
+
+
+def check_request(texts: list, prefixes, c: DecodeConfig, nbest: int, sampling) -> None:
+  """Refuses a translate() call whose prefixes or n-best do not fit its texts and beam."""
+  if prefixes is not None and len(prefixes) != len(texts):
+    raise ValueError(f"{len(texts)} texts but {len(prefixes)} prefixes")
+  if nbest < 0 or (nbest > c.beam_size and sampling is None):
+    raise ValueError(f"nbest={nbest} needs a beam of at least {nbest} hypotheses "
+                     f"(beam size {c.beam_size}); raise the beam size or lower nbest")
+
+
+def pick(hyps: list[list[Hypothesis]], nbest: int) -> list:
+  """translate()'s answer: N hypotheses per text with `nbest=N`, else the best text."""
+  if nbest:
+    return [h[:nbest] for h in hyps]
+  return [h[0].text for h in hyps]

@@ -26,7 +26,7 @@ from seq2seq import checkpoint, decode
 from seq2seq.config import Config, DataConfig, DecodeConfig, ModelConfig
 from seq2seq.input_pipeline import LengthBuckets, decode_line, encode_texts, pad_batch, split_lines
 from seq2seq.model import Model, shift_right
-from seq2seq.outputs import Hypothesis, PairScore, Sampling, resolve_settings
+from seq2seq.outputs import Hypothesis, PairScore, Sampling, check_request, pick, resolve_settings
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, cut_at_eos, truncate_keeping_eos
 
@@ -298,12 +298,8 @@ class Translator:
       return self.translate([texts], beam_size, alpha, nbest, batch_size, sampling,
                             first_index, None if prefixes is None else [prefixes])[0]
     texts = list(texts)
-    if prefixes is not None and len(prefixes) != len(texts):
-      raise ValueError(f"{len(texts)} texts but {len(prefixes)} prefixes")
     c = self.settings(beam_size, alpha, batch_size)
-    if nbest < 0 or (nbest > c.beam_size and sampling is None):
-      raise ValueError(f"nbest={nbest} needs a beam of at least {nbest} hypotheses "
-                       f"(beam size {c.beam_size}); raise the beam size or lower nbest")
+    check_request(texts, prefixes, c, nbest, sampling)
     nonempty = [i for i, t in enumerate(texts) if t.strip()]
     ids = self.encode([texts[i] for i in nonempty], [i + 1 for i in nonempty]) if nonempty else []
     prefix_ids = None if prefixes is None else self.encode_prefixes(prefixes, nonempty)
@@ -321,9 +317,7 @@ class Translator:
     for i, options in zip(nonempty, found):
       hyps[i] = [Hypothesis(self.detokenize(seq), score, cut_at_eos(seq))
                  for seq, score in options]
-    if nbest:
-      return [h[:nbest] for h in hyps]
-    return [h[0].text for h in hyps]
+    return pick(hyps, nbest)
 
   def encode_prefixes(self, prefixes: Sequence[str], rows: Sequence[int]) -> list[np.ndarray]:
     """Pieces (no EOS) of the forced prefixes of texts `rows`; a prefix must leave room."""
