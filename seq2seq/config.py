@@ -92,7 +92,7 @@ class DataConfig:
   spm_model: str = ""
   spm_max_sentences: int = 2_000_000  # sentences sampled to train SentencePiece
   max_train_len: int = 100  # longer training pairs (pieces, EOS included) are dropped
-  max_tokens: int = 4096  # token budget of one training batch (padded rows x length)
+  max_tokens: int = 4096  # token budget of one global training batch (padded rows x length), all devices together
   # Padded lengths of training batches: one compiled shape each. Fine steps where
   # Multi30k sentences are (10-30 pieces) keep padding near 14 %.
   bucket_boundaries: tuple[int, ...] = (8, 10, 12, 14, 16, 18, 20, 22, 24, 28, 32, 40, 48,

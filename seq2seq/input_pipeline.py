@@ -15,10 +15,11 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
-import io
+import itertools
 import logging
 import os
 import queue
+import shutil
 import threading
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -28,7 +29,6 @@ import jax
 import numpy as np
 
 from seq2seq.config import DataConfig
-from seq2seq.runtime import write_atomic
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.vocab import EOS_ID, PAD_ID, truncate_keeping_eos
 
@@ -43,20 +43,41 @@ class DataError(ValueError):
 # ------------------------------------------------------------------------------ reading
 
 
-def read_lines(path: str | os.PathLike) -> list[str]:
-  """Lines of a UTF-8 text file, plain or gzipped, without their line endings.
+def _open_binary(path: Path):
+  try:
+    return (gzip.open if path.suffix == ".gz" else open)(path, "rb")
+  except OSError as e:
+    raise DataError(f"{path}: cannot read: {e}") from e
+
+
+def iter_lines(path: str | os.PathLike, strict: bool = True) -> Iterator[str]:
+  """Lines of a UTF-8 text file, plain or gzipped, without their line endings, streamed.
 
   Only '\\n' ends a line (str.splitlines would also split on U+2028 and friends and
   misalign a parallel corpus). Invalid UTF-8 is an error naming the file and line.
   """
   path = Path(path)
-  opener = gzip.open if path.suffix == ".gz" else open
-  try:
-    with opener(path, "rb") as f:
-      raw = f.read()
-  except (OSError, EOFError) as e:
-    raise DataError(f"{path}: cannot read: {e}") from e
-  return split_lines(raw, f"{path},", strict=True)
+  with _open_binary(path) as f:
+    try:
+      for number, raw in enumerate(f, 1):
+        yield decode_line(raw[:-1] if raw.endswith(b"\n") else raw, f"{path},", number, strict)
+    except (OSError, EOFError) as e:
+      raise DataError(f"{path}: cannot read: {e}") from e
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+  """All lines of a UTF-8 text file (plain or gzipped); see `iter_lines`."""
+  return list(iter_lines(path))
+
+
+def count_lines(path: str | os.PathLike) -> int:
+  """Lines of a text file (plain or gzipped), counted without decoding or holding it."""
+  path = Path(path)
+  count, last = 0, b"\n"
+  with _open_binary(path) as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      count, last = count + block.count(b"\n"), block[-1:]
+  return count + (last != b"\n")
 
 
 def split_lines(raw: bytes, name: str, strict: bool = True) -> list[str]:
@@ -95,14 +116,48 @@ def find_split_file(directory: str | os.PathLike, split: str, lang: str) -> Path
                   f"(or .gz); {directory} holds: {', '.join(available) or 'nothing'}")
 
 
+def _parallel_lines(src_path: str, tgt_path: str, signature: str) -> Iterator[dict]:
+  """Aligned pairs of two files, streamed; a length mismatch names both files and counts.
+  (`signature`, the files' sizes and times, only makes the `datasets` cache key change
+  when a file does.)"""
+  del signature
+  src_lines, tgt_lines = iter_lines(src_path), iter_lines(tgt_path)
+  count = 0
+  for count, (src, tgt) in enumerate(itertools.zip_longest(src_lines, tgt_lines), 1):
+    if src is None or tgt is None:
+      rest = 1 + sum(1 for _ in (src_lines if tgt is None else tgt_lines))
+      n_src, n_tgt = (count - 1 + rest, count - 1) if tgt is None else (count - 1, count - 1 + rest)
+      raise DataError(f"{src_path} has {n_src} lines but {tgt_path} has {n_tgt}; "
+                      "parallel files must be aligned line by line")
+    yield {"src": src, "tgt": tgt}
+
+
 def _local_split(cfg: DataConfig, split: str) -> datasets.Dataset:
+  """A split of local files as an on-disk (memory-mapped) Arrow data set, written by one
+  streaming pass through `datasets`' cache, so a corpus of millions of lines is never
+  held in memory."""
   src_path = find_split_file(cfg.dir, split, cfg.src_lang)
   tgt_path = find_split_file(cfg.dir, split, cfg.tgt_lang)
-  src, tgt = read_lines(src_path), read_lines(tgt_path)
-  if len(src) != len(tgt):
-    raise DataError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; "
-                    "parallel files must be aligned line by line")
-  return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
+  signature = ";".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
+                       for p in (src_path, tgt_path))
+  features = datasets.Features({"src": datasets.Value("string"),
+                                "tgt": datasets.Value("string")})
+  try:
+    return datasets.Dataset.from_generator(
+        _parallel_lines, features=features,
+        gen_kwargs={"src_path": str(src_path), "tgt_path": str(tgt_path),
+                    "signature": signature})
+  except datasets.exceptions.DatasetGenerationError as e:
+    cause = e.__cause__
+    while cause is not None and not isinstance(cause, DataError):
+      cause = cause.__cause__
+    if cause is not None:
+      raise cause from None
+    raise DataError(f"cannot read {src_path} and {tgt_path}: {e}") from e
+  except ValueError as e:  # `datasets` refuses to build a table of no rows
+    if "corresponds to no data" in str(e):
+      raise DataError(f"split {split!r} of {cfg.dir} is empty") from None
+    raise
 
 
 def _field(example: dict, dotted: str):
@@ -173,7 +228,8 @@ def corpus_id(cfg: DataConfig, split: str, vocab_size: int) -> str:
 
 def drop_empty(ds: datasets.Dataset) -> datasets.Dataset:
   """Drops pairs where either side is empty or whitespace, logging how many."""
-  keep = ds.filter(lambda ex: bool(ex["src"].strip()) and bool(ex["tgt"].strip()))
+  keep = ds.filter(lambda b: [bool(s.strip()) and bool(t.strip())
+                              for s, t in zip(b["src"], b["tgt"])], batched=True)
   if len(keep) < len(ds):
     log.warning("dropped %d empty or whitespace-only pairs of %d", len(ds) - len(keep), len(ds))
   if len(keep) == 0:
@@ -184,48 +240,116 @@ def drop_empty(ds: datasets.Dataset) -> datasets.Dataset:
 # ----------------------------------------------------------------------------- encoding
 
 
+class Ragged:
+  """Variable-length id sequences stored as one flat int32 array and offsets: sequence i
+  is `flat[offsets[i]:offsets[i + 1]]`. Loaded from a cache, both are memory-mapped, so a
+  corpus of millions of pairs costs memory only for the pages a batch reads (the layout
+  of fairseq's indexed data sets)."""
+
+  def __init__(self, flat: np.ndarray, offsets: np.ndarray):
+    self.flat, self.offsets = flat, offsets
+
+  @classmethod
+  def from_list(cls, seqs: Sequence[Sequence[int]]) -> "Ragged":
+    offsets = np.zeros(len(seqs) + 1, np.int64)
+    np.cumsum([len(x) for x in seqs], out=offsets[1:])
+    flat = np.concatenate(seqs).astype(np.int32) if len(seqs) else np.zeros(0, np.int32)
+    return cls(flat, offsets)
+
+  def __len__(self) -> int:
+    return len(self.offsets) - 1
+
+  def __getitem__(self, i):
+    if isinstance(i, slice):
+      return [self[j] for j in range(*i.indices(len(self)))]
+    i = int(i)
+    if not -len(self) <= i < len(self):
+      raise IndexError(f"sequence {i} of {len(self)}")
+    i %= len(self)
+    return self.flat[self.offsets[i]:self.offsets[i + 1]]
+
+  def __iter__(self) -> Iterator[np.ndarray]:
+    return (self[i] for i in range(len(self)))
+
+  def lengths(self) -> np.ndarray:
+    return np.diff(self.offsets)
+
+
 @dataclasses.dataclass
 class EncodedCorpus:
   """Token ids (EOS appended) of aligned source and target sentences."""
 
-  src: list[np.ndarray]
-  tgt: list[np.ndarray]
+  src: Ragged
+  tgt: Ragged
 
   def __len__(self):
     return len(self.src)
 
   def lengths(self) -> tuple[np.ndarray, np.ndarray]:
-    return (np.array([len(x) for x in self.src]), np.array([len(x) for x in self.tgt]))
-
-
-def _pack(seqs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-  offsets = np.cumsum([0] + [len(s) for s in seqs])
-  flat = np.concatenate(seqs) if seqs else np.zeros(0, np.int32)
-  return flat.astype(np.int32), offsets
-
-
-def _unpack(flat: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
-  return [flat[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
+    return self.src.lengths(), self.tgt.lengths()
 
 
 def encode_texts(tok: Tokenizer, texts: Sequence[str]) -> list[np.ndarray]:
   return [np.array(ids + [EOS_ID], np.int32) for ids in tok.encode(texts)]
 
 
+ENCODE_BATCH = 20_000  # sentences per SentencePiece call while streaming a corpus
+
+
 def encode_dataset(tok: Tokenizer, ds: datasets.Dataset, cache_path: Path | None = None
                    ) -> EncodedCorpus:
-  """Encodes both columns once; with `cache_path`, reuses (or writes) a .npz cache."""
-  if cache_path is not None and cache_path.exists():
-    with np.load(cache_path) as z:
-      return EncodedCorpus(_unpack(z["src"], z["src_off"]), _unpack(z["tgt"], z["tgt_off"]))
-  corpus = EncodedCorpus(encode_texts(tok, ds["src"]), encode_texts(tok, ds["tgt"]))
-  if cache_path is not None:
-    cache_path.parent.mkdir(parents=True, exist_ok=True)
-    (src, src_off), (tgt, tgt_off) = _pack(corpus.src), _pack(corpus.tgt)
-    buffer = io.BytesIO()
-    np.savez(buffer, src=src, src_off=src_off, tgt=tgt, tgt_off=tgt_off)
-    write_atomic(cache_path, buffer.getvalue())
-  return corpus
+  """Encodes both columns in one streaming pass over the data set.
+
+  With `cache_path` (a directory), the ids are written there once (`src.ids`,
+  `src.offsets.npy`, the same for tgt; written to a temporary sibling and renamed when
+  complete) and every later call, a resumed run or another process of a cluster,
+  memory-maps them without a tokenizer or the text. Without it, the corpus is encoded in
+  memory.
+  """
+  if cache_path is not None and cache_path.is_dir():
+    return EncodedCorpus(*(_load_ragged(cache_path, side) for side in ("src", "tgt")))
+  if cache_path is None:
+    return EncodedCorpus(Ragged.from_list(encode_texts(tok, ds["src"])),
+                         Ragged.from_list(encode_texts(tok, ds["tgt"])))
+  tmp = cache_path.with_name(f"{cache_path.name}.tmp{os.getpid()}")
+  tmp.mkdir(parents=True, exist_ok=True)
+  lengths: dict[str, list[np.ndarray]] = {"src": [], "tgt": []}
+  with open(tmp / "src.ids", "wb") as src_file, open(tmp / "tgt.ids", "wb") as tgt_file:
+    files = {"src": src_file, "tgt": tgt_file}
+    for batch in ds.iter(batch_size=ENCODE_BATCH):
+      for side, f in files.items():
+        ids = encode_texts(tok, batch[side])
+        lengths[side].append(np.array([len(x) for x in ids], np.int64))
+        f.write(np.concatenate(ids).astype("<i4").tobytes())
+  for side, parts in lengths.items():
+    offsets = np.zeros(sum(len(x) for x in parts) + 1, np.int64)
+    np.cumsum(np.concatenate(parts), out=offsets[1:])
+    np.save(tmp / f"{side}.offsets.npy", offsets)
+  try:
+    os.replace(tmp, cache_path)
+  except OSError:  # another process finished the same cache first
+    shutil.rmtree(tmp, ignore_errors=True)
+  return encode_dataset(tok, ds, cache_path)
+
+
+def _load_ragged(directory: Path, side: str) -> Ragged:
+  offsets = np.load(directory / f"{side}.offsets.npy", mmap_mode="r")
+  path = directory / f"{side}.ids"
+  if path.stat().st_size != 4 * int(offsets[-1]):
+    raise DataError(f"{path} holds {path.stat().st_size // 4} ids but its offsets expect "
+                    f"{int(offsets[-1])}: a damaged cache; delete {directory} to re-encode")
+  flat = np.memmap(path, dtype="<i4", mode="r") if offsets[-1] else np.zeros(0, np.int32)
+  return Ragged(flat, offsets)
+
+
+def tokenizer_sample(ds: datasets.Dataset, max_sentences: int, seed: int) -> list[str]:
+  """The sentences SentencePiece trains on: both sides of every pair, or of
+  `max_sentences // 2` pairs drawn uniformly from the whole corpus (not its head)."""
+  pairs = max(max_sentences // 2, 1)
+  if len(ds) > pairs:
+    rows = np.sort(np.random.default_rng([seed, 7]).choice(len(ds), pairs, replace=False))
+    ds = ds.select(rows)
+  return list(ds["src"]) + list(ds["tgt"])
 
 
 # ----------------------------------------------------------------------------- batching
@@ -323,7 +447,8 @@ class TrainBatches:
     self.num_pairs = int(keep.sum())
     self.kept = np.flatnonzero(keep)
     self.lengths = LengthBuckets.from_config(cfg, cfg.max_train_len)
-    bucket_of = np.array([self.lengths.length_for(int(n)) for n in longest])
+    bounds = np.array(self.lengths.boundaries)
+    bucket_of = bounds[np.minimum(np.searchsorted(bounds, longest), len(bounds) - 1)]
     self.buckets = {int(b): np.flatnonzero(keep & (bucket_of == b))
                     for b in self.lengths.boundaries}
     self.buckets = {b: idx for b, idx in self.buckets.items() if len(idx)}
@@ -368,21 +493,27 @@ class TrainBatches:
     per_batch = rows_for(length, self.cfg.max_tokens, self.num_devices)
     return [[np.array(r) for r in rows[i:i + per_batch]] for i in range(0, len(rows), per_batch)]
 
-  def make_batch(self, idx) -> Batch:
+  def make_batch(self, idx, part: int = 0, parts: int = 1) -> Batch:
+    """The batch of `idx` (an entry of `epoch_batches`), or with `parts` > 1 only its rows
+    [part * R / parts, (part + 1) * R / parts) of its R rows: the share of one process of
+    a cluster, which builds nothing of the other processes' rows."""
     if self.cfg.pack_length:
-      return self._packed_batch(idx)
-    src = [self.corpus.src[i] for i in idx]
-    tgt = [self.corpus.tgt[i] for i in idx]
-    length = self.lengths.length_for(max(max(len(x), len(y)) for x, y in zip(src, tgt)))
-    return pad_batch(src, tgt, rows_for(length, self.cfg.max_tokens, self.num_devices),
-                     length, length)
+      return self._packed_batch(idx, part, parts)
+    length = self.lengths.length_for(int(max(self.src_len[idx].max(), self.tgt_len[idx].max())))
+    rows = rows_for(length, self.cfg.max_tokens, self.num_devices)
+    mine = slice(*_share(rows, part, parts))
+    src = [self.corpus.src[i] for i in idx[mine]]
+    tgt = [self.corpus.tgt[i] for i in idx[mine]]
+    return pad_batch(src, tgt, rows // parts, length, length)
 
-  def _packed_batch(self, rows: list[np.ndarray]) -> Batch:
+  def _packed_batch(self, rows: list[np.ndarray], part: int = 0, parts: int = 1) -> Batch:
     """Every packed batch has the same shape `[rows_for(L), L]` (empty rows at the end)."""
     length = self.cfg.pack_length
     n = rows_for(length, self.cfg.max_tokens, self.num_devices)
-    src, tgt, src_seg, tgt_seg = (np.full((n, length), PAD_ID, np.int32) for _ in range(4))
-    for r, pairs in enumerate(rows):
+    first, last = _share(n, part, parts)
+    src, tgt, src_seg, tgt_seg = (np.full((last - first, length), PAD_ID, np.int32)
+                                  for _ in range(4))
+    for r, pairs in enumerate(rows[first:last]):
       s_at = t_at = 0
       for k, i in enumerate(pairs, start=1):
         x, y = self.corpus.src[i], self.corpus.tgt[i]
@@ -391,13 +522,22 @@ class TrainBatches:
         s_at, t_at = s_at + len(x), t_at + len(y)
     return Batch(src, tgt, src_seg, tgt_seg)
 
-  def iterate(self, epoch: int = 0, index: int = 0) -> Iterator[tuple[int, int, Batch]]:
-    """Yields (epoch, index of the next batch, batch) forever, from the given position."""
+  def iterate(self, epoch: int = 0, index: int = 0, part: int = 0, parts: int = 1
+              ) -> Iterator[tuple[int, int, Batch]]:
+    """Yields (epoch, index of the next batch, batch) forever, from the given position;
+    with `parts` > 1, each batch holds only the rows of `part` (see `make_batch`)."""
     while True:
       order = self.epoch_batches(epoch)
       for i in range(index, len(order)):
-        yield epoch, i + 1, self.make_batch(order[i])
+        yield epoch, i + 1, self.make_batch(order[i], part, parts)
       epoch, index = epoch + 1, 0
+
+
+def _share(rows: int, part: int, parts: int) -> tuple[int, int]:
+  """Rows [first, last) of `part` when `rows` are split evenly into `parts`."""
+  if rows % parts:
+    raise ValueError(f"{rows} batch rows cannot be split evenly over {parts} processes")
+  return part * rows // parts, (part + 1) * rows // parts
 
 
 def eval_batches(corpus: EncodedCorpus, rows: int, lengths: LengthBuckets, multiple: int = 1
@@ -412,6 +552,14 @@ def eval_batches(corpus: EncodedCorpus, rows: int, lengths: LengthBuckets, multi
     s_len = lengths.length_for(max(len(x) for x in src))
     t_len = lengths.length_for(max(len(y) for y in tgt))
     yield pad_batch(src, tgt, rows, s_len, t_len)
+
+
+def local_rows(batch: Batch, part: int, parts: int) -> Batch:
+  """Rows [part * B / parts, (part + 1) * B / parts) of a batch of B rows."""
+  if parts == 1:
+    return batch
+  first, last = _share(batch.src.shape[0], part, parts)
+  return jax.tree_util.tree_map(lambda x: x[first:last], batch)
 
 
 def padding_fraction(batches: Sequence[Batch]) -> float:

@@ -20,12 +20,14 @@ _SCALARS = ("loss", "accuracy", "lr", "grad_norm", "tgt_tokens_per_s", "bleu")
 
 class MetricsWriter:
   """Appends records to metrics.jsonl and, with `tensorboard=True`, to TensorBoard event
-  files in WORKDIR/tensorboard (tensorboardX: `pip install 'seq2seq-haiku[tensorboard]'`)."""
+  files in WORKDIR/tensorboard (tensorboardX: `pip install 'seq2seq-haiku[tensorboard]'`).
+  With `active=False` (every process of a cluster but the first) it writes nothing."""
 
-  def __init__(self, workdir: str | os.PathLike, tensorboard: bool = False):
+  def __init__(self, workdir: str | os.PathLike, tensorboard: bool = False,
+               active: bool = True):
     self.path = Path(workdir) / METRICS_FILE
-    self.tb = None
-    if tensorboard:
+    self.tb, self.active = None, active
+    if tensorboard and active:
       try:
         from tensorboardX import SummaryWriter
       except ImportError as e:
@@ -34,6 +36,8 @@ class MetricsWriter:
       self.tb = SummaryWriter(str(Path(workdir) / TENSORBOARD_DIR))
 
   def write(self, record: dict[str, Any]) -> None:
+    if not self.active:
+      return
     with open(self.path, "a") as f:
       f.write(json.dumps(record) + "\n")
     if self.tb is not None:

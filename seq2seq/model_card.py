@@ -32,7 +32,7 @@ def file_record(path: Path) -> dict[str, Any]:
   with open(path, "rb") as f:
     for block in iter(lambda: f.read(1 << 20), b""):
       h.update(block)
-  return {"file": str(path), "lines": len(input_pipeline.read_lines(path)),
+  return {"file": str(path), "lines": input_pipeline.count_lines(path),
           "bytes": path.stat().st_size, "sha256": h.hexdigest()}
 
 

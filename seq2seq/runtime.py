@@ -1,7 +1,7 @@
 """Process-wide setup shared by training, evaluation and translation.
 
-Logging, the persistent XLA compilation cache, quieting chatty libraries, joining a
-multi-process cluster, and atomic file writes. Nothing here imports training code, so
+Logging, the persistent XLA compilation cache, quieting chatty libraries, and atomic
+file writes. Nothing here imports training code, so
 every entry point (train, evaluate, translate, average) may import it.
 """
 
@@ -43,8 +43,8 @@ def setup_cli_logging() -> None:
   enable_compilation_cache()
 
 
-def setup_run_logging(workdir: Path) -> None:
-  """Log records with timestamps on stderr and in WORKDIR/train.log."""
+def setup_run_logging(workdir: Path, to_file: bool = True) -> None:
+  """Log records with timestamps on stderr and (`to_file`) in WORKDIR/train.log."""
   fmt = logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S")
   from absl import logging as absl_logging
   root = logging.getLogger()
@@ -58,16 +58,13 @@ def setup_run_logging(workdir: Path) -> None:
       root.removeHandler(h)
       if getattr(h, "_seq2seq", False):
         h.close()
-  for h in (logging.StreamHandler(sys.stderr), logging.FileHandler(workdir / "train.log")):
+  handlers = [logging.StreamHandler(sys.stderr)]
+  if to_file:
+    handlers.append(logging.FileHandler(workdir / "train.log"))
+  for h in handlers:
     h.setFormatter(fmt)
     h._seq2seq = True
     root.addHandler(h)
-
-
-def maybe_initialize_distributed() -> None:
-  """Multi-host: join the cluster when the environment describes one."""
-  if os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("SLURM_NTASKS", "1") != "1":
-    jax.distributed.initialize()
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:

@@ -13,6 +13,7 @@ as one that was not.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -30,7 +31,16 @@ import sacrebleu
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from seq2seq import checkpoint, input_pipeline, metrics, model_card, presets, runtime, tokenizer
+from seq2seq import (
+  checkpoint,
+  distributed,
+  input_pipeline,
+  metrics,
+  model_card,
+  presets,
+  runtime,
+  tokenizer,
+)
 from seq2seq.config import Config, TrainConfig
 from seq2seq.model import Model, shift_right
 from seq2seq.translator import Translator
@@ -96,7 +106,8 @@ def loss_sums(logits_BTV: jnp.ndarray, labels_BT: jnp.ndarray, smoothing: float
 
 
 class Steps:
-  """Jitted training and evaluation steps, data-parallel over a 1-D "data" mesh.
+  """Jitted training and evaluation steps, data-parallel over a 1-D "data" mesh of every
+  device of every process (`jax.devices()`).
 
   One update sees `train.grad_accum_steps` micro-batches. Their gradients of the summed
   loss are added up and divided by their total target tokens, so an update over k
@@ -130,15 +141,17 @@ class Steps:
     return jax.device_put(state, self.replicated)
 
   def put_batch(self, batch: input_pipeline.Batch) -> input_pipeline.Batch:
-    """Host batch -> device arrays with rows split across the mesh, in one call."""
-    return jax.device_put(batch, self.batch_sharding)
+    """This process's rows of a global batch (all of it with one process) -> global
+    device arrays with rows split across the mesh."""
+    rows = batch.src.shape[0] * jax.process_count()
+    return distributed.global_batch(batch, self.batch_sharding, rows)
 
   def update(self, state: TrainState, batches: list[input_pipeline.Batch]):
     """One optimiser update over the micro-batches `batches` (host batches)."""
     if len(batches) == 1:
       return self.train_step(state, self.put_batch(batches[0]))
-    acc = (jax.tree_util.tree_map(jnp.zeros_like, state.params),
-           {k: jnp.zeros((), jnp.float32) for k in SUM_KEYS})
+    acc = jax.device_put((jax.tree_util.tree_map(np.zeros_like, jax.device_get(state.params)),
+                          {k: np.zeros((), np.float32) for k in SUM_KEYS}), self.replicated)
     for micro, batch in enumerate(batches):
       acc = self._grads(acc, state.params, self.put_batch(batch), state.step, micro)
     return self._apply(state, *acc)
@@ -191,9 +204,14 @@ def cache_dir(cfg: Config, workdir: Path) -> Path:
 
 
 def prepare_data(cfg: Config, workdir: Path):
-  """Tokenizer (trained or reused) and the encoded training and validation corpora."""
+  """Tokenizer (trained or reused) and the encoded training and validation corpora.
+
+  The training text is read only when the tokenizer or the encoded ids are not cached
+  yet: a resumed run, or a process that joins after process 0 prepared the data, maps
+  the ids from the run's cache."""
   vocab_size = cfg.model.vocab_size
-  train_ds = input_pipeline.drop_empty(input_pipeline.load_split(cfg.data, cfg.data.train_split))
+  train_ds = functools.cache(lambda: input_pipeline.drop_empty(
+      input_pipeline.load_split(cfg.data, cfg.data.train_split)))
   corpus = input_pipeline.corpus_id(cfg.data, cfg.data.train_split, vocab_size)
   given = cfg.data.spm_model
   if cfg.train.init_from:
@@ -203,18 +221,21 @@ def prepare_data(cfg: Config, workdir: Path):
           f"data.spm_model={cfg.data.spm_model} differs from the SentencePiece model of "
           f"train.init_from ({given}); a fine-tuned model keeps its source's vocabulary")
   tok = tokenizer.load_or_train(
-      workdir, corpus, lambda: list(train_ds["src"]) + list(train_ds["tgt"]),
+      workdir, corpus,
+      lambda: input_pipeline.tokenizer_sample(train_ds(), cfg.data.spm_max_sentences,
+                                              cfg.data.seed),
       vocab_size, cfg.data.spm_model_type, cfg.data.spm_max_sentences, given)
   if tok.vocab_size != vocab_size:
     raise tokenizer.TokenizerMismatchError(
         f"tokenizer has {tok.vocab_size} pieces but model.vocab_size={vocab_size}")
   cache = cache_dir(cfg, workdir)
-  train = input_pipeline.encode_dataset(
-      tok, train_ds, cache / f"{cfg.data.train_split}-{corpus}-{tok.fingerprint()}.npz")
+  train_ids = cache / f"{cfg.data.train_split}-{corpus}-{tok.fingerprint()}"
+  train = input_pipeline.encode_dataset(tok, None if train_ids.is_dir() else train_ds(),
+                                        train_ids)
   val_ds = input_pipeline.load_split(cfg.data, cfg.data.val_split)
   val_id = input_pipeline.corpus_id(cfg.data, cfg.data.val_split, vocab_size)
   val = input_pipeline.encode_dataset(
-      tok, val_ds, cache / f"{cfg.data.val_split}-{val_id}-{tok.fingerprint()}.npz")
+      tok, val_ds, cache / f"{cfg.data.val_split}-{val_id}-{tok.fingerprint()}")
   log.info("data: %d training pairs, %d validation pairs, %d pieces",
            len(train), len(val), tok.vocab_size)
   return tok, train, val, list(val_ds["tgt"])
@@ -269,7 +290,8 @@ def evaluate_loss(steps: Steps, params, corpus, lengths: input_pipeline.LengthBu
                   ) -> dict[str, float]:
   totals: dict[str, float] = {}
   for batch in input_pipeline.eval_batches(corpus, 64, lengths, steps.num_devices):
-    sums = jax.device_get(steps.eval_step(params, steps.put_batch(batch)))
+    mine = input_pipeline.local_rows(batch, jax.process_index(), jax.process_count())
+    sums = jax.device_get(steps.eval_step(params, steps.put_batch(mine)))
     for k, v in sums.items():
       totals[k] = totals.get(k, 0.0) + float(v)
   n = max(totals["tokens"], 1.0)
@@ -345,11 +367,18 @@ class Trainer:
 
   def __init__(self, cfg: Config, workdir: Path, devices=None):
     self.cfg, self.workdir = cfg, workdir
+    self.primary = distributed.is_primary()
     check_resumable(workdir, cfg)
     if cfg.train.init_from:
       check_fine_tune_source(cfg)
-    self.tok, self.train_corpus, self.val_corpus, self.val_refs = prepare_data(cfg, workdir)
-    checkpoint.save_config(workdir, cfg)
+    # Process 0 trains the tokenizer and encodes the corpus into the run's cache; the
+    # others wait for it, then load both from disk.
+    if self.primary:
+      self.tok, self.train_corpus, self.val_corpus, self.val_refs = prepare_data(cfg, workdir)
+      checkpoint.save_config(workdir, cfg)
+    distributed.barrier("seq2seq:data")
+    if not self.primary:
+      self.tok, self.train_corpus, self.val_corpus, self.val_refs = prepare_data(cfg, workdir)
     self.steps = Steps(cfg, Model(cfg.model), devices)
     self.state = self.steps.init_state()
     self.ckpt = checkpoint.Checkpointer(workdir, cfg.train.keep_checkpoints)
@@ -364,9 +393,10 @@ class Trainer:
       params, opt_state, meta = restored
       self.progress = Progress.from_meta(meta)
       self.state = jax.device_put(
-          TrainState(jnp.asarray(self.progress.step, jnp.int32), params, opt_state),
+          TrainState(np.asarray(self.progress.step, np.int32), params, opt_state),
           self.steps.replicated)
-      metrics.truncate_after(workdir, self.progress.step)
+      if self.primary:
+        metrics.truncate_after(workdir, self.progress.step)
       log.info("resumed from step %d (epoch %d, batch %d)", self.progress.step,
                self.progress.epoch, self.progress.batch_index)
     # Validation pads loss batches and decoding batches to the same lengths.
@@ -375,7 +405,7 @@ class Trainer:
                                  self.eval_lengths)
     n = cfg.train.eval_max_sentences or len(self.val_corpus)
     self.val_src, self.val_refs = self.val_corpus.src[:n], self.val_refs[:n]
-    self.writer = metrics.MetricsWriter(workdir, cfg.train.tensorboard)
+    self.writer = metrics.MetricsWriter(workdir, cfg.train.tensorboard, active=self.primary)
     self.started = time.time()
     self.window = Window()
 
@@ -403,8 +433,7 @@ class Trainer:
     t0 = time.time()
     p, params = self.progress, self.state.params
     scores = evaluate_loss(self.steps, params, self.val_corpus, self.eval_lengths)
-    found = self.translator.translate_ids(self.val_src, params=params, beam_size=1)
-    hyps = [self.translator.detokenize(h[0][0]) for h in found]
+    hyps = self.translate_validation(params)
     scores["bleu"] = bleu(hyps, self.val_refs)
     if self.writer.tb is not None:
       examples = range(min(self.cfg.train.tensorboard_examples, len(hyps)))
@@ -421,9 +450,24 @@ class Trainer:
     log.info("validation at step %d: loss %.3f, accuracy %.3f, BLEU %.2f%s (%.1fs)",
              p.step, scores["loss"], scores["accuracy"], scores["bleu"],
              " (new best)" if improved else "", time.time() - t0)
-    metrics.plot(self.workdir)
+    if self.primary:
+      metrics.plot(self.workdir)
     self.window.paused += time.time() - t0
     return scores
+
+  def translate_validation(self, params) -> list[str]:
+    """Greedy translations of the validation sources. With several processes, process p
+    decodes sentences p, p + P, p + 2P, ... on its own devices and all of them gather the
+    result, so every process computes the same BLEU and takes the same decisions."""
+    part, parts = jax.process_index(), jax.process_count()
+    mine = self.val_src[part::parts]
+    found = self.translator.translate_ids(mine, params=distributed.local_copy(params),
+                                          beam_size=1)
+    gathered = distributed.gather_texts([self.translator.detokenize(h[0][0]) for h in found])
+    hyps = [""] * len(self.val_src)
+    for p, texts in enumerate(gathered):
+      hyps[p::parts] = texts
+    return hyps
 
   def save(self) -> None:
     t0 = time.time()
@@ -439,7 +483,8 @@ class Trainer:
     if t.early_stopping_patience and p.evals_without_improvement >= t.early_stopping_patience:
       return (f"early stopping after {t.early_stopping_patience} validations without a "
               "new best BLEU")
-    if t.max_minutes and self.elapsed() >= t.max_minutes * 60:
+    # Clocks differ between processes: process 0's decides for all of them.
+    if t.max_minutes and distributed.agree(self.elapsed() >= t.max_minutes * 60):
       return f"time limit of {t.max_minutes} minutes"
     return None
 
@@ -447,7 +492,8 @@ class Trainer:
     t, p = self.cfg.train, self.progress
     batches = input_pipeline.TrainBatches(self.train_corpus, self.cfg.data,
                                           self.steps.num_devices)
-    stream = input_pipeline.prefetch(batches.iterate(p.epoch, p.batch_index))
+    stream = input_pipeline.prefetch(batches.iterate(p.epoch, p.batch_index,
+                                                     jax.process_index(), jax.process_count()))
     reason, first_step = self.stop_reason(), p.step
     if reason:
       log.info("nothing to do: %s", reason)
@@ -491,7 +537,7 @@ class Trainer:
                "elapsed_minutes": p.elapsed / 60}
     log.info("stopped at step %d (%s). Best validation BLEU %.2f at step %d: %s",
              p.step, reason, p.best_bleu, p.best_step, summary["best_checkpoint"])
-    if jax.process_index() == 0:
+    if self.primary:
       model_card.record_training(self.workdir, self.cfg, summary)
       model_card.write(self.workdir)
     return summary
@@ -508,7 +554,7 @@ def train(cfg: Config, workdir: str | os.PathLike, devices=None) -> dict[str, An
   workdir = Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   runtime.quiet_libraries()
-  runtime.setup_run_logging(workdir)
+  runtime.setup_run_logging(workdir, to_file=distributed.is_primary())
   runtime.enable_compilation_cache()
   return Trainer(cfg, workdir, devices).run()
 
@@ -529,6 +575,13 @@ def usage(prog: str) -> str:
       "  --config.SECTION.FIELD=VALUE",
       "             override one field, e.g. --config.train.max_steps=2000; overriding",
       "             data.dir or data.hub replaces the config's data source",
+      "",
+      "Multi-process training (one process per host or GPU; README.md, 'Scaling out'):",
+      "  --coordinator_address HOST:PORT  --num_processes N  --process_id I",
+      "             join a cluster of N processes on JAX's distributed runtime; without",
+      "             them, SLURM / Open MPI / Cloud TPU jobs are detected by JAX itself",
+      "  --local_device_ids 0,1",
+      "             the devices of this host that this process uses (default: all)",
       "",
       "Config sections, fields and their defaults (seq2seq/config.py explains each):",
   ]
@@ -571,6 +624,10 @@ def main(argv=None) -> None:
     sys.exit(0)
   config_flags.DEFINE_config_file("config", None, "preset name or config file", lock_config=True)
   flags.DEFINE_string("workdir", None, "run directory (created; re-running resumes)")
+  flags.DEFINE_string("coordinator_address", None, "HOST:PORT of process 0's coordinator")
+  flags.DEFINE_integer("num_processes", None, "processes in the cluster")
+  flags.DEFINE_integer("process_id", None, "this process's index in [0, num_processes)")
+  flags.DEFINE_list("local_device_ids", None, "this host's devices that this process uses")
   try:
     argv = _resolve_config_flag(argv)
     flags.FLAGS(argv)
@@ -588,7 +645,13 @@ def main(argv=None) -> None:
     print(f"{prog}: error: {message}", file=sys.stderr)
     sys.exit(2)
   runtime.quiet_libraries()
-  runtime.maybe_initialize_distributed()
+  f = flags.FLAGS
+  try:
+    distributed.initialize(f.coordinator_address, f.num_processes, f.process_id,
+                           [int(i) for i in f.local_device_ids] if f.local_device_ids else None)
+  except ValueError as e:
+    print(f"{prog}: error: {e}", file=sys.stderr)
+    sys.exit(2)
   try:
     summary = train(cfg, flags.FLAGS.workdir)
   except (input_pipeline.DataError, checkpoint.CheckpointError, tokenizer.TokenizerMismatchError,
@@ -596,4 +659,5 @@ def main(argv=None) -> None:
     logging.getLogger("seq2seq").error("%s", e)
     print(f"error: {e}", file=sys.stderr)
     sys.exit(1)
-  print(json.dumps(summary))
+  if distributed.is_primary():
+    print(json.dumps(summary))

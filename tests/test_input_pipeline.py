@@ -104,12 +104,55 @@ def multi30k(multi30k_dir, multi30k_tokenizer):
 def test_encoding_is_cached(multi30k, tmp_path):
   cfg, tok, corpus = multi30k
   ds = ip.load_split(cfg, "val")
-  path = tmp_path / "val.npz"
+  path = tmp_path / "val"
   first = ip.encode_dataset(tok, ds, path)
-  assert path.exists()
+  assert path.is_dir() and not list(tmp_path.glob("*.tmp*"))
   second = ip.encode_dataset(None, None, path)  # no tokenizer or text needed: from cache
-  assert all(np.array_equal(a, b) for a, b in zip(first.src + first.tgt, second.src + second.tgt))
+  in_memory = ip.encode_dataset(tok, ds)
+  assert len(first) == len(second) == len(in_memory) == len(ds)
+  for side in ("src", "tgt"):
+    assert isinstance(getattr(second, side).flat, np.memmap)  # memory-mapped, not loaded
+    for a, b, c in zip(getattr(first, side), getattr(second, side), getattr(in_memory, side),
+                       strict=True):
+      np.testing.assert_array_equal(a, b)
+      np.testing.assert_array_equal(a, c)
   assert all(x[-1] == EOS_ID for x in first.src)
+  np.testing.assert_array_equal(second.lengths()[0], [len(x) for x in in_memory.src])
+
+
+def test_encoding_streams_in_batches_and_a_damaged_cache_is_named(multi30k, tmp_path,
+                                                                   monkeypatch):
+  cfg, tok, _ = multi30k
+  ds = ip.load_split(cfg, "val")
+  monkeypatch.setattr(ip, "ENCODE_BATCH", 100)  # 1,014 pairs: 11 batches, one partial
+  streamed = ip.encode_dataset(tok, ds, tmp_path / "val")
+  whole = ip.encode_dataset(tok, ds)
+  np.testing.assert_array_equal(streamed.src.flat, whole.src.flat)
+  np.testing.assert_array_equal(streamed.tgt.offsets, whole.tgt.offsets)
+  ids = tmp_path / "val" / "tgt.ids"
+  ids.write_bytes(ids.read_bytes()[:-8])
+  with pytest.raises(ip.DataError, match=r"tgt\.ids holds .* ids but its offsets expect"):
+    ip.encode_dataset(None, None, tmp_path / "val")
+
+
+def test_tokenizer_sample_is_drawn_from_the_whole_corpus():
+  n = 1000
+  ds = datasets.Dataset.from_dict({"src": [f"s{i}" for i in range(n)],
+                                   "tgt": [f"t{i}" for i in range(n)]})
+  sample = ip.tokenizer_sample(ds, max_sentences=200, seed=0)
+  rows = sorted(int(x[1:]) for x in sample if x.startswith("s"))
+  assert len(sample) == 200 and len(rows) == 100 == len(set(rows))
+  assert max(rows) > n // 2 and min(rows) < n // 2  # not the head of the corpus
+  assert sample == ip.tokenizer_sample(ds, max_sentences=200, seed=0)
+  assert len(ip.tokenizer_sample(ds, max_sentences=10_000, seed=0)) == 2 * n
+
+
+def test_local_files_stream_to_an_on_disk_dataset(tmp_path):
+  write_corpus(tmp_path, "train", ["a", "b"], ["x", "y"])
+  ds = ip.load_split(DataConfig(dir=str(tmp_path)), "train")
+  assert ds.cache_files, "written to datasets' cache and memory-mapped, not held in memory"
+  write_corpus(tmp_path, "train", ["a", "b", "c"], ["x", "y", "z"])  # same path, new content
+  assert list(ip.load_split(DataConfig(dir=str(tmp_path)), "train")["src"]) == ["a", "b", "c"]
 
 
 def test_multi30k_epoch_has_few_shapes_and_little_padding(multi30k):
@@ -195,6 +238,29 @@ def test_batches_split_evenly_across_devices():
   for idx in batches.epoch_batches(0):
     b = batches.make_batch(idx)
     assert b.src.shape[0] % 2 == 0 and b.tgt.shape[0] % 2 == 0
+
+
+@pytest.mark.parametrize("pack_length", [0, 48])
+def test_each_process_builds_exactly_its_rows_of_the_global_batch(pack_length):
+  cfg = DataConfig(dir=str(SAMPLE), max_tokens=300, pack_length=pack_length,
+                   max_train_len=48, bucket_boundaries=(16, 24, 48))
+  ds = ip.load_split(cfg, "train")
+  tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
+  batches = ip.TrainBatches(ip.encode_dataset(tok, ds), cfg, num_devices=4)
+  whole = batches.iterate(epoch=1)
+  parts = [batches.iterate(1, 0, part, 2) for part in range(2)]
+  for _ in range(len(batches.epoch_batches(1)) + 3):
+    epoch, index, full = next(whole)
+    mine = [next(p) for p in parts]
+    assert all(m[:2] == (epoch, index) for m in mine)
+    for field in ("src", "tgt", "src_segments", "tgt_segments"):
+      if getattr(full, field) is None:
+        assert all(getattr(m[2], field) is None for m in mine)
+        continue
+      np.testing.assert_array_equal(
+          np.concatenate([getattr(m[2], field) for m in mine]), getattr(full, field))
+      np.testing.assert_array_equal(getattr(ip.local_rows(full, 1, 2), field),
+                                    getattr(mine[1][2], field))
 
 
 def test_length_buckets_pad_to_the_first_boundary_up_to_the_longest():
