@@ -5,6 +5,7 @@ Benchmarks import the installed package (`make install` installs it into .venv).
 import json
 import os
 import platform
+import resource
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,3 +21,8 @@ def machine() -> dict:
 def report(result: dict) -> None:
   """Prints the figures; the last line is one JSON object."""
   print(json.dumps(result))
+
+
+def peak_rss_mib() -> float:
+  """This process's peak resident memory so far (MiB)."""
+  return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

@@ -21,7 +21,6 @@ import argparse
 import dataclasses
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -30,11 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import MULTI30K, report
-
-
-def peak_rss_mib() -> float:
-  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+from common import MULTI30K, peak_rss_mib, report
 
 
 def du_mib(path: Path) -> float:

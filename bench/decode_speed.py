@@ -28,7 +28,7 @@ from seq2seq.input_pipeline import read_lines
 from seq2seq.runtime import enable_compilation_cache
 from seq2seq.translator import Translator
 
-from common import MULTI30K, machine, report
+from common import MULTI30K, machine, peak_rss_mib, report
 
 
 def timed_pass(translator, lines, beam, batch_size, alpha=None):
@@ -79,6 +79,7 @@ def main():
     result[name], jax_out[name] = measure(translator, lines, references, beam, args.batch_size)
     one = translator.translate(lines[:50], beam_size=beam, batch_size=1)
     result[name]["batch_1_identical_on_50"] = one == [h[0].text for h in jax_out[name][:50]]
+  result["jax_peak_rss_mib"] = peak_rss_mib()  # before CTranslate2 is loaded
   if args.compare_ctranslate2:
     with tempfile.TemporaryDirectory() as tmp:
       for q in ("float32", "int8"):

@@ -3,8 +3,10 @@
   python bench/train_throughput.py [--preset small] [--seconds 60] [--max-tokens 4096]
 
 Prints real target tokens/s, source+target tokens/s, useful model GFLOP/s (counted from
-the architecture over non-pad tokens), the fraction of the matmul ceiling, the padding
-fraction and compile time (measured separately: every bucket shape is compiled first).
+the architecture over non-pad tokens), the jitted float32 matmul ceiling measured in the
+same run (after training, so both see the same machine) and the fraction of it, the
+padding fraction, compile time (measured separately: every bucket shape is compiled
+first) and the process's peak resident memory.
 """
 
 import argparse
@@ -13,6 +15,7 @@ import time
 
 import jax
 import numpy as np
+from matmul_ceiling import measure as matmul_gflops
 
 from seq2seq import flops, input_pipeline, tokenizer
 from seq2seq.config import PRESETS, Config, DataConfig, TrainConfig
@@ -21,7 +24,7 @@ from seq2seq.runtime import enable_compilation_cache
 from seq2seq.train_lib import Steps
 from seq2seq.vocab import PAD_ID
 
-from common import MULTI30K, machine, report
+from common import MULTI30K, machine, peak_rss_mib, report
 
 
 def pair_lengths(b):
@@ -42,7 +45,9 @@ def main():
   p.add_argument("--pack-length", type=int, default=0,
                  help="pack pairs into rows of this many pieces (0: length buckets)")
   p.add_argument("--data", default=str(MULTI30K))
-  p.add_argument("--ceiling", type=float, default=165.0, help="matmul GFLOP/s of this machine")
+  p.add_argument("--ceiling", type=float, default=None,
+                 help="matmul GFLOP/s of this machine (default: measured in this run, "
+                 "bench/matmul_ceiling.py's float32 figure)")
   p.add_argument("--dtype", default="float32")
   args = p.parse_args()
   enable_compilation_cache()
@@ -88,12 +93,15 @@ def main():
   jax.block_until_ready(m)
   dt = time.time() - t0
   gflops = useful / dt / 1e9
+  ceiling = args.ceiling or matmul_gflops(2048, jax.numpy.float32, 20)
   report({
       "benchmark": "train_throughput", "preset": args.preset, "dtype": args.dtype,
       "max_tokens": args.max_tokens, "pack_length": args.pack_length, "steps": n, "seconds": round(dt, 1),
       "tgt_tokens_per_s": round(tgt_tokens / dt), "src_tgt_tokens_per_s": round((src_tokens + tgt_tokens) / dt),
       "real_tgt_tokens_per_step": round(tgt_tokens / n), "ms_per_step": round(1000 * dt / n, 1),
-      "useful_gflops": round(gflops, 1), "fraction_of_ceiling": round(gflops / args.ceiling, 3),
+      "useful_gflops": round(gflops, 1), "matmul_ceiling_gflops": round(ceiling, 1),
+      "ceiling_measured_in_this_run": args.ceiling is None,
+      "fraction_of_ceiling": round(gflops / ceiling, 3), "peak_rss_mib": peak_rss_mib(),
       "padding_fraction": round(1 - (src_tokens + tgt_tokens) / padded, 3),
       "compiled_shapes": len(seen), "compile_s": round(compile_s, 1), **machine()})
 

@@ -26,7 +26,7 @@ TRAIN_ARGS = ("--config", "configs/tiny.py", f"--config.train.max_steps={STEPS}"
               "--config.train.checkpoint_every=1", "--config.train.keep_checkpoints=3",
               "--config.train.eval_every=6", "--config.train.eval_max_sentences=24",
               "--config.train.log_every=3", "--config.train.average_last=1")
-TIMEOUT = 300  # seconds for any one run
+TIMEOUT = 600  # seconds for any one run (about 30 s each on an idle 2-core machine)
 
 
 def _free_port() -> int:
