@@ -88,11 +88,13 @@ def prepare(args) -> dict:
   t0 = time.time()
   ds = input_pipeline.drop_empty(input_pipeline.load_split(cfg.data, "train"))
   t["to_datasets_s"] = time.time() - t0
+  t["peak_rss_mib_after_datasets"] = peak_rss_mib()
   t0 = time.time()
   sample = input_pipeline.tokenizer_sample(ds, cfg.data.spm_max_sentences, cfg.data.seed)
   tok = tokenizer.train(sample, cfg.model.vocab_size, max_sentences=len(sample))
   del sample
   t["tokenizer_s"] = time.time() - t0
+  t["peak_rss_mib_after_tokenizer"] = peak_rss_mib()
   Path(args.workdir, "spm.model").write_bytes(tok.model_proto)
   t0 = time.time()
   corpus = input_pipeline.encode_dataset(tok, ds, ids_dir(args))
