@@ -1,8 +1,8 @@
 """Process-wide setup shared by training, evaluation and translation.
 
 Logging, the persistent XLA compilation cache, quieting chatty libraries, and atomic
-file writes. Nothing here imports training code, so
-every entry point (train, evaluate, translate, average) may import it.
+file writes. Nothing here imports training code, so every entry point (train, evaluate,
+translate, average) may import it.
 """
 
 from __future__ import annotations

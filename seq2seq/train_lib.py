@@ -129,6 +129,11 @@ class Steps:
     self._apply = jax.jit(self._apply_update, donate_argnums=0,
                           out_shardings=replicated2)
     self.eval_step = jax.jit(self._eval_step, out_shardings=self.replicated)
+    # Zeroed gradient and loss sums, made on the devices (replicated over every process).
+    self._zero_sums = jax.jit(
+        lambda params: (jax.tree_util.tree_map(jnp.zeros_like, params),
+                        {k: jnp.zeros((), jnp.float32) for k in SUM_KEYS}),
+        out_shardings=self.replicated)
 
   @property
   def num_devices(self) -> int:
@@ -150,8 +155,7 @@ class Steps:
     """One optimiser update over the micro-batches `batches` (host batches)."""
     if len(batches) == 1:
       return self.train_step(state, self.put_batch(batches[0]))
-    acc = jax.device_put((jax.tree_util.tree_map(np.zeros_like, jax.device_get(state.params)),
-                          {k: np.zeros((), np.float32) for k in SUM_KEYS}), self.replicated)
+    acc = self._zero_sums(state.params)
     for micro, batch in enumerate(batches):
       acc = self._grads(acc, state.params, self.put_batch(batch), state.step, micro)
     return self._apply(state, *acc)
