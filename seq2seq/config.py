@@ -129,7 +129,11 @@ class TrainConfig:
   seed: int = 0  # parameter init and dropout
   optimizer: str = "adam"  # "adam" or "adamw"
   learning_rate: float = 1e-3  # peak learning rate, reached at the end of warmup
-  warmup_steps: int = 4000  # linear warmup, then inverse square root decay
+  warmup_steps: int = 4000  # linear warmup from 0 to learning_rate, then lr_schedule
+  # After warmup: "inverse_sqrt" (Vaswani et al.), or "linear" / "cosine" decay to 0 at
+  # decay_steps (0 = max_steps), as fairseq's polynomial_decay / cosine schedulers.
+  lr_schedule: str = "inverse_sqrt"
+  decay_steps: int = 0
   b1: float = 0.9
   b2: float = 0.98
   eps: float = 1e-9

@@ -59,12 +59,26 @@ class TrainState(NamedTuple):
 
 
 def learning_rate_schedule(cfg: TrainConfig) -> optax.Schedule:
-  """Linear warmup to `learning_rate`, then decay with 1/sqrt(step) (Vaswani et al.)."""
+  """Linear warmup to `learning_rate`, then `cfg.lr_schedule`: decay with 1/sqrt(step)
+  (Vaswani et al.), or linear or cosine decay to 0 at `decay_steps` (0 = `max_steps`)."""
   warmup = max(cfg.warmup_steps, 1)
+  end = cfg.decay_steps or cfg.max_steps
+  if cfg.lr_schedule not in ("inverse_sqrt", "linear", "cosine"):
+    raise ValueError("train.lr_schedule must be 'inverse_sqrt', 'linear' or 'cosine', "
+                     f"got {cfg.lr_schedule!r}")
+  if cfg.lr_schedule != "inverse_sqrt" and end <= warmup:
+    raise ValueError(f"train.lr_schedule={cfg.lr_schedule!r} decays to 0 at step {end} "
+                     f"(train.decay_steps, else train.max_steps), which must come after "
+                     f"the {warmup} warmup steps")
 
   def schedule(count):
     step = count + 1.0
-    return cfg.learning_rate * jnp.minimum(step / warmup, jnp.sqrt(warmup / step))
+    if cfg.lr_schedule == "inverse_sqrt":
+      decay = jnp.sqrt(warmup / step)
+    else:
+      left = jnp.clip((end - step) / (end - warmup), 0.0, 1.0)  # 1 -> 0 after warmup
+      decay = left if cfg.lr_schedule == "linear" else 0.5 * (1.0 - jnp.cos(jnp.pi * left))
+    return cfg.learning_rate * jnp.minimum(step / warmup, decay)
 
   return schedule
 

@@ -236,6 +236,29 @@ def test_schedule_warms_up_then_decays():
   assert float(sched(399)) == pytest.approx(5e-4)
 
 
+@pytest.mark.parametrize("kind", ["linear", "cosine"])
+def test_decaying_schedules_reach_zero_at_decay_steps(kind):
+  cfg = TrainConfig(learning_rate=1e-3, warmup_steps=100, lr_schedule=kind, decay_steps=1100,
+                    max_steps=5000)
+  sched = jax.jit(learning_rate_schedule(cfg))
+  assert float(sched(99)) == pytest.approx(1e-3)
+  assert float(sched(599)) == pytest.approx(5e-4)  # half way (cosine too, by symmetry)
+  rates = [float(sched(s)) for s in range(99, 1200, 50)]
+  assert all(a >= b for a, b in zip(rates, rates[1:])) and rates[-1] == 0.0
+  assert float(sched(1099)) == pytest.approx(0.0, abs=1e-12)
+  # without decay_steps the decay ends at max_steps
+  no_end = learning_rate_schedule(dataclasses.replace(cfg, decay_steps=0))
+  assert float(no_end(4999)) == pytest.approx(0.0, abs=1e-12)
+  assert float(no_end(4000)) > 0.0
+
+
+def test_schedule_options_are_checked():
+  with pytest.raises(ValueError, match="'inverse_sqrt', 'linear' or 'cosine'"):
+    learning_rate_schedule(TrainConfig(lr_schedule="step"))
+  with pytest.raises(ValueError, match="must come after the 100 warmup steps"):
+    learning_rate_schedule(TrainConfig(warmup_steps=100, lr_schedule="linear", decay_steps=50))
+
+
 def test_average_checkpoints(trained_run):
   cfg = checkpoint.load_config(trained_run)
   # --upto: what the run would have averaged had it stopped at that step
