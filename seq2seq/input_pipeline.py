@@ -22,9 +22,8 @@ import queue
 import shutil
 import threading
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
-import datasets
 import jax
 import numpy as np
 
@@ -32,8 +31,18 @@ from seq2seq.config import DataConfig
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.vocab import EOS_ID, PAD_ID, truncate_keeping_eos
 
+if TYPE_CHECKING:
+  import datasets
+
 log = logging.getLogger(__name__)
-datasets.disable_progress_bars()
+
+
+def _datasets():
+  """Hugging Face `datasets`, imported when a split is first loaded: translating never
+  needs it, and its import (pandas, pyarrow) was ~40 % of `import seq2seq.translator`."""
+  import datasets
+  datasets.disable_progress_bars()
+  return datasets
 
 
 class DataError(ValueError):
@@ -136,6 +145,7 @@ def _local_split(cfg: DataConfig, split: str) -> datasets.Dataset:
   """A split of local files as an on-disk (memory-mapped) Arrow data set, written by one
   streaming pass through `datasets`' cache, so a corpus of millions of lines is never
   held in memory."""
+  datasets = _datasets()
   src_path = find_split_file(cfg.dir, split, cfg.src_lang)
   tgt_path = find_split_file(cfg.dir, split, cfg.tgt_lang)
   signature = ";".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
@@ -168,6 +178,7 @@ def _field(example: dict, dotted: str):
 
 
 def _hub_split(cfg: DataConfig, split: str) -> datasets.Dataset:
+  datasets = _datasets()
   split = cfg.hub_split(split)
   if Path(cfg.hub).is_dir():
     loaded = datasets.load_from_disk(cfg.hub)

@@ -41,6 +41,14 @@ def output_limits(src_BS: jnp.ndarray, max_len_a: float, max_len_b: int, max_ste
   return jnp.clip(limit, 1, max_steps)
 
 
+def batch_rows(sentences: int, batch_size: int) -> int:
+  """Rows of a decoding batch of `sentences` inputs: the next power of two, at most
+  `batch_size`. A lone sentence (translate.py on one line, the HTTP server) then runs a
+  1-row search instead of a `batch_size`-row one, at the cost of a few more compiled
+  shapes (at most log2(batch_size) + 1 per length bucket)."""
+  return min(batch_size, 1 << max(sentences - 1, 0).bit_length())
+
+
 def max_steps_for(src_len: int, max_len_a: float, max_len_b: int, model_max_len: int) -> int:
   """Static step count for a batch padded to `src_len` (so one compile per bucket)."""
   return int(min(model_max_len, max(1, int(max_len_a * src_len + max_len_b))))
@@ -235,7 +243,8 @@ class Translator:
     for start in range(0, len(order), c.batch_size):
       chunk = order[start:start + c.batch_size]
       length = self.buckets.length_for(max(len(src_ids[i]) for i in chunk))
-      src = np.full((c.batch_size, length), PAD_ID, np.int32)
+      rows = batch_rows(len(chunk), c.batch_size)
+      src = np.full((rows, length), PAD_ID, np.int32)
       src[:, 0] = EOS_ID  # filler rows: a one-token source, discarded below
       for row, i in enumerate(chunk):
         src[row, :] = PAD_ID
@@ -244,15 +253,15 @@ class Translator:
       prefix = None
       if prefix_ids is not None:
         width = self.buckets.length_for(max(max(len(prefix_ids[i]) for i in chunk), 1))
-        prefix = np.full((c.batch_size, width), PAD_ID, np.int32)
+        prefix = np.full((rows, width), PAD_ID, np.int32)
         for row, i in enumerate(chunk):
           prefix[row, :len(prefix_ids[i])] = prefix_ids[i]
         max_steps = max(max_steps, min(self.model_cfg.max_len, width + c.max_len_b))
       keys_B = None
       if sampling is not None:
-        rows = np.zeros(c.batch_size, np.int32)  # filler rows reuse a key; discarded
-        rows[:len(chunk)] = chunk
-        keys_B = keys[rows]
+        key_rows = np.zeros(rows, np.int32)  # filler rows reuse a key; discarded
+        key_rows[:len(chunk)] = chunk
+        keys_B = keys[key_rows]
       seqs, scores = self._search(params, src, beam_size=c.beam_size, alpha=c.alpha,
                                   max_len_a=c.max_len_a, max_len_b=c.max_len_b,
                                   max_steps=max_steps, sampling=sampling, keys_B=keys_B,

@@ -10,7 +10,7 @@ from seq2seq import decode
 from seq2seq.config import PRESETS
 from seq2seq.input_pipeline import read_lines
 from seq2seq.model import Model
-from seq2seq.translator import Translator, output_limits, search
+from seq2seq.translator import Translator, batch_rows, output_limits, search
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID
 
 from helpers import SAMPLE
@@ -119,6 +119,19 @@ def test_beam_search_reorders_the_cache_with_its_beams():
   np.testing.assert_allclose(float(scores[0, 0]), best_score, rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.int32])
+def test_cache_reorder_is_an_exact_row_gather(dtype):
+  batch, width = 3, 4
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(batch * width, 2, 5, 3)) * 10.0 ** rng.integers(-30, 30, (1, 1, 1, 3))
+  x = jnp.asarray(x if dtype != jnp.int32 else x * 1e-25, dtype)
+  beam_idx = jnp.asarray(rng.integers(0, width, (batch, width)), jnp.int32)
+  got = decode._gather_cache({"k": x, "index": jnp.int32(7)}, beam_idx)
+  rows = (np.arange(batch)[:, None] * width + np.asarray(beam_idx)).reshape(-1)
+  np.testing.assert_array_equal(np.asarray(got["k"]), np.asarray(x)[rows])
+  assert got["k"].dtype == x.dtype and int(got["index"]) == 7
+
+
 @pytest.fixture(scope="module")
 def random_tiny():
   model = Model(PRESETS["tiny"])
@@ -183,22 +196,32 @@ def test_nbest_is_sorted_and_consistent_with_one_best(trained_run):
 
 
 def test_translator_reuses_compiled_search(trained_run):
-  # Other sentences padded to the same bucket reuse the compiled program; a longer
-  # bucket compiles one more (so the count really measures compilations).
+  # Other sentences padded to the same length bucket and row count reuse the compiled
+  # program; a longer bucket, or more rows, compiles one more (so the count really
+  # measures compilations).
   t = Translator.load(trained_run)
   lines = read_lines(SAMPLE / "test.en")
   bucket = lambda line: t.buckets.length_for(len(t.encode([line])[0]))
   first = lines[0]
-  same = [l for l in lines[1:] if l != first and bucket(l) == bucket(first)][:3]
-  assert same, "the sample has other sentences in the first sentence's bucket"
+  same = [l for l in lines[1:] if l != first and bucket(l) == bucket(first)][:4]
+  assert len(same) == 4, "the sample has other sentences in the first sentence's bucket"
   t.translate([first], beam_size=2, batch_size=4)
   compiled = t._search._cache_size()
-  t.translate(same, beam_size=2, batch_size=4)
+  t.translate(same[:1], beam_size=2, batch_size=4)
   assert t._search._cache_size() == compiled
   longer = " ".join([first] * 4)
   assert bucket(longer) != bucket(first)
   t.translate([longer], beam_size=2, batch_size=4)
   assert t._search._cache_size() == compiled + 1
+  # 3 and 4 sentences both run 4 rows (rows: next power of two, at most batch_size)
+  t.translate(same[:3], beam_size=2, batch_size=4)
+  t.translate(same, beam_size=2, batch_size=4)
+  assert t._search._cache_size() == compiled + 2
+
+
+def test_batch_rows_are_powers_of_two_up_to_the_batch_size():
+  assert [batch_rows(n, 64) for n in (1, 2, 3, 5, 8, 9, 33, 64)] == [1, 2, 4, 8, 8, 16, 64, 64]
+  assert batch_rows(5, 6) == 6 and batch_rows(1, 6) == 1
 
 
 @pytest.mark.parametrize("n,k", [(8000, 10), (1000, 6), (8001, 2), (40, 4)])
