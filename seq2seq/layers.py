@@ -15,11 +15,77 @@ import jax.numpy as jnp
 import numpy as np
 
 
+def _fmix32(h: jnp.ndarray) -> jnp.ndarray:
+  """MurmurHash3's 32-bit finaliser: each input bit flips each output bit with p ~ 1/2."""
+  h = h ^ (h >> 16)
+  h = h * jnp.uint32(0x85EBCA6B)
+  h = h ^ (h >> 13)
+  h = h * jnp.uint32(0xC2B2AE35)
+  return h ^ (h >> 16)
+
+
+def key_words(key: jax.Array) -> jnp.ndarray:
+  """The uint32 words of a PRNG key, raw (`PRNGKey`) or typed (`jax.random.key`)."""
+  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    key = jax.random.key_data(key)
+  return key.astype(jnp.uint32).reshape(-1)
+
+
+def keep_mask(key: jax.Array, rate: float, shape: tuple[int, ...]) -> jnp.ndarray:
+  """Bernoulli(1 - rate) keep mask from a counter-based hash of each element's index.
+
+  `jax.random.bernoulli` runs threefry, which XLA:CPU executes as a loop of separate
+  element-wise kernels (~15 % of a `compact` training step, bench/README.md). Two
+  rounds of MurmurHash3's finaliser over the element index, keyed by the two words of
+  `key`, are one element-wise expression that XLA fuses into the dropout's multiply.
+  Deterministic in `key`; masks of different keys, and of neighbouring elements, are
+  uncorrelated (tests/test_model.py).
+  """
+  words = key_words(key)
+  index = jax.lax.iota(jnp.uint32, math.prod(shape)).reshape(shape)
+  bits = _fmix32(_fmix32(index * jnp.uint32(0x9E3779B9) + words[0]) ^ words[1])
+  return bits >= np.uint32(min(round(rate * 2.0**32), 2**32 - 1))
+
+
 def dropout(x: jnp.ndarray, rate: float, is_training: bool) -> jnp.ndarray:
-  """Dropout that only draws a key (and so only needs an rng) when training."""
+  """Inverted dropout that only draws a key (and so only needs an rng) when training."""
   if not is_training or rate == 0.0:
     return x
-  return hk.dropout(hk.next_rng_key(), rate, x)
+  keep = keep_mask(hk.next_rng_key(), rate, x.shape)
+  return jnp.where(keep, x / jnp.asarray(1.0 - rate, x.dtype), jnp.zeros_like(x))
+
+
+def _fusion_boundary(x: jnp.ndarray, token: jnp.ndarray) -> jnp.ndarray:
+  """`x`, passed through a conditional: XLA fuses nothing across it. `token` is a float
+  scalar that XLA cannot see is never NaN, so it cannot remove the conditional; the
+  second branch is never taken."""
+  return jax.lax.cond(token == token, lambda v: v, lambda v: v + 0, x)
+
+
+@jax.custom_vjp
+def materialize(x: jnp.ndarray, token: jnp.ndarray) -> jnp.ndarray:
+  """Identity that makes XLA:CPU compute `x`, and its gradient, into a buffer.
+
+  XLA:CPU fuses element-wise producers into every consumer. Along the residual stream
+  that fuses the gradient contributions of all later layers into each layer's consumers
+  (one fusion of 87 inputs in `compact`), including the transposes that feed the
+  weight-gradient matmuls, which then recompute it with strided reads
+  (bench/README.md). `lax.optimization_barrier` does not stop this (XLA:CPU removes
+  barriers before fusion); a conditional does. `token`: any replicated float scalar
+  (a conditional on a sharded value would need a collective).
+  """
+  return _fusion_boundary(x, token)
+
+
+def _materialize_fwd(x, token):
+  return _fusion_boundary(x, token), token
+
+
+def _materialize_bwd(token, g):
+  return _fusion_boundary(g, token), None
+
+
+materialize.defvjp(_materialize_fwd, _materialize_bwd)
 
 
 class Dense(hk.Module):

@@ -14,7 +14,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from seq2seq import masks
+from seq2seq import layers, masks
 from seq2seq.config import ModelConfig
 from seq2seq.layers import Dense, Embedding, FeedForward, LayerNorm, MultiHeadAttention, dropout
 from seq2seq.vocab import BOS_ID
@@ -44,6 +44,9 @@ class _Residual(hk.Module):
 
   def __call__(self, x: jnp.ndarray, sublayer: Callable[[jnp.ndarray], jnp.ndarray],
                is_training: bool) -> jnp.ndarray:
+    if is_training and jax.default_backend() == "cpu":
+      # one buffer per block for the residual stream and its gradient (XLA:CPU's fusion)
+      x = layers.materialize(x, layers.key_words(hk.next_rng_key())[0].astype(jnp.float32))
     if self.cfg.pre_norm:
       return x + dropout(sublayer(self.norm(x)), self.cfg.dropout, is_training)
     return self.norm(x + dropout(sublayer(x), self.cfg.dropout, is_training))

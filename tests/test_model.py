@@ -2,11 +2,13 @@
 
 import dataclasses
 
+import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from seq2seq import layers
 from seq2seq.config import PRESETS, ModelConfig
 from seq2seq.model import Model, count_params, shift_right
 from seq2seq.vocab import PAD_ID
@@ -174,6 +176,35 @@ def test_jit_matches_eager_and_dropout_policy():
   np.testing.assert_array_equal(a, a2)
   with pytest.raises(ValueError, match="needs an rng"):
     model.apply(params, SRC, tgt_in, is_training=True)
+
+
+@pytest.mark.parametrize("rate", [0.1, 0.3])
+def test_dropout_mask_rate_and_independence(rate):
+  shape = (256, 16, 128)
+  key = jax.random.PRNGKey(7)
+  mask = lambda k: np.asarray(layers.keep_mask(k, rate, shape)).ravel()
+  a, b = mask(key), mask(jax.random.fold_in(key, 1))
+  n = a.size
+  # keep fraction within 5 standard deviations of 1 - rate
+  assert abs(a.mean() - (1 - rate)) < 5 * np.sqrt(rate * (1 - rate) / n)
+  # masks of two keys, and of neighbouring elements (along each axis), are uncorrelated
+  for x, y in [(a, b), (a[:-1], a[1:]), (a[:-128], a[128:]), (a[:-2048], a[2048:])]:
+    assert abs(np.corrcoef(x, y)[0, 1]) < 5 / np.sqrt(n)
+  np.testing.assert_array_equal(a, mask(key))  # deterministic
+  np.testing.assert_array_equal(a, mask(jax.random.wrap_key_data(key)))  # typed keys too
+
+
+def test_dropout_keeps_the_expectation_and_materialize_is_the_identity():
+  x = jnp.ones((512, 256))
+  y = hk.transform(lambda x: layers.dropout(x, 0.25, True)).apply({}, jax.random.PRNGKey(0), x)
+  assert set(np.unique(np.asarray(y)).tolist()) == {0.0, np.float32(1 / 0.75)}
+  assert abs(float(y.mean()) - 1.0) < 0.01
+  # materialize: identity forward and backward, under jit and grad
+  token = jnp.float32(3.0)
+  f = lambda v: jnp.sum(jnp.sin(layers.materialize(v * 2.0, token)))
+  v = jax.random.normal(jax.random.PRNGKey(1), (4, 5))
+  np.testing.assert_allclose(jax.jit(f)(v), jnp.sum(jnp.sin(v * 2.0)), rtol=1e-6)
+  np.testing.assert_allclose(jax.jit(jax.grad(f))(v), 2.0 * jnp.cos(v * 2.0), rtol=1e-6)
 
 
 def test_bfloat16_compute_keeps_float32_params():
