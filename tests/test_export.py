@@ -41,7 +41,9 @@ def test_float32_outputs_equal_the_jax_engine(trained_run, exported, beam):
   a = jax_t.translate(SOURCES, beam_size=beam, alpha=0.0, nbest=1)
   b = ct2_t.translate(SOURCES, beam_size=beam, alpha=0.0, nbest=1)
   assert _same_tokens(a, b) >= 0.99
-  np.testing.assert_allclose([h[0].score for h in a], [h[0].score for h in b], atol=2e-3)
+  # scores agree wherever the outputs do (a float32 near-tie may send one line elsewhere)
+  same = [(x[0].score, y[0].score) for x, y in zip(a, b) if x[0].ids == y[0].ids]
+  np.testing.assert_allclose(*zip(*same), atol=2e-3)
 
 
 def test_forced_scores_equal_the_jax_engine(trained_run, exported):
