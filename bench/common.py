@@ -26,3 +26,54 @@ def report(result: dict) -> None:
 def peak_rss_mib() -> float:
   """This process's peak resident memory so far (MiB)."""
   return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def alternate(variants: dict, rounds: int = 10) -> dict:
+  """Times `variants` (name -> a callable that runs the work once and blocks until it is
+  done) in alternation, `rounds` times each, so that the machine's drift hits all alike.
+  Returns name -> the seconds of every round."""
+  import time
+  seconds = {name: [] for name in variants}
+  for _ in range(rounds):
+    for name, run in variants.items():
+      t = time.perf_counter()
+      run()
+      seconds[name].append(time.perf_counter() - t)
+  return seconds
+
+
+def summary(seconds: list, scale: float = 1000.0, unit: str = "ms", digits: int = 0) -> str:
+  """Median and minimum of `alternate`'s rounds, and every round, scaled (default ms)."""
+  import statistics
+  return (f"median {statistics.median(seconds) * scale:.{digits}f} {unit}, "
+          f"min {min(seconds) * scale:.{digits}f}, "
+          f"rounds {[round(s * scale, digits) for s in seconds]}")
+
+
+def training_steps(preset: str, rows: int, length: int, steps: int = 3, **train_overrides):
+  """A jitted training step of `preset` (and `TrainConfig` fields `train_overrides`) on
+  one random `rows x length` batch, compiled and warmed up now (so with the package's
+  module globals as they are at this call).
+  Returns a callable for `alternate` that runs `steps` steps and waits for them."""
+  import jax
+  import numpy as np
+
+  from seq2seq.config import PRESETS, Config, DataConfig, TrainConfig
+  from seq2seq.input_pipeline import Batch
+  from seq2seq.model import Model
+  from seq2seq.train_lib import Steps
+  cfg = PRESETS[preset]
+  rng = np.random.default_rng(0)
+  ids = lambda: rng.integers(4, cfg.vocab_size, (rows, length)).astype(np.int32)
+  train = Steps(Config(model=cfg, data=DataConfig(), train=TrainConfig(**train_overrides)),
+                Model(cfg))
+  box = {"state": train.init_state()}
+  batch = train.put_batch(Batch(ids(), ids()))
+
+  def run():
+    for _ in range(steps):
+      box["state"], metrics = train.train_step(box["state"], batch)
+    jax.block_until_ready(metrics)
+
+  run()  # compile and warm up
+  return run
