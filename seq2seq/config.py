@@ -140,6 +140,10 @@ class TrainConfig:
   weight_decay: float = 0.0  # only with adamw
   clip_norm: float = 1.0  # global gradient-norm clipping; 0 turns it off
   label_smoothing: float = 0.1
+  # Tokens per chunk of the output layer + loss in training (`loss.output_loss_sums`: the
+  # [tokens, vocab] logits and their gradient are never held whole, which saves memory
+  # for large batches and vocabularies at about the same speed); 0 = all logits at once.
+  loss_chunk: int = 0
   grad_accum_steps: int = 1  # micro-batches per optimizer update
   max_steps: int = 100_000  # optimizer updates
   max_minutes: float = 0.0  # stop after this much training wall time; 0 = no limit

@@ -95,11 +95,15 @@ class Dense(hk.Module):
     super().__init__(name=name)
     self.features = features
 
-  def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
-    d_in = x.shape[-1]
+  def params(self, d_in: int) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """The weights `[d_in, F]` and bias `[F]`, float32."""
     w = hk.get_parameter("w", [d_in, self.features], jnp.float32,
                          init=hk.initializers.VarianceScaling(1.0, "fan_avg", "uniform"))
     b = hk.get_parameter("b", [self.features], jnp.float32, init=jnp.zeros)
+    return w, b
+
+  def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    w, b = self.params(x.shape[-1])
     b = b.reshape((1,) * (x.ndim - 1) + b.shape)  # broadcast explicitly over the leading axes
     return x @ w.astype(x.dtype) + b.astype(x.dtype)
 
@@ -147,6 +151,10 @@ class Embedding(hk.Module):
       pos_table = jnp.asarray(sinusoidal_positions(self.max_len, self.d_model))
     x_BTD = x_BTD + jnp.take(pos_table, positions_BT, axis=0)
     return x_BTD.astype(self.dtype)
+
+  def table(self) -> jnp.ndarray:
+    """The embedding table `[V, D]`, float32 (the tied output layer's weights)."""
+    return self._table()
 
   def attend(self, x_BTD: jnp.ndarray) -> jnp.ndarray:
     """Tied output layer: logits `[B, T, V]` in float32."""

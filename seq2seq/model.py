@@ -142,10 +142,13 @@ class Transformer(hk.Module):
     if cfg.tied_embeddings:
       self.src_embed = self.tgt_embed = emb("shared_embedding")
       self.output = self.tgt_embed.attend
+      self.output_weights = lambda: (self.tgt_embed.table(),
+                                     jnp.zeros((cfg.vocab_size,), jnp.float32))
     else:
       self.src_embed, self.tgt_embed = emb("src_embedding"), emb("tgt_embedding")
       projection = Dense(cfg.vocab_size, name="output_projection")
       self.output = lambda x: projection(x).astype(jnp.float32)
+      self.output_weights = lambda: (lambda w, b: (w.T, b))(*projection.params(cfg.d_model))
     self.encoder_layers = [EncoderLayer(cfg, name=f"encoder_layer_{i}")
                            for i in range(cfg.encoder_layers)]
     self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_layer_{i}")
@@ -176,6 +179,13 @@ class Transformer(hk.Module):
   def decode(self, tgt_in_BT, memory_BSD, src_BS, is_training: bool = False,
              probs_sink: list | None = None, src_segments_BS=None, tgt_segments_BT=None):
     """Teacher-forced decoder: input ids `[B, T]` -> logits `[B, T, V]` (float32)."""
+    return self.output(self.decode_features(tgt_in_BT, memory_BSD, src_BS, is_training,
+                                            probs_sink, src_segments_BS, tgt_segments_BT))
+
+  def decode_features(self, tgt_in_BT, memory_BSD, src_BS, is_training: bool = False,
+                      probs_sink: list | None = None, src_segments_BS=None,
+                      tgt_segments_BT=None):
+    """`decode` up to the output layer: the decoder's output `[B, T, D]`."""
     x_BTD = self.tgt_embed(tgt_in_BT, self._positions(tgt_in_BT, tgt_segments_BT))
     x_BTD = dropout(x_BTD, self.cfg.dropout, is_training)
     if tgt_segments_BT is None:
@@ -187,15 +197,28 @@ class Transformer(hk.Module):
       cross_mask = masks.segment_mask(tgt_segments_BT, src_segments_BS)
     for layer in self.decoder_layers:
       x_BTD = layer(x_BTD, memory_BSD, self_mask, cross_mask, is_training, probs_sink)
-    return self.output(self.decoder_norm(x_BTD))
+    return self.decoder_norm(x_BTD)
 
   def __call__(self, src_BS, tgt_in_BT, is_training: bool = False,
                src_segments_BS=None, tgt_segments_BT=None):
+    return self.output(self.features(src_BS, tgt_in_BT, is_training, src_segments_BS,
+                                     tgt_segments_BT))
+
+  def features(self, src_BS, tgt_in_BT, is_training: bool = False,
+               src_segments_BS=None, tgt_segments_BT=None):
+    """The teacher-forced decoder output `[B, T, D]` (the logits before the output layer)."""
     if (src_segments_BS is None) != (tgt_segments_BT is None):
       raise ValueError("packed batches need segment ids for both source and target")
     memory_BSD = self.encode(src_BS, is_training, src_segments_BS)
-    return self.decode(tgt_in_BT, memory_BSD, src_BS, is_training, None, src_segments_BS,
-                       tgt_segments_BT)
+    return self.decode_features(tgt_in_BT, memory_BSD, src_BS, is_training, None,
+                                src_segments_BS, tgt_segments_BT)
+
+  def features_and_output_weights(self, src_BS, tgt_in_BT, is_training: bool = False,
+                                  src_segments_BS=None, tgt_segments_BT=None):
+    """`features`, and the output layer's weights `[V, D]` and bias `[V]` (float32):
+    the training loss computes the logits itself (`loss.output_loss_sums`)."""
+    return (self.features(src_BS, tgt_in_BT, is_training, src_segments_BS, tgt_segments_BT),
+            *self.output_weights())
 
   def cross_attention(self, src_BS, tgt_in_BT) -> jnp.ndarray:
     """Cross-attention probabilities of every decoder layer, `[layers, B, H, T, S]`."""
@@ -245,7 +268,7 @@ class Model:
     def fns():
       t = Transformer(cfg)
       return t.__call__, (t.__call__, t.encode, t.init_cache, t.decode_step,
-                          t.cross_attention)
+                          t.cross_attention, t.features_and_output_weights)
 
     self._transformed = hk.multi_transform(fns)
 
@@ -265,6 +288,17 @@ class Model:
       raise ValueError("Model.apply(is_training=True) applies dropout and needs an rng: "
                        "pass rng=jax.random.PRNGKey(...) (inference needs none)")
     return self._transformed.apply[0](params, rng, src_BS, tgt_in_BT, is_training=is_training,
+                                      src_segments_BS=src_segments_BS,
+                                      tgt_segments_BT=tgt_segments_BT)
+
+  def apply_features(self, params: Params, src_BS, tgt_in_BT, *, rng: jax.Array | None = None,
+                     is_training: bool = False, src_segments_BS=None, tgt_segments_BT=None):
+    """As `apply`, up to the output layer: (decoder output `[B, T, D]`, output weights
+    `[V, D]`, output bias `[V]`)."""
+    if is_training and rng is None:
+      raise ValueError("Model.apply_features(is_training=True) applies dropout and needs an "
+                       "rng: pass rng=jax.random.PRNGKey(...)")
+    return self._transformed.apply[5](params, rng, src_BS, tgt_in_BT, is_training=is_training,
                                       src_segments_BS=src_segments_BS,
                                       tgt_segments_BT=tgt_segments_BT)
 

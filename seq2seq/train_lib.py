@@ -42,9 +42,9 @@ from seq2seq import (
   tokenizer,
 )
 from seq2seq.config import Config, TrainConfig
+from seq2seq.loss import SUM_KEYS, loss_sums, output_loss_sums
 from seq2seq.model import Model, shift_right
 from seq2seq.translator import Translator
-from seq2seq.vocab import PAD_ID
 
 log = logging.getLogger("seq2seq.train")
 
@@ -97,28 +97,6 @@ def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
   return opt
 
 
-SUM_KEYS = ("loss", "nll", "tokens", "correct")
-
-
-def loss_sums(logits_BTV: jnp.ndarray, labels_BT: jnp.ndarray, smoothing: float
-              ) -> dict[str, jnp.ndarray]:
-  """Label-smoothed cross entropy summed over non-pad tokens, without a one-hot `[B, T, V]`.
-
-  With smoothing e the target distribution is (1 - e) on the label plus e / V on every
-  piece, so loss = -(1 - e) log p(label) - e * mean_v log p(v).
-  """
-  logits_BTV = logits_BTV.astype(jnp.float32)
-  lse_BT = jax.nn.logsumexp(logits_BTV, axis=-1)
-  label_logit_BT = jnp.take_along_axis(logits_BTV, labels_BT[..., None], axis=-1)[..., 0]
-  nll_BT = lse_BT - label_logit_BT
-  smooth_BT = lse_BT - jnp.mean(logits_BTV, axis=-1)
-  loss_BT = (1.0 - smoothing) * nll_BT + smoothing * smooth_BT
-  weight_BT = (labels_BT != PAD_ID).astype(jnp.float32)
-  correct_BT = (jnp.argmax(logits_BTV, axis=-1) == labels_BT).astype(jnp.float32)
-  return {"loss": jnp.sum(loss_BT * weight_BT), "nll": jnp.sum(nll_BT * weight_BT),
-          "tokens": jnp.sum(weight_BT), "correct": jnp.sum(correct_BT * weight_BT)}
-
-
 class Steps:
   """Jitted training and evaluation steps, data-parallel over a 1-D "data" mesh of every
   device of every process (`jax.devices()`).
@@ -131,6 +109,9 @@ class Steps:
 
   def __init__(self, cfg: Config, model: Model, devices=None):
     self.cfg, self.model = cfg, model
+    if cfg.train.loss_chunk < 0:
+      raise ValueError(f"train.loss_chunk must be >= 0 (0 = all logits at once), got "
+                       f"{cfg.train.loss_chunk}")
     self.optimizer = make_optimizer(cfg.train)
     self.schedule = learning_rate_schedule(cfg.train)
     self.mesh = Mesh(np.array(devices or jax.devices()), ("data",))
@@ -179,10 +160,15 @@ class Steps:
     rng = jax.random.fold_in(jax.random.fold_in(self.base_key, step), micro)
 
     def loss_fn(p):
-      logits = self.model.apply(p, batch.src, shift_right(batch.tgt, batch.tgt_segments),
-                                rng=rng, is_training=True, src_segments_BS=batch.src_segments,
-                                tgt_segments_BT=batch.tgt_segments)
-      sums = loss_sums(logits, batch.tgt, self.cfg.train.label_smoothing)
+      args = dict(rng=rng, is_training=True, src_segments_BS=batch.src_segments,
+                  tgt_segments_BT=batch.tgt_segments)
+      tgt_in = shift_right(batch.tgt, batch.tgt_segments)
+      smoothing, chunk = self.cfg.train.label_smoothing, self.cfg.train.loss_chunk
+      if chunk:
+        x, w, b = self.model.apply_features(p, batch.src, tgt_in, **args)
+        sums = output_loss_sums(x, w, b, batch.tgt, smoothing, chunk)
+      else:
+        sums = loss_sums(self.model.apply(p, batch.src, tgt_in, **args), batch.tgt, smoothing)
       return sums["loss"], sums
 
     return jax.grad(loss_fn, has_aux=True)(params)

@@ -8,13 +8,15 @@ import sys
 import textwrap
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from seq2seq import checkpoint, input_pipeline, metrics, tokenizer, train_lib
-from seq2seq.config import TrainConfig
+from seq2seq.config import PRESETS, Config, TrainConfig
 from seq2seq.input_pipeline import Batch, read_lines
-from seq2seq.model import Model
+from seq2seq.loss import SUM_KEYS, output_loss_sums
+from seq2seq.model import Model, shift_right
 from seq2seq.train_lib import Steps, learning_rate_schedule, loss_sums, train
 from seq2seq.translator import Translator
 
@@ -227,6 +229,48 @@ def test_label_smoothed_loss_matches_the_one_hot_definition():
   mask = labels != 0
   np.testing.assert_allclose(sums["loss"], per_token[mask].sum(), rtol=1e-5)
   assert sums["tokens"] == 3
+
+
+@pytest.mark.parametrize("tied,dtype", [(True, "float32"), (False, "float32"),
+                                         (True, "bfloat16")])
+def test_chunked_output_loss_equals_the_full_logits(tied, dtype):
+  """Loss sums and gradients (of every parameter) of `output_loss_sums`, in chunks that
+  do not divide the tokens, equal those of `loss_sums` on the full logits."""
+  cfg = dataclasses.replace(PRESETS["tiny"], tied_embeddings=tied, dtype=dtype)
+  model = Model(cfg)
+  rng = np.random.default_rng(0)
+  src = jnp.asarray(rng.integers(4, cfg.vocab_size, (3, 9)))
+  tgt = jnp.asarray(rng.integers(4, cfg.vocab_size, (3, 7))).at[1, 4:].set(0)
+  params = model.init(jax.random.PRNGKey(0), src, shift_right(tgt))
+  key = jax.random.PRNGKey(1)
+
+  def full(p):
+    logits = model.apply(p, src, shift_right(tgt), rng=key, is_training=True)
+    sums = loss_sums(logits, tgt, 0.1)
+    return sums["loss"] + 0.5 * sums["nll"], sums
+
+  def chunked(p):
+    x, w, b = model.apply_features(p, src, shift_right(tgt), rng=key, is_training=True)
+    sums = output_loss_sums(x, w, b, tgt, 0.1, chunk=4)  # 21 tokens: 6 chunks, 3 padded
+    return sums["loss"] + 0.5 * sums["nll"], sums
+
+  (_, want), grads_want = jax.value_and_grad(full, has_aux=True)(params)
+  (_, got), grads_got = jax.jit(jax.value_and_grad(chunked, has_aux=True))(params)
+  tol = 1e-4 if dtype == "float32" else 3e-2
+  for k in SUM_KEYS:
+    np.testing.assert_allclose(got[k], want[k], rtol=tol)
+  assert got["tokens"] == 18
+  with pytest.raises(ValueError, match="train.loss_chunk must be >= 0"):
+    Steps(Config(model=cfg, train=TrainConfig(loss_chunk=-1)), model)
+  if dtype == "bfloat16":
+    return  # bfloat16 gradients of both forms differ by their own rounding: sums only
+  # each parameter's gradient, to float rounding relative to its largest element (or to
+  # 1 % of the largest of all: the key biases' true gradient is 0, theirs is rounding)
+  scale = max(float(jnp.max(jnp.abs(g))) for g in jax.tree_util.tree_leaves(grads_want))
+  errors = jax.tree_util.tree_map(
+      lambda a, b: float(jnp.max(jnp.abs(a - b)) / max(float(jnp.max(jnp.abs(b))), scale / 100)),
+      grads_got, grads_want)
+  assert max(jax.tree_util.tree_leaves(errors)) < tol, errors
 
 
 def test_schedule_warms_up_then_decays():
