@@ -12,8 +12,9 @@ measured runs behind them are in bench/README.md ("Quality"):
 - dropout 0.1: ~15 epochs is far from the 140 of the published recipe, whose dropout
   0.3 pays off only over that many; in the sweep 0.3 lost ~0.5-2 BLEU at 16 epochs and
   0.2 was within noise of 0.1 once checkpoints are averaged. A short-budget choice.
-- batches of 2,048 padded tokens per side (~1,800 real target tokens): ~3,600 updates
-  in the hour. Length buckets, not packed rows (bench/README.md: equal throughput).
+- batches of 2,048 padded tokens per side (~1,800 real target tokens): 4,100-4,430
+  updates (15-17 epochs) in the hour in four runs (2,300-2,550 target tokens/s in the
+  trainer's log). Length buckets, not packed rows (bench/README.md: equal throughput).
 - peak learning rate 4e-3 after 800 warmup updates, inverse square root decay: in the
   proxy sweep (bench/README.md, 3,900 updates each) 4e-3 beat 2.5e-3 by ~1 validation
   BLEU at every averaging span; warmup 400 did not help. (Published: 5e-3 for 4x
