@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
@@ -116,8 +115,7 @@ class Checkpointer:
 
 def abstract_params(model_cfg: ModelConfig):
   """Shapes and dtypes of the model's parameters, without computing them."""
-  dummy = jax.ShapeDtypeStruct((1, 4), jnp.int32)
-  return jax.eval_shape(Model(model_cfg).init, jax.random.PRNGKey(0), dummy, dummy)
+  return Model(model_cfg).param_shapes()
 
 
 def checkpoint_path(workdir: str | os.PathLike, name: str) -> Path:

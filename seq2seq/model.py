@@ -275,6 +275,23 @@ class Model:
   def init(self, rng: jax.Array, src_BS: jnp.ndarray, tgt_in_BT: jnp.ndarray) -> Params:
     return self._transformed.init(rng, src_BS, tgt_in_BT, is_training=True)
 
+  def param_shapes(self) -> Params:
+    """Names, shapes and dtypes of the parameters (`jax.ShapeDtypeStruct`s), without
+    computing them: a trace of `init` whose initializers are zeros (tracing the random
+    initializers was most of the cost of loading a checkpoint)."""
+    cfg = self.cfg
+
+    def zeros(next_creator, shape, dtype, init, context):
+      del init, context
+      return next_creator(shape, dtype, jnp.zeros)
+
+    def init_fn(ids_BT):
+      with hk.custom_creator(zeros):
+        return Transformer(cfg)(ids_BT, ids_BT, is_training=False)
+
+    dummy = jax.ShapeDtypeStruct((1, 4), jnp.int32)
+    return jax.eval_shape(hk.transform(init_fn).init, None, dummy)
+
   def apply(self, params: Params, src_BS, tgt_in_BT, *, rng: jax.Array | None = None,
             is_training: bool = False, src_segments_BS=None, tgt_segments_BT=None
             ) -> jnp.ndarray:

@@ -36,6 +36,13 @@ def test_shapes():
   assert logits.shape == (B, TINY.vocab_size) and int(cache["index"]) == 1
 
 
+@pytest.mark.parametrize("tied", [True, False])
+def test_param_shapes_match_init(tied):
+  cfg = dataclasses.replace(TINY, tied_embeddings=tied)
+  want = jax.eval_shape(Model(cfg).init, jax.random.PRNGKey(0), SRC, shift_right(TGT))
+  assert Model(cfg).param_shapes() == want
+
+
 def test_base_parameter_count_matches_architecture():
   cfg = PRESETS["base"]
   V, D, F = cfg.vocab_size, cfg.d_model, cfg.d_ff
