@@ -198,9 +198,16 @@ def _gather_cache(cache: Any, beam_idx_BW: jnp.ndarray) -> Any:
 
 def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
                 max_steps: int, beam_size: int, alpha: float, *, bos_id: int, eos_id: int,
-                pad_id: int, prefix_BP: jnp.ndarray | None = None
+                pad_id: int, prefix_BP: jnp.ndarray | None = None, nbest: int | None = None
                 ) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Beam search with the GNMT length penalty.
+
+  A sentence's search ends when no live beam can still reach a better score than its
+  `nbest`-th finished hypothesis (the bound below is exact, so the best `nbest` results
+  are those of a search run to the length limit). With the default `nbest = W`, all W
+  finished hypotheses are final; with `nbest = 1` only the best is (the ones after it
+  are the best found so far), and the search stops sooner: a sentence is done as soon as
+  its best translation can no longer change.
 
   Args:
     tokens_to_logits: one decoding step over `B * W` rows.
@@ -211,11 +218,15 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     alpha: length penalty exponent; 0 ranks by raw log-probability.
     bos_id, eos_id, pad_id: the special ids of the model's vocabulary.
     prefix_BP: optional forced first tokens of each sentence, padded with pad_id.
+    nbest: how many of the W results must be final (1 to W; default W).
 
   Returns:
     Finished sequences `[B, W, max_steps]` and scores `[B, W]`, best first.
   """
   batch, width = max_len_B.shape[0], beam_size
+  nbest = width if nbest is None else nbest
+  if not 1 <= nbest <= width:
+    raise ValueError(f"nbest must be between 1 and the beam size {width}, got {nbest}")
   # Only beam 0 is live at the start, so the W initial beams are not W copies.
   live_logprobs = jnp.tile(jnp.array([0.0] + [NEG_INF] * (width - 1)), (batch, 1))
   state = BeamState(
@@ -232,8 +243,7 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     # A live beam's log-prob only falls as it grows, and its penalty is largest at the
     # sentence's maximum length: that bounds the best score it could still reach.
     best_live_B = s.live_logprobs[:, 0] / best_penalty_B
-    worst_finished_B = s.finished_scores[:, -1]
-    can_improve = best_live_B > worst_finished_B
+    can_improve = best_live_B > s.finished_scores[:, nbest - 1]
     return (s.step < max_steps) & jnp.any(can_improve)
 
   def body(s: BeamState):

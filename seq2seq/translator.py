@@ -69,7 +69,8 @@ def search(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray, *,
            beam_size: int, alpha: float,
            max_len_a: float, max_len_b: int, max_steps: int,
            sampling: Sampling | None = None, keys_B: jax.Array | None = None,
-           prefix_BP: jnp.ndarray | None = None) -> tuple[jnp.ndarray, jnp.ndarray]:
+           prefix_BP: jnp.ndarray | None = None, nbest: int | None = None
+           ) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Encodes once, then searches with the KV cache.
 
   The encoder's keys/values (`source`) are closed over by the step function: the
@@ -78,7 +79,8 @@ def search(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray, *,
 
   Returns:
     ids `[B, W, T]` (W = 1 for greedy) and scores `[B, W]`: the log-probability for
-    greedy, log-probability / length penalty for beam search.
+    greedy, log-probability / length penalty for beam search. Beam search stops once the
+    best `nbest` of the W (default all) are final (`decode.beam_search`).
   """
   max_len_B = output_limits(src_BS, max_len_a, max_len_b, max_steps)
   if prefix_BP is not None:  # room for the prefix and max_len_b pieces after it
@@ -103,7 +105,7 @@ def search(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray, *,
                                               prefix_BP=prefix_BP)
     return seqs_BT[:, None], logprob_B[:, None]
   return decode.beam_search(step, cache, max_len_B, max_steps, beam_size, alpha, **ids,
-                            prefix_BP=prefix_BP)
+                            prefix_BP=prefix_BP, nbest=nbest)
 
 
 def forced_logprob(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray,
@@ -149,7 +151,7 @@ class Translator:
     self._search = jax.jit(
         functools.partial(search, models),
         static_argnames=("beam_size", "alpha", "max_len_a", "max_len_b", "max_steps",
-                         "sampling"))
+                         "sampling", "nbest"))
     self._forced_logprob = jax.jit(functools.partial(forced_logprob, models))
 
   def all_params(self, params=None):
@@ -227,10 +229,11 @@ class Translator:
                         beam_size: int | None = None, alpha: float | None = None,
                         batch_size: int | None = None, sampling: Sampling | None = None,
                         key_indices: Sequence[int] | None = None,
-                        prefix_ids: Sequence[np.ndarray] | None = None
+                        prefix_ids: Sequence[np.ndarray] | None = None, nbest: int = 1
                         ) -> Iterator[dict[int, list[tuple[np.ndarray, float]]]]:
     """Searches the id sequences batch by batch (shortest first); yields, per batch,
-    {input index: the W hypotheses (ids, score), best first}. With `sampling`, draws one
+    {input index: the best `nbest` hypotheses (ids, score), best first; beam search
+    stops as soon as these can no longer change}. With `sampling`, draws one
     sample per input instead, input i with the key fold_in(seed key, key_indices[i])
     (default i). `prefix_ids[i]` (pieces, no EOS) forces the start of input i's output."""
     c = self.settings(beam_size, alpha, batch_size)
@@ -265,21 +268,22 @@ class Translator:
       seqs, scores = self._search(params, src, beam_size=c.beam_size, alpha=c.alpha,
                                   max_len_a=c.max_len_a, max_len_b=c.max_len_b,
                                   max_steps=max_steps, sampling=sampling, keys_B=keys_B,
-                                  prefix_BP=prefix)
+                                  prefix_BP=prefix, nbest=min(nbest, c.beam_size))
       seqs, scores = np.asarray(seqs), np.asarray(scores)
-      yield {i: [(seqs[row, k], float(scores[row, k])) for k in range(seqs.shape[1])]
+      yield {i: [(seqs[row, k], float(scores[row, k])) for k in range(min(nbest, seqs.shape[1]))]
              for row, i in enumerate(chunk)}
 
   def translate_ids(self, src_ids: Sequence[np.ndarray], params=None,
                     beam_size: int | None = None, alpha: float | None = None,
                     batch_size: int | None = None, sampling: Sampling | None = None,
                     key_indices: Sequence[int] | None = None,
-                    prefix_ids: Sequence[np.ndarray] | None = None
+                    prefix_ids: Sequence[np.ndarray] | None = None, nbest: int = 1
                     ) -> list[list[tuple[np.ndarray, float]]]:
-    """Searches each id sequence; returns, per input, the W hypotheses (ids, score) best first."""
+    """Searches each id sequence; returns, per input, the best `nbest` hypotheses (ids,
+    score), best first."""
     results: list = [None] * len(src_ids)
     for found in self.translate_batches(src_ids, params, beam_size, alpha, batch_size,
-                                        sampling, key_indices, prefix_ids):
+                                        sampling, key_indices, prefix_ids, nbest):
       for i, hyps in found.items():
         results[i] = hyps
     return results
@@ -314,7 +318,8 @@ class Translator:
     prefix_ids = None if prefixes is None else self.encode_prefixes(prefixes, nonempty)
     if sampling is None:
       found = self.translate_ids(ids, beam_size=c.beam_size, alpha=c.alpha,
-                                 batch_size=c.batch_size, prefix_ids=prefix_ids)
+                                 batch_size=c.batch_size, prefix_ids=prefix_ids,
+                                 nbest=max(nbest, 1))
     else:
       key_indices = [first_index + i for i in nonempty]
       draws = [self.translate_ids(ids, batch_size=c.batch_size, key_indices=key_indices,

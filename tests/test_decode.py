@@ -70,6 +70,34 @@ def test_hypotheses_stop_at_first_eos_and_respect_max_length():
     assert greedy[b].tolist().index(EOS_ID) == limit - 1  # forced to end at the limit
 
 
+def _counting(step, calls):
+  """The step function, counting its calls (the number of positions searched)."""
+  def counted(ids, cache):
+    jax.debug.callback(lambda: calls.append(1))
+    return step(ids, cache)
+  return counted
+
+
+def test_beam_search_stops_once_the_requested_best_are_final():
+  # After two steps "B EOS" (0.396) is finished and no live beam can beat it, while the
+  # second-best ("A EOS", 0.198) is still beatable by "A A ...": nbest=1 stops there.
+  steps = {}
+  results = {}
+  for nbest in (1, 2):
+    calls = []
+    results[nbest] = decode.beam_search(_counting(_table_model(TRAP), calls), _cache(2),
+                                        jnp.array([6]), 6, beam_size=2, alpha=0.0,
+                                        nbest=nbest, **IDS)
+    jax.effects_barrier()
+    steps[nbest] = len(calls)
+  assert steps[1] < steps[2]
+  np.testing.assert_array_equal(results[1][0][:, 0], results[2][0][:, 0])
+  np.testing.assert_array_equal(results[1][1][:, 0], results[2][1][:, 0])
+  with pytest.raises(ValueError, match="nbest must be between 1 and the beam size 2"):
+    decode.beam_search(_table_model(TRAP), _cache(2), jnp.array([6]), 6, beam_size=2,
+                       alpha=0.0, nbest=3, **IDS)
+
+
 def test_length_penalty_is_gnmt_and_changes_the_winner():
   lengths = jnp.arange(1, 20)
   np.testing.assert_allclose(decode.length_penalty(lengths, 0.6),
@@ -193,6 +221,21 @@ def test_nbest_is_sorted_and_consistent_with_one_best(trained_run):
     assert scores == sorted(scores, reverse=True)
   with pytest.raises(ValueError, match="nbest=5 needs a beam"):
     t.translate(lines, beam_size=4, nbest=5)
+
+
+def test_early_stopped_best_equals_the_full_search(trained_run):
+  """translate() asks beam search for the best hypothesis only, which stops a sentence
+  as soon as no live beam can beat its best finished one: that bound is exact, so the
+  best hypothesis and its score are those of the search that keeps all W final."""
+  t = Translator.load(trained_run)
+  ids = t.encode(read_lines(SAMPLE / "test.en")[:40])
+  for alpha in (0.0, 1.6):
+    best = t.translate_ids(ids, beam_size=4, alpha=alpha, nbest=1)
+    full = t.translate_ids(ids, beam_size=4, alpha=alpha, nbest=4)
+    for one, four in zip(best, full):
+      assert len(one) == 1 and len(four) == 4
+      np.testing.assert_array_equal(one[0][0], four[0][0])
+      assert one[0][1] == four[0][1]
 
 
 def test_translator_reuses_compiled_search(trained_run):
