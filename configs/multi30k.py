@@ -11,9 +11,10 @@ measured runs behind them are in bench/README.md ("Quality"):
   shared by both languages; on small data sharing is a strong regulariser.
 - dropout 0.1: ~15 epochs is far from the 140 of the published recipe, whose dropout
   0.3 pays off only over that many; in the sweep 0.3 lost ~0.5-2 BLEU at 16 epochs and
-  0.2 was within noise of 0.1 once checkpoints are averaged. A short-budget choice.
-- batches of 2,048 padded tokens per side (~1,800 real target tokens): 4,100-4,430
-  updates (15-17 epochs) in the hour in four runs (2,300-2,550 target tokens/s in the
+  0.2 was within noise of 0.1 once checkpoints are averaged; with this learning rate a
+  full hour of 0.2 lost 1.7 val BLEU to 0.1 (same seed). A short-budget choice.
+- batches of 2,048 padded tokens per side (~1,800 real target tokens): 4,100-4,434
+  updates (15-17 epochs) in the hour in five runs (2,340-2,550 target tokens/s in the
   trainer's log). Length buckets, not packed rows (bench/README.md: equal throughput).
 - peak learning rate 4e-3 after 800 warmup updates, inverse square root decay: in the
   proxy sweep (bench/README.md, 3,900 updates each) 4e-3 beat 2.5e-3 by ~1 validation
