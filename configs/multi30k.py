@@ -7,6 +7,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   at ~2,250 target tokens/s here against ~1,300 for `small` (d 256, 3+3), so the hour
   holds ~13 epochs instead of ~8, and its greedy validation BLEU runs ahead of
   `small`'s at every point of the hour (32.3 against 28.1 at 28 minutes).
+- pre-norm (layer norm before each sub-layer, the preset's default): post-norm, as in
+  fairseq's `transformer_tiny`, stalls through this short warmup and ended the hour
+  3.1 greedy / 4.1 averaged-beam val BLEU behind with 1,850 more updates (session 7).
 - tied source/target/output embeddings: one 8,000-piece joint unigram vocabulary
   shared by both languages; on small data sharing is a strong regulariser.
 - dropout 0.1: ~15 epochs is far from the 140 of the published recipe, whose dropout
