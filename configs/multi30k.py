@@ -7,6 +7,8 @@ measured runs behind them are in bench/README.md ("Quality"):
   at ~2,250 target tokens/s here against ~1,300 for `small` (d 256, 3+3), so the hour
   holds ~13 epochs instead of ~8, and its greedy validation BLEU runs ahead of
   `small`'s at every point of the hour (32.3 against 28.1 at 28 minutes).
+- 4+4 layers: 6+6 at d 128 was ahead per update but cost 1.27x per update; over the
+  hour it tied (val 40.12, session 7).
 - pre-norm (layer norm before each sub-layer, the preset's default): post-norm, as in
   fairseq's `transformer_tiny`, stalls through this short warmup and ended the hour
   3.1 greedy / 4.1 averaged-beam val BLEU behind with 1,850 more updates (session 7).
@@ -21,8 +23,8 @@ measured runs behind them are in bench/README.md ("Quality"):
   trainer's log). Length buckets, not packed rows (bench/README.md: equal throughput).
 - peak learning rate 4e-3 after 800 warmup updates, inverse square root decay: in the
   proxy sweep (bench/README.md, 3,900 updates each) 4e-3 beat 2.5e-3 by ~1 validation
-  BLEU at every averaging span; warmup 400 did not help. (Published: 5e-3 for 4x
-  larger batches.)
+  BLEU at every averaging span; warmup 400 did not help. 6e-3 for the full hour lost
+  (val 39.30 against 39.38-40.19, session 8). (Published: 5e-3 for 4x larger batches.)
 - label smoothing 0.1, Adam (0.9, 0.98), gradient clipping at norm 1.
 - validation every 400 updates (~7 minutes) with greedy search; checkpoints every 100
   updates and the last 10 averaged at the end (they span the last ~17 minutes, where
