@@ -171,6 +171,9 @@ class DecodeConfig:
   max_len_a: float = 1.5  # output length limit: a * source_length + b
   max_len_b: int = 10
   batch_size: int = 64  # sentences per decoding batch
+  # Batches searched at once, each on its own thread: XLA:CPU runs most of a search step
+  # on one core, so a second batch in flight uses the other (bench/README.md, Decoding).
+  workers: int = 2
 
 
 @dataclasses.dataclass(frozen=True)

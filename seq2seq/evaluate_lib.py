@@ -110,6 +110,8 @@ def main(argv=None) -> None:
                       "(default: the run's)")
   parser.add_argument("--batch-size", type=int, default=None,
                       help="sentences decoded together (default: the run's)")
+  parser.add_argument("--workers", type=int, default=None,
+                      help="batches decoded at once, each on a thread (default 2)")
   parser.add_argument("--output", help="hypothesis file (default: "
                       "RUN_DIR/hyps/NAME.beamN.txt, NAME the split or source file)")
   parser.add_argument("--hyp", help="score this existing translation file against --ref, "
@@ -144,6 +146,9 @@ def main(argv=None) -> None:
     parser.error("give either --split NAME or both --src FILE and --ref FILE")
   if args.beam is not None and args.beam < 1:
     parser.error(f"--beam must be at least 1 (1 = greedy search), got {args.beam}")
+  for flag, value in (("--batch-size", args.batch_size), ("--workers", args.workers)):
+    if value is not None and value < 1:
+      parser.error(f"{flag} must be at least 1, got {value}")
   setup_cli_logging()
   try:
     cfg = (export.load_export(args.workdir[0])[1] if args.engine == "ctranslate2"
@@ -158,7 +163,8 @@ def main(argv=None) -> None:
       if len(sources) != len(references):
         raise ScoreError(f"{args.src} has {len(sources)} lines but {args.ref} has "
                          f"{len(references)}")
-    translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine)
+    workers = {} if args.workers is None else {"workers": args.workers}
+    translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine, **workers)
   except (input_pipeline.DataError, checkpoint.CheckpointError, ScoreError, ValueError) as e:
     sys.exit(f"error: {e}")
   c = translator.settings(args.beam, args.alpha, args.batch_size)

@@ -51,6 +51,8 @@ def resolve_settings(c: DecodeConfig, beam_size: int | None = None, alpha: float
     raise ValueError(f"beam size must be at least 1 (1 = greedy), got {c.beam_size}")
   if c.batch_size < 1:
     raise ValueError(f"batch size must be at least 1, got {c.batch_size}")
+  if c.workers < 1:
+    raise ValueError(f"decoding workers must be at least 1, got {c.workers}")
   return c
 
 

@@ -12,10 +12,12 @@ This module needs the model, the search and the tokenizer, never training code.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator, Sequence
 
 import jax
@@ -47,6 +49,27 @@ def batch_rows(sentences: int, batch_size: int) -> int:
   1-row search instead of a `batch_size`-row one, at the cost of a few more compiled
   shapes (at most log2(batch_size) + 1 per length bucket)."""
   return min(batch_size, 1 << max(sentences - 1, 0).bit_length())
+
+
+def in_order(fn, jobs: Iterator, workers: int) -> Iterator:
+  """fn(job) for every job, up to `workers` of them running at once on threads; results
+  in the order of the jobs. The next job starts before a finished one is handed over, so
+  `workers` run while the caller uses a result."""
+  if workers == 1:
+    yield from map(fn, jobs)
+    return
+  with ThreadPoolExecutor(workers, thread_name_prefix="seq2seq-search") as pool:
+    running = collections.deque()
+    try:
+      for job in jobs:
+        running.append(pool.submit(fn, job))
+        if len(running) == workers:
+          yield running.popleft().result()
+      while running:
+        yield running.popleft().result()
+    finally:  # the caller stopped early, or a search failed: start nothing more
+      for future in running:
+        future.cancel()
 
 
 def max_steps_for(src_len: int, max_len_a: float, max_len_b: int, model_max_len: int) -> int:
@@ -231,7 +254,8 @@ class Translator:
                         key_indices: Sequence[int] | None = None,
                         prefix_ids: Sequence[np.ndarray] | None = None, nbest: int = 1
                         ) -> Iterator[dict[int, list[tuple[np.ndarray, float]]]]:
-    """Searches the id sequences batch by batch (shortest first); yields, per batch,
+    """Searches the id sequences batch by batch (shortest first, the settings' `workers`
+    batches at once on threads); yields, in that order, per batch,
     {input index: the best `nbest` hypotheses (ids, score), best first; beam search
     stops as soon as these can no longer change}. With `sampling`, draws one
     sample per input instead, input i with the key fold_in(seed key, key_indices[i])
@@ -243,33 +267,40 @@ class Translator:
       keys = jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.asarray(index, jnp.int32))
     params = self.all_params(params)
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
-    for start in range(0, len(order), c.batch_size):
-      chunk = order[start:start + c.batch_size]
-      length = self.buckets.length_for(max(len(src_ids[i]) for i in chunk))
-      rows = batch_rows(len(chunk), c.batch_size)
-      src = np.full((rows, length), PAD_ID, np.int32)
-      src[:, 0] = EOS_ID  # filler rows: a one-token source, discarded below
-      for row, i in enumerate(chunk):
-        src[row, :] = PAD_ID
-        src[row, :len(src_ids[i])] = src_ids[i]
-      max_steps = max_steps_for(length, c.max_len_a, c.max_len_b, self.model_cfg.max_len)
-      prefix = None
-      if prefix_ids is not None:
-        width = self.buckets.length_for(max(max(len(prefix_ids[i]) for i in chunk), 1))
-        prefix = np.full((rows, width), PAD_ID, np.int32)
+
+    def jobs():
+      for start in range(0, len(order), c.batch_size):
+        chunk = order[start:start + c.batch_size]
+        length = self.buckets.length_for(max(len(src_ids[i]) for i in chunk))
+        rows = batch_rows(len(chunk), c.batch_size)
+        src = np.full((rows, length), PAD_ID, np.int32)
+        src[:, 0] = EOS_ID  # filler rows: a one-token source, discarded below
         for row, i in enumerate(chunk):
-          prefix[row, :len(prefix_ids[i])] = prefix_ids[i]
-        max_steps = max(max_steps, min(self.model_cfg.max_len, width + c.max_len_b))
-      keys_B = None
-      if sampling is not None:
-        key_rows = np.zeros(rows, np.int32)  # filler rows reuse a key; discarded
-        key_rows[:len(chunk)] = chunk
-        keys_B = keys[key_rows]
-      seqs, scores = self._search(params, src, beam_size=c.beam_size, alpha=c.alpha,
+          src[row, :] = PAD_ID
+          src[row, :len(src_ids[i])] = src_ids[i]
+        max_steps = max_steps_for(length, c.max_len_a, c.max_len_b, self.model_cfg.max_len)
+        prefix = None
+        if prefix_ids is not None:
+          width = self.buckets.length_for(max(max(len(prefix_ids[i]) for i in chunk), 1))
+          prefix = np.full((rows, width), PAD_ID, np.int32)
+          for row, i in enumerate(chunk):
+            prefix[row, :len(prefix_ids[i])] = prefix_ids[i]
+          max_steps = max(max_steps, min(self.model_cfg.max_len, width + c.max_len_b))
+        keys_B = None
+        if sampling is not None:
+          key_rows = np.zeros(rows, np.int32)  # filler rows reuse a key; discarded
+          key_rows[:len(chunk)] = chunk
+          keys_B = keys[key_rows]
+        yield chunk, dict(src_BS=src, max_steps=max_steps, keys_B=keys_B, prefix_BP=prefix)
+
+    def run(job):
+      chunk, args = job
+      seqs, scores = self._search(params, beam_size=c.beam_size, alpha=c.alpha,
                                   max_len_a=c.max_len_a, max_len_b=c.max_len_b,
-                                  max_steps=max_steps, sampling=sampling, keys_B=keys_B,
-                                  prefix_BP=prefix, nbest=min(nbest, c.beam_size))
-      seqs, scores = np.asarray(seqs), np.asarray(scores)
+                                  sampling=sampling, nbest=min(nbest, c.beam_size), **args)
+      return chunk, np.asarray(seqs), np.asarray(scores)
+
+    for chunk, seqs, scores in in_order(run, jobs(), c.workers):
       yield {i: [(seqs[row, k], float(scores[row, k])) for k in range(min(nbest, seqs.shape[1]))]
              for row, i in enumerate(chunk)}
 
@@ -493,6 +524,8 @@ def main(argv=None) -> None:
                       "(needs --beam >= N)")
   parser.add_argument("--batch-size", type=int, default=None,
                       help=f"sentences decoded together (run's default, else {d.batch_size})")
+  parser.add_argument("--workers", type=int, default=None,
+                      help=f"batches decoded at once, each on a thread (default {d.workers})")
   parser.add_argument("--buffer", type=int, default=16,
                       help="batches read ahead and sorted by length before decoding; "
                       "their lines are written as soon as they are translated")
@@ -550,13 +583,16 @@ def main(argv=None) -> None:
     parser.error(f"--beam must be at least 1 (1 = greedy search), got {args.beam}")
   if args.batch_size is not None and args.batch_size < 1:
     parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
+  if args.workers is not None and args.workers < 1:
+    parser.error(f"--workers must be at least 1, got {args.workers}")
   if args.nbest < 0:
     parser.error(f"--nbest must be 0 (off) or more, got {args.nbest}")
   if args.engine == "ctranslate2" and args.attention_plot:
     parser.error("--attention-plot needs the JAX engine")
   setup_cli_logging()
   try:
-    translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine)
+    workers = {} if args.workers is None else {"workers": args.workers}
+    translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine, **workers)
   except (checkpoint.CheckpointError, ValueError) as e:
     sys.exit(f"error: {e}")
   c = translator.settings(args.beam, args.alpha, args.batch_size)

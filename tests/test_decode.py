@@ -10,7 +10,7 @@ from seq2seq import decode
 from seq2seq.config import PRESETS
 from seq2seq.input_pipeline import read_lines
 from seq2seq.model import Model
-from seq2seq.translator import Translator, batch_rows, output_limits, search
+from seq2seq.translator import Translator, batch_rows, in_order, output_limits, search
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID
 
 from helpers import SAMPLE
@@ -208,6 +208,30 @@ def test_translations_do_not_depend_on_batch_size(trained_run):
     many = t.translate(lines, beam_size=beam, batch_size=64)
     assert one == many
     assert len(one) == len(lines) and one[-2] == ""
+
+
+def test_batches_searched_at_once_give_the_same_translations_in_order(trained_run):
+  """Several decoding batches in flight on threads (the default) change nothing: the
+  same hypotheses and scores, each returned for its own input, as one batch at a time."""
+  ids = Translator.load(trained_run).encode(read_lines(SAMPLE / "test.en")[:40])
+  results = {}
+  for workers in (1, 3):
+    t = Translator.load(trained_run, workers=workers)
+    results[workers] = [t.translate_ids(ids, beam_size=beam, batch_size=4) for beam in (1, 3)]
+  for one_at_a_time, concurrent in zip(results[1], results[3]):
+    for a, b in zip(one_at_a_time, concurrent, strict=True):
+      np.testing.assert_array_equal(a[0][0], b[0][0])
+      assert a[0][1] == b[0][1]
+  with pytest.raises(ValueError, match="decoding workers must be at least 1"):
+    Translator.load(trained_run, workers=0).translate("A dog.")
+
+
+def test_in_order_keeps_the_order_of_jobs_that_finish_out_of_order():
+  import time
+  # Job k sleeps longer the smaller k is, so with 3 running at once later ones finish first.
+  slow_first = lambda k: (time.sleep(0.02 * (6 - k)), k)[1]
+  assert list(in_order(slow_first, iter(range(6)), 3)) == list(range(6))
+  assert list(in_order(slow_first, iter(range(6)), 1)) == list(range(6))
 
 
 def test_nbest_is_sorted_and_consistent_with_one_best(trained_run):

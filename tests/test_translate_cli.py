@@ -86,6 +86,7 @@ def test_not_a_run_directory(tmp_path):
     (["--nbest", "3"], "--nbest 3 needs a beam of at least 3"),
     (["--beam", "2", "--nbest", "3"], "add --beam 3 or more"),
     (["--batch-size", "0"], "--batch-size must be at least 1"),
+    (["--workers", "0"], "--workers must be at least 1"),
 ])
 def test_usage_errors_are_one_line_with_status_2(trained_run, args, message):
   proc = run_cli("translate.py", "--workdir", trained_run, *args, input_bytes=b"A dog.\n",
