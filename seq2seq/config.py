@@ -174,6 +174,9 @@ class DecodeConfig:
   # Batches searched at once, each on its own thread: XLA:CPU runs most of a search step
   # on one core, so a second batch in flight uses the other (bench/README.md, Decoding).
   workers: int = 2
+  # A batch shrinks as its sentences finish: once the unfinished fit in half its rows it
+  # goes on with those, down to this many rows (0: never; bench/README.md, Decoding).
+  min_rows: int = 8
 
 
 @dataclasses.dataclass(frozen=True)

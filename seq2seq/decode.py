@@ -1,4 +1,4 @@
-"""Greedy search, sampling and beam search over a `tokens_to_logits(ids_B, cache) -> (logits_BV, cache)`.
+"""Greedy search, sampling and beam search over a `tokens_to_logits(ids_R, cache, source) -> (logits_RV, cache)`.
 
 Model-agnostic, in the style of Flax's `decode.py`: a `lax.while_loop` over explicit
 state, with the KV cache as a pytree carried through the loop (one token per step, no
@@ -7,9 +7,15 @@ Sequences are returned without BOS; after a sequence's first EOS every position 
 
 The cache holds one row per hypothesis (every leaf `[B * W, ...]`, the W beams of a
 sentence consecutive, or a shared scalar such as the write position); beam search
-reorders its rows. State that all hypotheses of a sentence share and that is never
-reordered (the encoder's keys and values) belongs in the closure of `tokens_to_logits`,
-not in the cache.
+reorders its rows. State that all hypotheses of a sentence share and that beams never
+reorder (the encoder's keys and values) is the `source`, one row per sentence (every
+leaf `[B, ...]`), handed to `tokens_to_logits` at every step.
+
+A batch shrinks as its sentences finish (`min_rows`): once the unfinished sentences fit
+in half the rows, the finished ones are set aside and the search goes on over half the
+rows (cache, source and all), down to `min_rows`. A step's cost grows with its rows, and
+without this a batch pays for its longest sentence on every row. Each row's result is
+unchanged: rows never interact, and a row's computation does not depend on the others.
 
 Length limits are per sentence (`max_len_B`, EOS included) and bounded by the static
 number of steps `max_steps`; the last allowed position can only be EOS.
@@ -17,7 +23,7 @@ number of steps `max_steps`; the last allowed position can only be EOS.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +31,54 @@ import jax.numpy as jnp
 # A large finite negative instead of -inf: -inf - -inf would give NaN in the scores.
 NEG_INF = -1.0e7
 
-TokensToLogits = Callable[[jnp.ndarray, Any], tuple[jnp.ndarray, Any]]
+TokensToLogits = Callable[[jnp.ndarray, Any, Any], tuple[jnp.ndarray, Any]]
+
+
+def shrink_sizes(rows: int, min_rows: int) -> list[int]:
+  """The batch sizes a search of `rows` rows goes through: halving while the half is a
+  whole number of at least `min_rows` rows (`[rows]` when min_rows is 0)."""
+  sizes = [rows]
+  while min_rows and sizes[-1] % 2 == 0 and sizes[-1] // 2 >= min_rows:
+    sizes.append(sizes[-1] // 2)
+  return sizes
+
+
+def take_rows(tree: Any, index_N: jnp.ndarray, batch: int) -> Any:
+  """Sentences `index_N` of every leaf of `tree` whose leading axis holds `batch`
+  sentences of g consecutive rows each (`[batch * g, ...]`, g = 1 or the beam size);
+  scalar leaves (shared by all rows) pass through."""
+  def take(x):
+    if x.ndim == 0:
+      return x
+    group = x.reshape((batch, -1) + x.shape[1:])
+    return group[index_N].reshape((-1,) + x.shape[1:])
+  return jax.tree_util.tree_map(take, tree)
+
+
+def shrinking_while_loop(cond, body, state, active: Callable[[Any], jnp.ndarray],
+                         sizes: Sequence[int], results: Callable[[Any], Any]) -> Any:
+  """`lax.while_loop(cond, body, state)` over a batch that shrinks through `sizes`.
+
+  At size n, the loop also stops once the sentences still `active(state)` (`[n]` bool)
+  fit in the next size; they (and finished ones to fill up) are taken, in their order,
+  and the loop goes on with them. Returns `results(state)` (a tree of `[batch, ...]`
+  leaves) for every sentence of the first size, in its original row, each as it was
+  when the sentence was set aside or the search ended.
+  """
+  rows = jnp.arange(sizes[0])  # each current row's row in the first batch
+  out = None
+  for size, next_size in zip(sizes, list(sizes[1:]) + [0]):
+    stage_cond = cond
+    if next_size:
+      stage_cond = lambda s, n=next_size: cond(s) & (jnp.sum(active(s)) > n)
+    state = jax.lax.while_loop(stage_cond, body, state)
+    part = results(state)
+    out = part if out is None else jax.tree_util.tree_map(
+        lambda full, new, rows=rows: full.at[rows].set(new), out, part)
+    if next_size:
+      keep = jnp.argsort(~active(state), stable=True)[:next_size]  # active rows first
+      state, rows = take_rows(state, keep, size), rows[keep]
+  return out
 
 
 def length_penalty(length: jnp.ndarray, alpha: float) -> jnp.ndarray:
@@ -47,6 +100,7 @@ class GreedyState(NamedTuple):
   finished: jnp.ndarray  # [B] bool
   logprob: jnp.ndarray  # [B] float32: sum of chosen tokens' log-probabilities
   cache: Any
+  rows: dict  # what each row keeps through the search: limit, prefix, keys, source
 
 
 def force_prefix(x_RV: jnp.ndarray, prefix_RP: jnp.ndarray | None, step: jnp.ndarray,
@@ -62,12 +116,11 @@ def force_prefix(x_RV: jnp.ndarray, prefix_RP: jnp.ndarray | None, step: jnp.nda
   return jnp.where(active_R[:, None] & other_RV, NEG_INF, x_RV)
 
 
-# choose(log_probs_BV, step) -> tokens_B: arg-max for greedy search, or a sampler.
-Choose = Callable[[jnp.ndarray, jnp.ndarray], jnp.ndarray]
+# choose(log_probs_BV, step, keys_B) -> tokens_B: a sampler (keys_B: one key per row).
+Choose = Callable[[jnp.ndarray, jnp.ndarray, jax.Array], jnp.ndarray]
 
 
-def sampler(keys_B: jax.Array, temperature: float, top_k: int = 0, top_p: float = 1.0
-            ) -> Choose:
+def sampler(temperature: float, top_k: int = 0, top_p: float = 1.0) -> Choose:
   """Draws each row's token from its tempered distribution, restricted to the `top_k`
   most likely tokens (0 = all) and to the smallest set whose probability reaches `top_p`
   (nucleus sampling). Row b at step t uses the key fold_in(keys_B[b], t), so a row's
@@ -76,7 +129,7 @@ def sampler(keys_B: jax.Array, temperature: float, top_k: int = 0, top_p: float 
     raise ValueError(f"sampling needs temperature >= 0, 0 < top_p <= 1 and top_k >= 0; got "
                      f"{temperature}, {top_p}, {top_k}")
 
-  def choose(logp_BV: jnp.ndarray, step: jnp.ndarray) -> jnp.ndarray:
+  def choose(logp_BV: jnp.ndarray, step: jnp.ndarray, keys_B: jax.Array) -> jnp.ndarray:
     if temperature == 0:
       return jnp.argmax(logp_BV, axis=-1).astype(jnp.int32)
     logits_BV = logp_BV / temperature
@@ -98,10 +151,13 @@ def sampler(keys_B: jax.Array, temperature: float, top_k: int = 0, top_p: float 
 
 def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
                   max_steps: int, *, bos_id: int, eos_id: int, pad_id: int,
-                  choose: Choose | None = None, prefix_BP: jnp.ndarray | None = None
-                  ) -> tuple[jnp.ndarray, jnp.ndarray]:
-  """Arg-max decoding, or sampling with `choose=sampler(...)`. Returns sequences
-  `[B, max_steps]` and their log-probabilities `[B]` under the model (untempered)."""
+                  source: Any = None, choose: Choose | None = None,
+                  keys_B: jax.Array | None = None, prefix_BP: jnp.ndarray | None = None,
+                  min_rows: int = 0) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """Arg-max decoding, or sampling with `choose=sampler(...)` and one key per row
+  (`keys_B`). The batch shrinks down to `min_rows` rows as sentences finish (0: never;
+  see the module docstring). Returns sequences `[B, max_steps]` and their
+  log-probabilities `[B]` under the model (untempered)."""
   batch = max_len_B.shape[0]
   state = GreedyState(
       step=jnp.zeros((), jnp.int32),
@@ -109,23 +165,24 @@ def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.n
       last=jnp.full((batch,), bos_id, jnp.int32),
       finished=jnp.zeros((batch,), bool),
       logprob=jnp.zeros((batch,), jnp.float32),
-      cache=cache)
+      cache=cache,
+      rows=dict(max_len=max_len_B, prefix=prefix_BP, keys=keys_B, source=source))
 
   def cond(s: GreedyState):
     return (s.step < max_steps) & ~jnp.all(s.finished)
 
   def body(s: GreedyState):
-    logits_BV, cache = tokens_to_logits(s.last, s.cache)
+    logits_BV, cache = tokens_to_logits(s.last, s.cache, s.rows["source"])
     logp_BV = jax.nn.log_softmax(logits_BV.astype(jnp.float32))
-    logp_BV = only_eos_where(logp_BV, s.step + 1 >= max_len_B, eos_id)
-    logp_BV = force_prefix(logp_BV, prefix_BP, s.step, pad_id)
+    logp_BV = only_eos_where(logp_BV, s.step + 1 >= s.rows["max_len"], eos_id)
+    logp_BV = force_prefix(logp_BV, s.rows["prefix"], s.step, pad_id)
     if choose is None:
       token_B = jnp.argmax(logp_BV, axis=-1).astype(jnp.int32)
     else:
-      token_B = choose(logp_BV, s.step)
+      token_B = choose(logp_BV, s.step, s.rows["keys"])
     chosen = jnp.take_along_axis(logp_BV, token_B[:, None], axis=-1)[:, 0]
     token_B = jnp.where(s.finished, pad_id, token_B)
-    return GreedyState(
+    return s._replace(
         step=s.step + 1,
         seqs=s.seqs.at[:, s.step].set(token_B),
         last=token_B,
@@ -133,8 +190,8 @@ def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.n
         logprob=s.logprob + jnp.where(s.finished, 0.0, chosen),
         cache=cache)
 
-  final = jax.lax.while_loop(cond, body, state)
-  return final.seqs, final.logprob
+  return shrinking_while_loop(cond, body, state, lambda s: ~s.finished,
+                              shrink_sizes(batch, min_rows), lambda s: (s.seqs, s.logprob))
 
 
 def _group_size(n: int, target: int = 128) -> int:
@@ -175,6 +232,7 @@ class BeamState(NamedTuple):
   finished_seqs: jnp.ndarray  # [B, W, T] int32
   finished_scores: jnp.ndarray  # [B, W] float32: log-prob / length penalty, sorted
   cache: Any  # leaves [B * W, ...]
+  rows: dict  # what each sentence keeps through the search: limit, prefix, source
 
 
 def _gather_beams(x: jnp.ndarray, beam_idx_BW: jnp.ndarray) -> jnp.ndarray:
@@ -198,7 +256,8 @@ def _gather_cache(cache: Any, beam_idx_BW: jnp.ndarray) -> Any:
 
 def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
                 max_steps: int, beam_size: int, alpha: float, *, bos_id: int, eos_id: int,
-                pad_id: int, prefix_BP: jnp.ndarray | None = None, nbest: int | None = None
+                pad_id: int, source: Any = None, prefix_BP: jnp.ndarray | None = None,
+                nbest: int | None = None, min_rows: int = 0
                 ) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Beam search with the GNMT length penalty.
 
@@ -217,8 +276,11 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     beam_size: W.
     alpha: length penalty exponent; 0 ranks by raw log-probability.
     bos_id, eos_id, pad_id: the special ids of the model's vocabulary.
+    source: per-sentence state the beams share, `B` rows (see the module docstring).
     prefix_BP: optional forced first tokens of each sentence, padded with pad_id.
     nbest: how many of the W results must be final (1 to W; default W).
+    min_rows: the batch shrinks down to this many sentences as sentences are done
+      (0: never; see the module docstring).
 
   Returns:
     Finished sequences `[B, W, max_steps]` and scores `[B, W]`, best first.
@@ -229,42 +291,47 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     raise ValueError(f"nbest must be between 1 and the beam size {width}, got {nbest}")
   # Only beam 0 is live at the start, so the W initial beams are not W copies.
   live_logprobs = jnp.tile(jnp.array([0.0] + [NEG_INF] * (width - 1)), (batch, 1))
+  prefix_RP = None if prefix_BP is None else jnp.repeat(prefix_BP, width, axis=0)
   state = BeamState(
       step=jnp.zeros((), jnp.int32),
       live_seqs=jnp.full((batch, width, max_steps), pad_id, jnp.int32),
       live_logprobs=live_logprobs,
       finished_seqs=jnp.full((batch, width, max_steps), pad_id, jnp.int32),
       finished_scores=jnp.full((batch, width), NEG_INF),
-      cache=cache)
-  best_penalty_B = length_penalty(max_len_B, alpha)
-  prefix_RP = None if prefix_BP is None else jnp.repeat(prefix_BP, width, axis=0)
+      cache=cache,
+      rows=dict(max_len=max_len_B, prefix=prefix_RP, source=source))
 
-  def cond(s: BeamState):
+  def can_improve(s: BeamState) -> jnp.ndarray:
     # A live beam's log-prob only falls as it grows, and its penalty is largest at the
     # sentence's maximum length: that bounds the best score it could still reach.
-    best_live_B = s.live_logprobs[:, 0] / best_penalty_B
-    can_improve = best_live_B > s.finished_scores[:, nbest - 1]
-    return (s.step < max_steps) & jnp.any(can_improve)
+    best_live_B = s.live_logprobs[:, 0] / length_penalty(s.rows["max_len"], alpha)
+    return best_live_B > s.finished_scores[:, nbest - 1]
+
+  def cond(s: BeamState):
+    return (s.step < max_steps) & jnp.any(can_improve(s))
 
   def body(s: BeamState):
     last_BW = jnp.where(s.step == 0, bos_id,
                         s.live_seqs[:, :, jnp.maximum(s.step - 1, 0)])
-    logits_RV, cache = tokens_to_logits(last_BW.reshape(-1), s.cache)  # R = B * W rows
+    # R = B * W rows
+    logits_RV, cache = tokens_to_logits(last_BW.reshape(-1), s.cache, s.rows["source"])
     logits_RV = logits_RV.astype(jnp.float32)
     lse_R = jax.nn.logsumexp(logits_RV, axis=-1)
-    logits_RV = only_eos_where(logits_RV, jnp.repeat(s.step + 1 >= max_len_B, width), eos_id)
-    logits_RV = force_prefix(logits_RV, prefix_RP, s.step, pad_id)
+    logits_RV = only_eos_where(logits_RV, jnp.repeat(s.step + 1 >= s.rows["max_len"], width),
+                               eos_id)
+    logits_RV = force_prefix(logits_RV, s.rows["prefix"], s.step, pad_id)
     # The best 2W candidates of a sentence are among the best 2W of each of its beams,
     # and log-softmax keeps the order within a row: select on the logits, then take
     # the log-probabilities of the W * 2W survivors only.
     per_beam = min(2 * width, logits_RV.shape[-1])
     top_logit_RK, top_token_RK = top_k_rows(logits_RV, per_beam)
-    logp_BWK = (top_logit_RK - lse_R[:, None]).reshape(batch, width, per_beam)
-    candidates_BM = (s.live_logprobs[:, :, None] + logp_BWK).reshape(batch, -1)  # M = W * 2W
+    rows = s.live_logprobs.shape[0]  # B, or fewer once the batch has shrunk
+    logp_BWK = (top_logit_RK - lse_R[:, None]).reshape(rows, width, per_beam)
+    candidates_BM = (s.live_logprobs[:, :, None] + logp_BWK).reshape(rows, -1)  # M = W * 2W
     # 2W candidates: even if W of them end in EOS, W live ones remain.
     top_logp_BC, top_idx_BC = jax.lax.top_k(candidates_BM, 2 * width)
     beam_BC = top_idx_BC // per_beam
-    token_BC = jnp.take_along_axis(top_token_RK.reshape(batch, -1), top_idx_BC, axis=1
+    token_BC = jnp.take_along_axis(top_token_RK.reshape(rows, -1), top_idx_BC, axis=1
                                    ).astype(jnp.int32)
     seqs_BCT = _gather_beams(s.live_seqs, beam_BC)
     seqs_BCT = seqs_BCT.at[:, :, s.step].set(token_BC)  # --> [B, 2W, T]
@@ -282,13 +349,15 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     live_seqs = _gather_beams(seqs_BCT, live_pick)  # --> [B, W, T]
     cache = _gather_cache(cache, jnp.take_along_axis(beam_BC, live_pick, axis=1))
     return BeamState(s.step + 1, live_seqs, live_logprobs, finished_seqs, finished_scores,
-                     cache)
+                     cache, s.rows)
 
-  final = jax.lax.while_loop(cond, body, state)
+  finished_seqs, finished_scores, live_seqs, live_logprobs = shrinking_while_loop(
+      cond, body, state, can_improve, shrink_sizes(batch, min_rows),
+      lambda s: (s.finished_seqs, s.finished_scores, s.live_seqs, s.live_logprobs))
   # Every sentence finishes by its length limit, but keep live beams as a fallback for
   # rows that did not (max_steps < max_len_B cannot happen when called via the Translator).
-  has_finished = final.finished_scores[:, :1] > NEG_INF / 2
-  live_scores = final.live_logprobs / length_penalty(jnp.asarray(max_steps), alpha)
-  seqs = jnp.where(has_finished[:, :, None], final.finished_seqs, final.live_seqs)
-  scores = jnp.where(has_finished, final.finished_scores, live_scores)
+  has_finished = finished_scores[:, :1] > NEG_INF / 2
+  live_scores = live_logprobs / length_penalty(jnp.asarray(max_steps), alpha)
+  seqs = jnp.where(has_finished[:, :, None], finished_seqs, live_seqs)
+  scores = jnp.where(has_finished, finished_scores, live_scores)
   return seqs, scores

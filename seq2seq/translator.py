@@ -77,10 +77,10 @@ def max_steps_for(src_len: int, max_len_a: float, max_len_b: int, model_max_len:
   return int(min(model_max_len, max(1, int(max_len_a * src_len + max_len_b))))
 
 
-def ensemble_step(models: Sequence[Model], params: Sequence, sources: Sequence):
+def ensemble_step(models: Sequence[Model], params: Sequence):
   """One decoding step of several models sharing a vocabulary: the mean of their
-  log-probabilities (each member keeps its own cache, reordered with the beams)."""
-  def step(ids_B, caches):
+  log-probabilities (each member keeps its own cache and source)."""
+  def step(ids_B, caches, sources):
     outputs = [m.decode_step(p, ids_B, c, src)
                for m, p, c, src in zip(models, params, caches, sources)]
     logp = [jax.nn.log_softmax(logits.astype(jnp.float32)) for logits, _ in outputs]
@@ -92,13 +92,14 @@ def search(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray, *,
            beam_size: int, alpha: float,
            max_len_a: float, max_len_b: int, max_steps: int,
            sampling: Sampling | None = None, keys_B: jax.Array | None = None,
-           prefix_BP: jnp.ndarray | None = None, nbest: int | None = None
-           ) -> tuple[jnp.ndarray, jnp.ndarray]:
+           prefix_BP: jnp.ndarray | None = None, nbest: int | None = None,
+           min_rows: int = 0) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Encodes once, then searches with the KV cache.
 
-  The encoder's keys/values (`source`) are closed over by the step function: the
-  search reorders the per-hypothesis cache only. With a tuple of models (and a tuple of
-  their parameters), searches their ensemble (`ensemble_step`).
+  The encoder's keys/values are the search's `source` (one row per sentence, never
+  reordered by beams); the batch shrinks to `min_rows` sentences as they finish
+  (`decode`'s module docstring). With a tuple of models (and a tuple of their
+  parameters), searches their ensemble (`ensemble_step`).
 
   Returns:
     ids `[B, W, T]` (W = 1 for greedy) and scores `[B, W]`: the log-probability for
@@ -112,23 +113,23 @@ def search(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray, *,
   if isinstance(model, tuple):
     caches, sources = zip(*(m.init_cache(p, m.encode(p, src_BS), src_BS, max_steps, beam_size)
                             for m, p in zip(model, params)))
-    cache, step = tuple(caches), ensemble_step(model, params, sources)
+    cache, source, step = tuple(caches), tuple(sources), ensemble_step(model, params)
   else:
     memory_BSD = model.encode(params, src_BS)
     cache, source = model.init_cache(params, memory_BSD, src_BS, max_steps, beam_size)
-    step = lambda ids, c: model.decode_step(params, ids, c, source)
-  ids = dict(bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID)
+    step = lambda ids, c, src: model.decode_step(params, ids, c, src)
+  args = dict(bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID, source=source,
+              prefix_BP=prefix_BP, min_rows=min_rows)
   if sampling is not None:
-    choose = decode.sampler(keys_B, sampling.temperature, sampling.top_k, sampling.top_p)
-    seqs_BT, logprob_B = decode.greedy_search(step, cache, max_len_B, max_steps, **ids,
-                                              choose=choose, prefix_BP=prefix_BP)
+    choose = decode.sampler(sampling.temperature, sampling.top_k, sampling.top_p)
+    seqs_BT, logprob_B = decode.greedy_search(step, cache, max_len_B, max_steps, **args,
+                                              choose=choose, keys_B=keys_B)
     return seqs_BT[:, None], logprob_B[:, None]
   if beam_size == 1:
-    seqs_BT, logprob_B = decode.greedy_search(step, cache, max_len_B, max_steps, **ids,
-                                              prefix_BP=prefix_BP)
+    seqs_BT, logprob_B = decode.greedy_search(step, cache, max_len_B, max_steps, **args)
     return seqs_BT[:, None], logprob_B[:, None]
-  return decode.beam_search(step, cache, max_len_B, max_steps, beam_size, alpha, **ids,
-                            prefix_BP=prefix_BP, nbest=nbest)
+  return decode.beam_search(step, cache, max_len_B, max_steps, beam_size, alpha, **args,
+                            nbest=nbest)
 
 
 def forced_logprob(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray,
@@ -174,7 +175,7 @@ class Translator:
     self._search = jax.jit(
         functools.partial(search, models),
         static_argnames=("beam_size", "alpha", "max_len_a", "max_len_b", "max_steps",
-                         "sampling", "nbest"))
+                         "sampling", "nbest", "min_rows"))
     self._forced_logprob = jax.jit(functools.partial(forced_logprob, models))
 
   def all_params(self, params=None):
@@ -297,7 +298,8 @@ class Translator:
       chunk, args = job
       seqs, scores = self._search(params, beam_size=c.beam_size, alpha=c.alpha,
                                   max_len_a=c.max_len_a, max_len_b=c.max_len_b,
-                                  sampling=sampling, nbest=min(nbest, c.beam_size), **args)
+                                  sampling=sampling, nbest=min(nbest, c.beam_size),
+                                  min_rows=c.min_rows, **args)
       return chunk, np.asarray(seqs), np.asarray(scores)
 
     for chunk, seqs, scores in in_order(run, jobs(), c.workers):

@@ -18,7 +18,7 @@ SOURCES = read_lines(SAMPLE / "test.en")[:40]
 def draw(probs, n=4000, **kwargs):
   logp_BV = jnp.log(jnp.tile(jnp.asarray(probs, jnp.float32), (n, 1)))
   keys_B = jax.random.split(jax.random.PRNGKey(0), n)
-  return np.asarray(decode.sampler(keys_B, **kwargs)(logp_BV, jnp.int32(0)))
+  return np.asarray(decode.sampler(**kwargs)(logp_BV, jnp.int32(0), keys_B))
 
 
 def test_sampler_follows_the_restricted_distribution():
@@ -34,7 +34,7 @@ def test_sampler_follows_the_restricted_distribution():
   np.testing.assert_allclose(hot, flat, atol=0.03)
   assert set(draw(probs, temperature=0.0)) == {0}
   with pytest.raises(ValueError, match="top_p"):
-    decode.sampler(jax.random.split(jax.random.PRNGKey(0), 2), 1.0, top_p=0.0)
+    decode.sampler(1.0, top_p=0.0)
 
 
 @pytest.fixture(scope="module")
