@@ -1,7 +1,7 @@
 """Decoding speed on test_2016_flickr with a trained run, greedy and beam.
 
   python bench/decode_speed.py --workdir RUN_DIR [--beam 5] [--batch-size 64] \
-      [--compare-ctranslate2]
+      [--min-rows N] [--workers N] [--compare-ctranslate2]
 
 Model load and compilation (a first pass over the same data) are timed separately;
 the reported sentences/s and output tokens/s are of a second, steady-state pass. The
@@ -60,6 +60,11 @@ def main():
   p.add_argument("--ref", default=str(MULTI30K / "test_2016_flickr.de.gz"))
   p.add_argument("--beam", type=int, default=5)
   p.add_argument("--batch-size", type=int, default=64)
+  p.add_argument("--min-rows", type=int, default=None,
+                 help="decode.min_rows: batches shrink down to this many rows as sentences "
+                 "finish (0: never; default: the run's setting)")
+  p.add_argument("--workers", type=int, default=None,
+                 help="batches decoded at once on threads (default: the run's setting)")
   p.add_argument("--compare-ctranslate2", action="store_true",
                  help="also export the checkpoint and decode with CTranslate2 float32 and int8")
   p.add_argument("--ct2-alpha", type=float, default=1.3,
@@ -68,11 +73,14 @@ def main():
   args = p.parse_args()
   enable_compilation_cache()
   t = time.perf_counter()
-  translator = Translator.load(args.workdir, args.checkpoint)
+  overrides = {k: v for k, v in (("min_rows", args.min_rows), ("workers", args.workers))
+               if v is not None}
+  translator = Translator.load(args.workdir, args.checkpoint, **overrides)
   load_s = time.perf_counter() - t
   lines, references = read_lines(args.src), read_lines(args.ref)
   result = {"benchmark": "decode_speed", "sentences": len(lines), "load_s": round(load_s, 1),
-            "batch_size": args.batch_size, "checkpoint": args.checkpoint}
+            "batch_size": args.batch_size, "checkpoint": args.checkpoint,
+            "min_rows": translator.decode_cfg.min_rows, "workers": translator.decode_cfg.workers}
   searches = (("greedy", 1), (f"beam{args.beam}", args.beam))
   jax_out = {}
   for name, beam in searches:
