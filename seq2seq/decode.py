@@ -173,14 +173,15 @@ def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.n
 
   def body(s: GreedyState):
     logits_BV, cache = tokens_to_logits(s.last, s.cache, s.rows["source"])
-    logp_BV = jax.nn.log_softmax(logits_BV.astype(jnp.float32))
-    logp_BV = only_eos_where(logp_BV, s.step + 1 >= s.rows["max_len"], eos_id)
-    logp_BV = force_prefix(logp_BV, s.rows["prefix"], s.step, pad_id)
-    if choose is None:
-      token_B = jnp.argmax(logp_BV, axis=-1).astype(jnp.int32)
+    logits_BV = logits_BV.astype(jnp.float32)
+    lse_B = jax.nn.logsumexp(logits_BV, axis=-1)
+    x_BV = only_eos_where(logits_BV, s.step + 1 >= s.rows["max_len"], eos_id)
+    x_BV = force_prefix(x_BV, s.rows["prefix"], s.step, pad_id)
+    if choose is None:  # the arg-max of the logits: no [B, V] log-probabilities needed
+      token_B = jnp.argmax(x_BV, axis=-1).astype(jnp.int32)
     else:
-      token_B = choose(logp_BV, s.step, s.rows["keys"])
-    chosen = jnp.take_along_axis(logp_BV, token_B[:, None], axis=-1)[:, 0]
+      token_B = choose(x_BV - lse_B[:, None], s.step, s.rows["keys"])
+    chosen = jnp.take_along_axis(logits_BV, token_B[:, None], axis=-1)[:, 0] - lse_B
     token_B = jnp.where(s.finished, pad_id, token_B)
     return s._replace(
         step=s.step + 1,
