@@ -55,23 +55,22 @@ def take_rows(tree: Any, index_N: jnp.ndarray, batch: int) -> Any:
   return jax.tree_util.tree_map(take, tree)
 
 
-def shrinking_while_loop(cond, body, state, active: Callable[[Any], jnp.ndarray],
+def shrinking_while_loop(body, state, active: Callable[[Any], jnp.ndarray], max_steps: int,
                          sizes: Sequence[int], results: Callable[[Any], Any]) -> Any:
-  """`lax.while_loop(cond, body, state)` over a batch that shrinks through `sizes`.
+  """`lax.while_loop(body)` on `state` while `state.step < max_steps` and some sentence is
+  still `active(state)` (`[n]` bool), over a batch that shrinks through `sizes`.
 
-  At size n, the loop also stops once the sentences still `active(state)` (`[n]` bool)
-  fit in the next size; they (and finished ones to fill up) are taken, in their order,
-  and the loop goes on with them. Returns `results(state)` (a tree of `[batch, ...]`
-  leaves) for every sentence of the first size, in its original row, each as it was
-  when the sentence was set aside or the search ended.
+  At size n, the loop stops once the active sentences fit in the next size; they (and
+  finished ones to fill up) are taken, in their order, and the loop goes on with them.
+  Returns `results(state)` (a tree of `[batch, ...]` leaves) for every sentence of the
+  first size, in its original row, each as it was when the sentence was set aside or
+  the search ended.
   """
   rows = jnp.arange(sizes[0])  # each current row's row in the first batch
   out = None
   for size, next_size in zip(sizes, list(sizes[1:]) + [0]):
-    stage_cond = cond
-    if next_size:
-      stage_cond = lambda s, n=next_size: cond(s) & (jnp.sum(active(s)) > n)
-    state = jax.lax.while_loop(stage_cond, body, state)
+    cond = lambda s, n=next_size: (s.step < max_steps) & (jnp.sum(active(s)) > n)
+    state = jax.lax.while_loop(cond, body, state)
     part = results(state)
     out = part if out is None else jax.tree_util.tree_map(
         lambda full, new, rows=rows: full.at[rows].set(new), out, part)
@@ -168,9 +167,6 @@ def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.n
       cache=cache,
       rows=dict(max_len=max_len_B, prefix=prefix_BP, keys=keys_B, source=source))
 
-  def cond(s: GreedyState):
-    return (s.step < max_steps) & ~jnp.all(s.finished)
-
   def body(s: GreedyState):
     logits_BV, cache = tokens_to_logits(s.last, s.cache, s.rows["source"])
     logits_BV = logits_BV.astype(jnp.float32)
@@ -191,7 +187,7 @@ def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.n
         logprob=s.logprob + jnp.where(s.finished, 0.0, chosen),
         cache=cache)
 
-  return shrinking_while_loop(cond, body, state, lambda s: ~s.finished,
+  return shrinking_while_loop(body, state, lambda s: ~s.finished, max_steps,
                               shrink_sizes(batch, min_rows), lambda s: (s.seqs, s.logprob))
 
 
@@ -300,16 +296,14 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
       finished_seqs=jnp.full((batch, width, max_steps), pad_id, jnp.int32),
       finished_scores=jnp.full((batch, width), NEG_INF),
       cache=cache,
-      rows=dict(max_len=max_len_B, prefix=prefix_RP, source=source))
+      rows=dict(max_len=max_len_B, best_penalty=length_penalty(max_len_B, alpha),
+                prefix=prefix_RP, source=source))
 
   def can_improve(s: BeamState) -> jnp.ndarray:
     # A live beam's log-prob only falls as it grows, and its penalty is largest at the
     # sentence's maximum length: that bounds the best score it could still reach.
-    best_live_B = s.live_logprobs[:, 0] / length_penalty(s.rows["max_len"], alpha)
+    best_live_B = s.live_logprobs[:, 0] / s.rows["best_penalty"]
     return best_live_B > s.finished_scores[:, nbest - 1]
-
-  def cond(s: BeamState):
-    return (s.step < max_steps) & jnp.any(can_improve(s))
 
   def body(s: BeamState):
     last_BW = jnp.where(s.step == 0, bos_id,
@@ -353,7 +347,7 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
                      cache, s.rows)
 
   finished_seqs, finished_scores, live_seqs, live_logprobs = shrinking_while_loop(
-      cond, body, state, can_improve, shrink_sizes(batch, min_rows),
+      body, state, can_improve, max_steps, shrink_sizes(batch, min_rows),
       lambda s: (s.finished_seqs, s.finished_scores, s.live_seqs, s.live_logprobs))
   # Every sentence finishes by its length limit, but keep live beams as a fallback for
   # rows that did not (max_steps < max_len_B cannot happen when called via the Translator).

@@ -16,6 +16,7 @@ from typing import Sequence
 import sacrebleu
 
 from seq2seq import checkpoint, export, input_pipeline, model_card
+from seq2seq.config import DecodeConfig
 from seq2seq.translator import ENGINES, Translator, one_line
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,8 @@ def main(argv=None) -> None:
   parser.add_argument("--batch-size", type=int, default=None,
                       help="sentences decoded together (default: the run's)")
   parser.add_argument("--workers", type=int, default=None,
-                      help="batches decoded at once, each on a thread (default 2)")
+                      help="batches decoded at once, each on a thread "
+                      f"(default {DecodeConfig.workers})")
   parser.add_argument("--output", help="hypothesis file (default: "
                       "RUN_DIR/hyps/NAME.beamN.txt, NAME the split or source file)")
   parser.add_argument("--hyp", help="score this existing translation file against --ref, "
