@@ -109,12 +109,12 @@ class DecoderLayer(hk.Module):
     new_cache = {}
 
     def self_attend(h_B1D):
-      k_BH1K, v_BH1K = self.self_attention.project_kv(h_B1D, head_major=True)
+      q_B1HK, k_BH1K, v_BH1K = self.self_attention.project_qkv(h_B1D)
       new_cache["k"] = jax.lax.dynamic_update_slice_in_dim(cache["k"], k_BH1K, index, axis=2)
       new_cache["v"] = jax.lax.dynamic_update_slice_in_dim(cache["v"], v_BH1K, index, axis=2)
       mask = masks.cache_mask(index, cache["k"].shape[2])
-      return self.self_attention.attend(h_B1D, new_cache["k"], new_cache["v"], mask,
-                                        head_major=True)
+      return self.self_attention.attend_heads(q_B1HK, new_cache["k"], new_cache["v"], mask,
+                                              head_major=True)
 
     def cross_attend(h_R1D):
       # The W beams of a sentence (consecutive rows) are W query positions over the
