@@ -238,23 +238,18 @@ def _gather_beams(x: jnp.ndarray, beam_idx_BW: jnp.ndarray) -> jnp.ndarray:
                              axis=1)
 
 
-def _gather_cache(cache: Any, beam_idx_BW: jnp.ndarray) -> Any:
-  """Reorders the cache rows `[B * W, ...]` with the beams; scalar leaves are shared."""
-  batch, width = beam_idx_BW.shape
-
-  def gather(x):
-    if x.ndim == 0:
-      return x
-    x = x.reshape((batch, -1) + x.shape[1:])
-    return _gather_beams(x, beam_idx_BW).reshape((batch * width,) + x.shape[2:])
-
-  return jax.tree_util.tree_map(gather, cache)
+def gather_rows(cache: Any, parents_R: jnp.ndarray) -> Any:
+  """The default `reorder` of beam search: row r of every cache leaf `[R, ...]` becomes
+  row `parents_R[r]`; scalar leaves are shared."""
+  return jax.tree_util.tree_map(lambda x: x if x.ndim == 0 else jnp.take(x, parents_R, axis=0, mode="clip"),
+                                cache)
 
 
 def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
                 max_steps: int, beam_size: int, alpha: float, *, bos_id: int, eos_id: int,
                 pad_id: int, source: Any = None, prefix_BP: jnp.ndarray | None = None,
-                nbest: int | None = None, min_rows: int = 0
+                nbest: int | None = None, min_rows: int = 0,
+                reorder: Callable[[Any, jnp.ndarray], Any] = gather_rows
                 ) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Beam search with the GNMT length penalty.
 
@@ -278,6 +273,8 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     nbest: how many of the W results must be final (1 to W; default W).
     min_rows: the batch shrinks down to this many sentences as sentences are done
       (0: never; see the module docstring).
+    reorder: `reorder(cache, parents_R)`, the cache with row r taken from row
+      `parents_R[r]` (a model may move only what it has written, `model.reorder_cache`).
 
   Returns:
     Finished sequences `[B, W, max_steps]` and scores `[B, W]`, best first.
@@ -342,7 +339,8 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     live_logp_BC = jnp.where(is_eos_BC, NEG_INF, top_logp_BC)
     live_logprobs, live_pick = jax.lax.top_k(live_logp_BC, width)
     live_seqs = _gather_beams(seqs_BCT, live_pick)  # --> [B, W, T]
-    cache = _gather_cache(cache, jnp.take_along_axis(beam_BC, live_pick, axis=1))
+    parent_BW = jnp.take_along_axis(beam_BC, live_pick, axis=1)
+    cache = reorder(cache, (jnp.arange(rows)[:, None] * width + parent_BW).reshape(-1))
     return BeamState(s.step + 1, live_seqs, live_logprobs, finished_seqs, finished_scores,
                      cache, s.rows)
 

@@ -114,10 +114,12 @@ def search(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray, *,
     caches, sources = zip(*(m.init_cache(p, m.encode(p, src_BS), src_BS, max_steps, beam_size)
                             for m, p in zip(model, params)))
     cache, source, step = tuple(caches), tuple(sources), ensemble_step(model, params)
+    reorder = lambda c, parents: tuple(m.reorder_cache(ci, parents) for m, ci in zip(model, c))
   else:
     memory_BSD = model.encode(params, src_BS)
     cache, source = model.init_cache(params, memory_BSD, src_BS, max_steps, beam_size)
     step = lambda ids, c, src: model.decode_step(params, ids, c, src)
+    reorder = model.reorder_cache
   args = dict(bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID, source=source,
               prefix_BP=prefix_BP, min_rows=min_rows)
   if sampling is not None:
@@ -129,7 +131,7 @@ def search(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray, *,
     seqs_BT, logprob_B = decode.greedy_search(step, cache, max_len_B, max_steps, **args)
     return seqs_BT[:, None], logprob_B[:, None]
   return decode.beam_search(step, cache, max_len_B, max_steps, beam_size, alpha, **args,
-                            nbest=nbest)
+                            nbest=nbest, reorder=reorder)
 
 
 def forced_logprob(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray,

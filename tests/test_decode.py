@@ -180,15 +180,37 @@ def test_beam_search_reorders_the_cache_with_its_beams():
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.int32])
 def test_cache_reorder_is_an_exact_row_gather(dtype):
-  batch, width = 3, 4
   rng = np.random.default_rng(0)
-  x = rng.normal(size=(batch * width, 2, 5, 3)) * 10.0 ** rng.integers(-30, 30, (1, 1, 1, 3))
+  x = rng.normal(size=(12, 2, 16, 3)) * 10.0 ** rng.integers(-30, 30, (1, 1, 1, 3))
   x = jnp.asarray(x if dtype != jnp.int32 else x * 1e-25, dtype)
-  beam_idx = jnp.asarray(rng.integers(0, width, (batch, width)), jnp.int32)
-  got = decode._gather_cache({"k": x, "index": jnp.int32(7)}, beam_idx)
-  rows = (np.arange(batch)[:, None] * width + np.asarray(beam_idx)).reshape(-1)
-  np.testing.assert_array_equal(np.asarray(got["k"]), np.asarray(x)[rows])
+  parents = rng.integers(0, 12, 12)
+  got = decode.gather_rows({"k": x, "index": jnp.int32(7)}, jnp.asarray(parents))
+  np.testing.assert_array_equal(np.asarray(got["k"]), np.asarray(x)[parents])
   assert got["k"].dtype == x.dtype and int(got["index"]) == 7
+  # The model's reorder moves the positions written so far exactly so, in blocks of 8;
+  # the blocks after them stay as they were.
+  for index in (0, 1, 7, 8, 9, 16):
+    cache = {"index": jnp.int32(index), "layers": [{"k": x, "v": x[::-1]}]}
+    layer = Model.reorder_cache(cache, jnp.asarray(parents))["layers"][0]
+    untouched = -(-index // 8) * 8
+    for name, before in (("k", x), ("v", x[::-1])):
+      np.testing.assert_array_equal(np.asarray(layer[name])[:, :, :index],
+                                    np.asarray(before)[parents][:, :, :index])
+      np.testing.assert_array_equal(np.asarray(layer[name])[:, :, untouched:],
+                                    np.asarray(before)[:, :, untouched:])
+
+
+def test_the_models_block_reorder_gives_the_search_of_a_whole_reorder(random_tiny):
+  model, params, src = random_tiny
+  kw = dict(beam_size=3, alpha=1.0, max_len_a=2.0, max_len_b=9, max_steps=19)
+  ids, scores = search(model, params, src, **kw)  # the model's reorder_cache
+  whole = Model(PRESETS["tiny"])
+  whole.reorder_cache = decode.gather_rows
+  ids_whole, scores_whole = search(whole, params, src, **kw)
+  np.testing.assert_array_equal(np.asarray(ids), np.asarray(ids_whole))
+  np.testing.assert_array_equal(np.asarray(scores), np.asarray(scores_whole))
+  cache, _ = model.init_cache(params, model.encode(params, src), src, max_len=19)
+  assert cache["layers"][0]["k"].shape[2] == 24  # whole blocks of 8 positions
 
 
 @pytest.fixture(scope="module")
