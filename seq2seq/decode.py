@@ -191,7 +191,7 @@ def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.n
                               shrink_sizes(batch, min_rows), lambda s: (s.seqs, s.logprob))
 
 
-def _group_size(n: int, target: int = 128) -> int:
+def _group_size(n: int, target: int = 64) -> int:
   """A divisor of n near `target` (so rows split into groups without padding), else target."""
   divisors = [g for g in range(target // 2, 2 * target + 1) if n % g == 0]
   return min(divisors, key=lambda g: abs(g - target)) if divisors else target
@@ -204,7 +204,8 @@ def top_k_rows(x_RN: jnp.ndarray, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
   of 8,000 pieces, as much as the output layer). Instead: split each row into groups,
   keep the k groups with the largest maxima (every top-k element lies in one of them:
   a group outside them has k maxima above its own), and take the top k of those k
-  groups only.
+  groups only. Groups of about 64: 1.9 ms for 320 rows of 8,000 against 2.8 ms with
+  groups of 125 (bench/README.md).
   """
   rows, n = x_RN.shape
   group = _group_size(n)
