@@ -369,7 +369,7 @@ def test_batch_rows_are_powers_of_two_up_to_the_batch_size():
   assert batch_rows(5, 6) == 6 and batch_rows(1, 6) == 1
 
 
-@pytest.mark.parametrize("n,k", [(8000, 10), (1000, 6), (8001, 2), (40, 4)])
+@pytest.mark.parametrize("n,k", [(8000, 10), (1000, 6), (8001, 2), (8009, 5), (40, 4)])
 def test_top_k_rows_equals_lax_top_k(n, k):
   x = jax.random.normal(jax.random.PRNGKey(n), (7, n))
   values, index = decode.top_k_rows(x, k)
