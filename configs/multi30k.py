@@ -25,7 +25,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   proxy sweep (bench/README.md, 3,900 updates each) 4e-3 beat 2.5e-3 by ~1 validation
   BLEU at every averaging span; warmup 400 did not help. 6e-3 for the full hour lost
   (val 39.30 against 39.38-40.19, session 8). (Published: 5e-3 for 4x larger batches.)
-- label smoothing 0.1, Adam (0.9, 0.98), gradient clipping at norm 1.
+- label smoothing 0.1: 0.2 lost in the sweep at lr 2.5e-3 and tied over a full hour at
+  4e-3 (val 39.68 with 6,400 updates, session 10). Adam (0.9, 0.98), gradient
+  clipping at norm 1.
 - validation every 400 updates (~7 minutes) with greedy search; checkpoints every 100
   updates and the last 10 averaged at the end (they span the last ~17 minutes, where
   the learning rate has decayed enough for their mean to beat each of them).
