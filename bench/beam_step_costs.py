@@ -1,0 +1,100 @@
+"""Where a beam-search step goes: its parts timed alone, in one process, alternating.
+
+  python bench/beam_step_costs.py --workdir RUN_DIR [--checkpoint averaged] \
+      [--sentences 64] [--beam 5] [--rounds 5]
+
+For `--sentences` x `--beam` hypotheses (a decoding batch) of the run's model, each
+variant runs 20 steps in a `fori_loop` and reports milliseconds per step:
+- `model L=N`: `Model.decode_step` over a self-attention cache of N positions;
+- `+ whole reorder` / `+ block reorder`: the same, then the cache reordered with the
+  beams, all of it (`decode.gather_rows`) or the blocks written so far
+  (`Model.reorder_cache`; the steps start at position 0, so it moves 1-3 blocks);
+- `search only`: `decode.beam_search` over the model's vocabulary with constant logits
+  (no model; EOS never chosen, so it runs every step): the search's own work, mostly
+  the log-sum-exp and the grouped top-k over `[rows, vocab]`;
+- `log-sum-exp`, `top_k_rows`, `lax.top_k`: those parts alone on `[rows, vocab]`.
+"""
+
+import argparse
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from seq2seq import decode
+from seq2seq.translator import Translator
+from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID
+
+from common import alternate, machine, report
+
+STEPS = 20
+
+
+def main():
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--workdir", required=True)
+  p.add_argument("--checkpoint", default="averaged")
+  p.add_argument("--sentences", type=int, default=64)
+  p.add_argument("--beam", type=int, default=5)
+  p.add_argument("--source-length", type=int, default=24)
+  p.add_argument("--rounds", type=int, default=5)
+  args = p.parse_args()
+  translator = Translator.load(args.workdir, args.checkpoint)
+  model, params = translator.model, translator.params
+  B, W, V = args.sentences, args.beam, translator.model_cfg.vocab_size
+  R = B * W
+  src = np.random.default_rng(0).integers(4, V, (B, args.source_length)).astype(np.int32)
+
+  def model_steps(length: int, reorder):
+    @jax.jit
+    def run(params, src):
+      cache, source = model.init_cache(params, model.encode(params, src), src, length, W)
+
+      def body(i, carry):
+        ids, cache = carry
+        logits, cache = model.decode_step(params, ids, cache, source)
+        ids = jnp.argmax(logits, -1).astype(jnp.int32)
+        if reorder is not None:  # a parent within each sentence's beams, from the ids
+          cache = reorder(cache, (jnp.arange(R) // W) * W + ids % W)
+        return ids, cache
+      return jax.lax.fori_loop(0, STEPS, body, (jnp.full((R,), BOS_ID, jnp.int32), cache))[0]
+    return lambda: run(params, src).block_until_ready()
+
+  logits = jax.random.normal(jax.random.PRNGKey(1), (R, V)).at[:, EOS_ID].set(-1e4)
+
+  @jax.jit
+  def search_only(logits):
+    step = lambda ids, cache, source: (logits + (ids[:, None] % 3) * 1e-3, cache)
+    return decode.beam_search(step, {"unused": jnp.zeros((R, 1))},
+                              jnp.full((B,), STEPS, jnp.int32), STEPS, W, 1.0, bos_id=BOS_ID,
+                              eos_id=EOS_ID, pad_id=PAD_ID, nbest=1)[1]
+
+  def part(fn):
+    @jax.jit
+    def run(x):
+      def body(i, acc):
+        return acc + fn(x + acc * 1e-6)
+      return jax.lax.fori_loop(0, STEPS, body, jnp.zeros((R, 1)))
+    return lambda: run(logits).block_until_ready()
+
+  variants = {}
+  for length in (16, 32, 64):
+    variants[f"model L={length}"] = model_steps(length, None)
+    variants[f"model L={length} + whole reorder"] = model_steps(length, decode.gather_rows)
+    variants[f"model L={length} + block reorder"] = model_steps(length, model.reorder_cache)
+  variants["search only"] = lambda: search_only(logits).block_until_ready()
+  variants["log-sum-exp"] = part(lambda x: jax.nn.logsumexp(x, -1, keepdims=True))
+  variants["top_k_rows"] = part(lambda x: decode.top_k_rows(x, 2 * W)[0][:, :1])
+  variants["lax.top_k"] = part(lambda x: jax.lax.top_k(x, 2 * W)[0][:, :1])
+  for run in variants.values():
+    run()  # compile
+  seconds = alternate(variants, args.rounds)
+  ms = {name: round(float(np.median(s)) / STEPS * 1e3, 2) for name, s in seconds.items()}
+  for name, value in ms.items():
+    print(f"{name:32s} {value:7.2f} ms per step")
+  report({"benchmark": "beam_step_costs", "hypotheses": R, "vocab": V,
+          "ms_per_step_median": ms, **machine()})
+
+
+if __name__ == "__main__":
+  main()
