@@ -242,8 +242,7 @@ def _gather_beams(x: jnp.ndarray, beam_idx_BW: jnp.ndarray) -> jnp.ndarray:
 def gather_rows(cache: Any, parents_R: jnp.ndarray) -> Any:
   """The default `reorder` of beam search: row r of every cache leaf `[R, ...]` becomes
   row `parents_R[r]`; scalar leaves are shared."""
-  return jax.tree_util.tree_map(lambda x: x if x.ndim == 0 else jnp.take(x, parents_R, axis=0, mode="clip"),
-                                cache)
+  return take_rows(cache, parents_R, parents_R.shape[0])
 
 
 def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
