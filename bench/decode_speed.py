@@ -1,7 +1,7 @@
 """Decoding speed on test_2016_flickr with a trained run, greedy and beam.
 
   python bench/decode_speed.py --workdir RUN_DIR [--beam 5] [--batch-size 64] \
-      [--min-rows N] [--workers N] [--compare-ctranslate2]
+      [--min-rows N] [--workers N] [--beam-stops exact,current] [--compare-ctranslate2]
 
 Model load and compilation (a first pass over the same data) are timed separately;
 the reported sentences/s and output tokens/s are the median of three more, steady-state
@@ -14,7 +14,10 @@ each engine's BLEU against the references and the share of lines identical to th
 output are printed, and the ratio JAX / CTranslate2 float32 of sentences/s. CTranslate2
 ranks beams with its own length penalty (length ** alpha, `--ct2-alpha`), JAX with
 GNMT's (the run's alpha): their beam outputs differ for that reason alone (alpha 0 is
-the same in both).
+the same in both). CTranslate2 also ends a sentence by its own rule: as soon as its best
+candidate ends. `--beam-stops exact,current` times JAX beam search with each of its rules
+(decode.beam_search's `stop`; "beamN" is the exact one, "beamN_current" the other) and
+gives each a ratio to CTranslate2's beam.
 """
 
 import argparse
@@ -73,6 +76,9 @@ def main():
                  "finish (0: never; default: the run's setting)")
   p.add_argument("--workers", type=int, default=None,
                  help="batches decoded at once on threads (default: the run's setting)")
+  p.add_argument("--beam-stops", default=None,
+                 help="comma-separated decode.beam_stop rules to time beam search with "
+                 "(default: the run's setting)")
   p.add_argument("--compare-ctranslate2", action="store_true",
                  help="also export the checkpoint and decode with CTranslate2 float32 and int8")
   p.add_argument("--ct2-alpha", type=float, default=1.3,
@@ -85,15 +91,21 @@ def main():
                if v is not None}
   translator = Translator.load(args.workdir, args.checkpoint, **overrides)
   load_s = time.perf_counter() - t
+  stops = args.beam_stops.split(",") if args.beam_stops else [translator.decode_cfg.beam_stop]
+  translators = {stop: Translator.load(args.workdir, args.checkpoint, beam_stop=stop,
+                                       **overrides) for stop in stops}
   lines, references = read_lines(args.src), read_lines(args.ref)
   result = {"benchmark": "decode_speed", "sentences": len(lines), "load_s": round(load_s, 1),
             "batch_size": args.batch_size, "checkpoint": args.checkpoint,
             "min_rows": translator.decode_cfg.min_rows, "workers": translator.decode_cfg.workers}
-  searches = (("greedy", 1), (f"beam{args.beam}", args.beam))
+  # (result name, beam size, the translator of its stop rule)
+  searches = [("greedy", 1, translator)] + [
+      (f"beam{args.beam}" + ("" if stop == "exact" else f"_{stop}"), args.beam, translators[stop])
+      for stop in stops]
   jax_out = {}
-  for name, beam in searches:
-    result[name], jax_out[name] = measure(translator, lines, references, beam, args.batch_size)
-    one = translator.translate(lines[:50], beam_size=beam, batch_size=1)
+  for name, beam, search in searches:
+    result[name], jax_out[name] = measure(search, lines, references, beam, args.batch_size)
+    one = search.translate(lines[:50], beam_size=beam, batch_size=1)
     result[name]["batch_1_identical_on_50"] = one == [h[0].text for h in jax_out[name][:50]]
   result["jax_peak_rss_mib"] = peak_rss_mib()  # before CTranslate2 is loaded
   if args.compare_ctranslate2:
@@ -101,16 +113,18 @@ def main():
       for q in ("float32", "int8"):
         path = export.export_ctranslate2(args.workdir, Path(tmp) / q, args.checkpoint, q)
         ct2 = Translator.load(path, engine="ctranslate2")
-        for name, beam in searches:
+        for name, beam in (("greedy", 1), (f"beam{args.beam}", args.beam)):
           alpha = 0.0 if beam == 1 else args.ct2_alpha
           figures, out = measure(ct2, lines, references, beam, args.batch_size, alpha)
+          jax_name = name if name in jax_out else searches[1][0]
           figures["identical_to_jax"] = sum(
-              a[0].ids == b[0].ids for a, b in zip(out, jax_out[name])) / len(lines)
+              a[0].ids == b[0].ids for a, b in zip(out, jax_out[jax_name])) / len(lines)
           result[f"ctranslate2_{q}_{name}"] = figures
-    for name, _ in searches:
+    for name, beam, _ in searches:
+      ct2_name = "greedy" if beam == 1 else f"beam{args.beam}"
       result[f"ratio_jax_to_ctranslate2_float32_{name}"] = round(
           result[name]["sentences_per_s"]
-          / result[f"ctranslate2_float32_{name}"]["sentences_per_s"], 2)
+          / result[f"ctranslate2_float32_{ct2_name}"]["sentences_per_s"], 2)
   report(dict(result, **machine()))
 
 

@@ -1,7 +1,7 @@
 """Tune beam size, length penalty and output length limit on the validation set.
 
   python bench/tune_decoding.py --workdir RUN_DIR [--checkpoint averaged]
-      [--beams 4,5,8] [--alphas 0.6,1.0] [--len-a 1.5]
+      [--beams 4,5,8] [--alphas 0.6,1.0] [--len-a 1.5] [--beam-stops exact,current]
 
 Decodes the run's validation split once per setting and prints sacreBLEU for each, best
 last, with a JSON line. Only validation data is read: the test split is for the end.
@@ -27,19 +27,23 @@ def main():
   p.add_argument("--beams", default="4,5,8")
   p.add_argument("--alphas", default="0.6,1.0")
   p.add_argument("--len-a", default="1.5", help="output limits a * source length + b")
+  p.add_argument("--beam-stops", default="exact",
+                 help="when beam search ends a sentence (decode.beam_search's stop)")
   args = p.parse_args()
   setup_cli_logging()
   cfg = checkpoint.load_config(args.workdir)
   ds = input_pipeline.load_split(cfg.data, cfg.data.val_split)
   sources, refs = list(ds["src"]), list(ds["tgt"])
   rows = []
-  for len_a in (float(x) for x in args.len_a.split(",")):
-    translator = Translator.load(args.workdir, args.checkpoint, max_len_a=len_a)
+  for len_a, stop in itertools.product((float(x) for x in args.len_a.split(",")),
+                                       args.beam_stops.split(",")):
+    translator = Translator.load(args.workdir, args.checkpoint, max_len_a=len_a,
+                                 beam_stop=stop)
     for beam, alpha in itertools.product((int(x) for x in args.beams.split(",")),
                                          (float(x) for x in args.alphas.split(","))):
       t = time.perf_counter()
       hyps = translator.translate(sources, beam_size=beam, alpha=alpha)
-      rows.append({"beam": beam, "alpha": alpha, "max_len_a": len_a,
+      rows.append({"beam": beam, "alpha": alpha, "max_len_a": len_a, "beam_stop": stop,
                    "bleu": round(bleu(hyps, refs), 2),
                    "bleu_lc_tok": round(lowercase_tokenized_bleu(hyps, refs), 2),
                    "seconds": round(time.perf_counter() - t, 1)})

@@ -162,12 +162,20 @@ class TrainConfig:
   init_checkpoint: str = "best"  # best, averaged, latest, or a checkpoint step directory
 
 
+# When beam search ends a sentence (decode.beam_search's `stop`).
+BEAM_STOPS = ("exact", "current")
+
+
 @dataclasses.dataclass(frozen=True)
 class DecodeConfig:
   """Search settings used by validation, evaluate.py and translate.py."""
 
   beam_size: int = 1  # 1 = greedy
   alpha: float = 0.6  # GNMT length penalty ((5 + len) / 6) ** alpha; 0 = raw log-prob
+  # When beam search ends a sentence: "exact" (its best results are those of a search to
+  # the length limit) or "current" (live beams bounded at the current length; faster with
+  # a large alpha, results may differ). decode.beam_search explains both.
+  beam_stop: str = "exact"
   max_len_a: float = 1.5  # output length limit: a * source_length + b
   max_len_b: int = 10
   batch_size: int = 64  # sentences per decoding batch

@@ -16,7 +16,7 @@ from typing import Sequence
 import sacrebleu
 
 from seq2seq import checkpoint, export, input_pipeline, model_card
-from seq2seq.config import DecodeConfig
+from seq2seq.config import BEAM_STOPS, DecodeConfig
 from seq2seq.translator import ENGINES, Translator, one_line
 
 log = logging.getLogger(__name__)
@@ -109,6 +109,9 @@ def main(argv=None) -> None:
   parser.add_argument("--alpha", type=float, default=None,
                       help="GNMT length penalty exponent; 0 ranks by log-probability "
                       "(default: the run's)")
+  parser.add_argument("--beam-stop", default=None, choices=BEAM_STOPS,
+                      help="when beam search ends a sentence: exact or current (see "
+                      "translate.py --help; default: the run's). JAX engine only")
   parser.add_argument("--batch-size", type=int, default=None,
                       help="sentences decoded together (default: the run's)")
   parser.add_argument("--workers", type=int, default=None,
@@ -151,6 +154,9 @@ def main(argv=None) -> None:
   for flag, value in (("--batch-size", args.batch_size), ("--workers", args.workers)):
     if value is not None and value < 1:
       parser.error(f"{flag} must be at least 1, got {value}")
+  if args.engine == "ctranslate2" and args.beam_stop:
+    parser.error("--beam-stop needs the JAX engine (CTranslate2 ends a sentence when its "
+                 "best candidate ends)")
   setup_cli_logging()
   try:
     cfg = (export.load_export(args.workdir[0])[1] if args.engine == "ctranslate2"
@@ -165,8 +171,10 @@ def main(argv=None) -> None:
       if len(sources) != len(references):
         raise ScoreError(f"{args.src} has {len(sources)} lines but {args.ref} has "
                          f"{len(references)}")
-    workers = {} if args.workers is None else {"workers": args.workers}
-    translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine, **workers)
+    overrides = {k: v for k, v in (("workers", args.workers), ("beam_stop", args.beam_stop))
+                 if v is not None}
+    translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine,
+                                 **overrides)
   except (input_pipeline.DataError, checkpoint.CheckpointError, ScoreError, ValueError) as e:
     sys.exit(f"error: {e}")
   c = translator.settings(args.beam, args.alpha, args.batch_size)
@@ -183,6 +191,8 @@ def main(argv=None) -> None:
     write_sentence_level(Path(args.sentence_level), sources, hypotheses, references)
   result = dict(result, hypotheses=str(out), checkpoint=args.checkpoint, beam=beam,
                 alpha=c.alpha, engine=args.engine)
+  if args.engine == "jax":
+    result["beam_stop"] = c.beam_stop
   print_result(result)
   # An ensemble's score belongs to no one run's card; an export is not a run directory.
   if len(args.workdir) == 1 and args.engine == "jax":

@@ -137,7 +137,9 @@ def render(workdir: Path) -> str:
     for e in evaluations:
       bleu = f"{e['bleu']:.2f}" + (f" ({e['bleu_lc_tok']:.2f} lowercased-tokenized)"
                                    if "bleu_lc_tok" in e else "")
-      lines.append(f"| {e['data']} | {e['checkpoint']} | {e['beam']} | {e['alpha']} | {bleu} "
+      beam = f"{e['beam']}" + (f" (stop: {e['beam_stop']})"
+                               if e.get("beam_stop", "exact") != "exact" else "")
+      lines.append(f"| {e['data']} | {e['checkpoint']} | {beam} | {e['alpha']} | {bleu} "
                    f"| {e['chrf']:.2f} | `{e['bleu_signature']}` |")
   else:
     lines.append("None yet: `seq2seq-evaluate --workdir PATH --split test` adds one here.")

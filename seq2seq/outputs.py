@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from seq2seq.config import DecodeConfig
+from seq2seq.config import BEAM_STOPS, DecodeConfig
 
 
 @dataclasses.dataclass
@@ -53,6 +53,9 @@ def resolve_settings(c: DecodeConfig, beam_size: int | None = None, alpha: float
     raise ValueError(f"batch size must be at least 1, got {c.batch_size}")
   if c.workers < 1:
     raise ValueError(f"decoding workers must be at least 1, got {c.workers}")
+  if c.beam_stop not in BEAM_STOPS:
+    raise ValueError(f"decode.beam_stop must be one of {', '.join(BEAM_STOPS)}, got "
+                     f"{c.beam_stop!r}")
   if c.min_rows < 0:
     raise ValueError(f"decode.min_rows must be at least 0 (0: batches never shrink), got "
                      f"{c.min_rows}")

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from seq2seq import checkpoint, decode
-from seq2seq.config import Config, DataConfig, DecodeConfig, ModelConfig
+from seq2seq.config import BEAM_STOPS, Config, DataConfig, DecodeConfig, ModelConfig
 from seq2seq.input_pipeline import LengthBuckets, decode_line, encode_texts, pad_batch, split_lines
 from seq2seq.model import Model, shift_right
 from seq2seq.outputs import Hypothesis, PairScore, Sampling, check_request, pick, resolve_settings
@@ -93,7 +93,7 @@ def search(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray, *,
            max_len_a: float, max_len_b: int, max_steps: int,
            sampling: Sampling | None = None, keys_B: jax.Array | None = None,
            prefix_BP: jnp.ndarray | None = None, nbest: int | None = None,
-           min_rows: int = 0) -> tuple[jnp.ndarray, jnp.ndarray]:
+           min_rows: int = 0, beam_stop: str = "exact") -> tuple[jnp.ndarray, jnp.ndarray]:
   """Encodes once, then searches with the KV cache.
 
   The encoder's keys/values are the search's `source` (one row per sentence, never
@@ -104,7 +104,8 @@ def search(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray, *,
   Returns:
     ids `[B, W, T]` (W = 1 for greedy) and scores `[B, W]`: the log-probability for
     greedy, log-probability / length penalty for beam search. Beam search stops once the
-    best `nbest` of the W (default all) are final (`decode.beam_search`).
+    best `nbest` of the W (default all) are final, as `beam_stop` judges it
+    (`decode.beam_search`'s `stop`).
   """
   max_len_B = output_limits(src_BS, max_len_a, max_len_b, max_steps)
   if prefix_BP is not None:  # room for the prefix and max_len_b pieces after it
@@ -131,7 +132,7 @@ def search(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray, *,
     seqs_BT, logprob_B = decode.greedy_search(step, cache, max_len_B, max_steps, **args)
     return seqs_BT[:, None], logprob_B[:, None]
   return decode.beam_search(step, cache, max_len_B, max_steps, beam_size, alpha, **args,
-                            nbest=nbest, reorder=reorder)
+                            nbest=nbest, reorder=reorder, stop=beam_stop)
 
 
 def forced_logprob(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray,
@@ -177,7 +178,7 @@ class Translator:
     self._search = jax.jit(
         functools.partial(search, models),
         static_argnames=("beam_size", "alpha", "max_len_a", "max_len_b", "max_steps",
-                         "sampling", "nbest", "min_rows"))
+                         "sampling", "nbest", "min_rows", "beam_stop"))
     self._forced_logprob = jax.jit(functools.partial(forced_logprob, models))
 
   def all_params(self, params=None):
@@ -301,7 +302,7 @@ class Translator:
       seqs, scores = self._search(params, beam_size=c.beam_size, alpha=c.alpha,
                                   max_len_a=c.max_len_a, max_len_b=c.max_len_b,
                                   sampling=sampling, nbest=min(nbest, c.beam_size),
-                                  min_rows=c.min_rows, **args)
+                                  min_rows=c.min_rows, beam_stop=c.beam_stop, **args)
       return chunk, np.asarray(seqs), np.asarray(scores)
 
     for chunk, seqs, scores in in_order(run, jobs(), c.workers):
@@ -523,6 +524,11 @@ def main(argv=None) -> None:
   parser.add_argument("--alpha", type=float, default=None,
                       help="GNMT length penalty exponent for beam search; 0 ranks by "
                       f"log-probability (run's default, else {d.alpha})")
+  parser.add_argument("--beam-stop", default=None, choices=BEAM_STOPS,
+                      help="when beam search ends a sentence: exact (results of a search to "
+                      "the length limit) or current (live beams bounded at the current "
+                      f"length: faster, results may differ); run's default, else "
+                      f"{d.beam_stop}. JAX engine only")
   parser.add_argument("--nbest", type=int, default=0,
                       help="write N hypotheses per line as 'LINE ||| text ||| score' "
                       "(needs --beam >= N)")
@@ -593,10 +599,15 @@ def main(argv=None) -> None:
     parser.error(f"--nbest must be 0 (off) or more, got {args.nbest}")
   if args.engine == "ctranslate2" and args.attention_plot:
     parser.error("--attention-plot needs the JAX engine")
+  if args.engine == "ctranslate2" and args.beam_stop:
+    parser.error("--beam-stop needs the JAX engine (CTranslate2 ends a sentence when its "
+                 "best candidate ends)")
   setup_cli_logging()
   try:
-    workers = {} if args.workers is None else {"workers": args.workers}
-    translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine, **workers)
+    overrides = {k: v for k, v in (("workers", args.workers), ("beam_stop", args.beam_stop))
+                 if v is not None}
+    translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine,
+                                 **overrides)
   except (checkpoint.CheckpointError, ValueError) as e:
     sys.exit(f"error: {e}")
   c = translator.settings(args.beam, args.alpha, args.batch_size)

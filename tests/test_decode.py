@@ -106,6 +106,34 @@ def test_beam_search_stops_once_the_requested_best_are_final():
                        alpha=0.0, nbest=3, **IDS)
 
 
+def test_current_length_stop_ends_sooner_and_can_miss_a_longer_best():
+  # "EOS" (0.6) finishes at step 1. With alpha 3 the live "A" (0.4) bounded at the
+  # current length (-0.92 / 1.59 = -0.58) cannot beat it (-0.51): "current" stops there.
+  # Bounded at the limit (-0.92 / 6.16) it can: "exact" goes on and finds "A B EOS"
+  # (0.4 * 0.99 * 0.99: -0.94 / 2.37 = -0.40), the best of a search to the limit.
+  table = {BOS_ID: {EOS_ID: 0.6, A: 0.4}, A: {B: 0.99, EOS_ID: 0.01},
+           B: {EOS_ID: 0.99, A: 0.01}}
+  found, steps = {}, {}
+  for alpha in (3.0, 0.0):
+    for stop in decode.BEAM_STOPS:
+      calls = []
+      found[alpha, stop] = decode.beam_search(_counting(_table_model(table), calls), _cache(2),
+                                              jnp.array([6]), 6, beam_size=2, alpha=alpha,
+                                              nbest=1, stop=stop, **IDS)
+      jax.effects_barrier()
+      steps[alpha, stop] = len(calls)
+  assert found[3.0, "exact"][0][0, 0, :3].tolist() == [A, B, EOS_ID]
+  assert found[3.0, "current"][0][0, 0, 0] == EOS_ID
+  assert steps[3.0, "current"] == 1 < steps[3.0, "exact"]
+  # Without a length penalty the current length's bound is the limit's: the same search.
+  for a, b in zip(found[0.0, "exact"], found[0.0, "current"]):
+    np.testing.assert_array_equal(a, b)
+  assert steps[0.0, "exact"] == steps[0.0, "current"]
+  with pytest.raises(ValueError, match="beam stop must be one of exact, current"):
+    decode.beam_search(_table_model(table), _cache(2), jnp.array([6]), 6, beam_size=2,
+                       alpha=1.0, stop="soon", **IDS)
+
+
 def test_a_batch_shrinks_as_its_sentences_finish_and_results_keep_their_rows():
   # Greedy falls into TRAP's A-loop and ends only when forced, at each row's limit: row
   # b runs limits[b] steps. With min_rows=1 the 8 rows shrink to 4 once 4 are done
@@ -338,6 +366,23 @@ def test_early_stopped_best_equals_the_full_search(trained_run):
       assert len(one) == 1 and len(four) == 4
       np.testing.assert_array_equal(one[0][0], four[0][0])
       np.testing.assert_allclose(one[0][1], four[0][1], rtol=1e-5)
+
+
+def test_current_length_stop_finds_no_better_than_the_exact_search(trained_run):
+  """A sentence's search with beam_stop="current" is the exact search cut short, so its
+  best score is at most the exact one's, and the same score means the same translation."""
+  exact = Translator.load(trained_run)
+  current = Translator.load(trained_run, beam_stop="current")
+  assert (exact.decode_cfg.beam_stop, current.decode_cfg.beam_stop) == ("exact", "current")
+  ids = exact.encode(read_lines(SAMPLE / "test.en")[:40])
+  for a, b in zip(exact.translate_ids(ids, beam_size=4, alpha=1.6),
+                  current.translate_ids(ids, beam_size=4, alpha=1.6)):
+    (ids_exact, score_exact), (ids_current, score_current) = a[0], b[0]
+    assert score_current <= score_exact + 1e-5
+    if abs(score_current - score_exact) <= 1e-5:
+      np.testing.assert_array_equal(ids_current, ids_exact)
+  with pytest.raises(ValueError, match="decode.beam_stop must be one of exact, current"):
+    Translator.load(trained_run, beam_stop="soon").translate("A dog.", beam_size=2)
 
 
 def test_translator_reuses_compiled_search(trained_run):
