@@ -5,6 +5,7 @@
     RUN_DIR/checkpoints/latest/STEP/   params, optimizer state, meta (every N steps, at exit)
     RUN_DIR/checkpoints/best/STEP/     params, meta of the best validation BLEU
     RUN_DIR/checkpoints/averaged/STEP/ params averaged over the last K latest checkpoints
+    RUN_DIR/checkpoints/ema/STEP/      the moving average of the params (train.ema_decay)
 
 Orbax writes each step to a temporary directory and renames it when complete, so a
 process killed at any moment leaves the previous checkpoint loadable.
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 logging.getLogger("absl").setLevel(logging.WARNING)  # orbax logs every save at INFO
 
 CONFIG_FILE = "config.json"
-KINDS = ("latest", "best", "averaged")
+KINDS = ("latest", "best", "averaged", "ema")
 
 
 class CheckpointError(ValueError):
@@ -104,8 +105,8 @@ class Checkpointer:
     except ValueError as e:
       raise CheckpointError(
           f"checkpoint {step} in {self.latest.directory} does not match this run's model or "
-          "optimizer (train.optimizer, clip_norm, grad_accum_steps must stay the same to "
-          f"resume); use a new --workdir. Details: {str(e).splitlines()[0]}") from e
+          "optimizer (train.optimizer, clip_norm, grad_accum_steps, and whether ema_decay is "
+          f"0, must stay the same to resume); use a new --workdir. Details: {str(e).splitlines()[0]}") from e
     return restored["params"], restored["opt_state"], restored["meta"]
 
   def close(self):
@@ -119,7 +120,7 @@ def abstract_params(model_cfg: ModelConfig):
 
 
 def checkpoint_path(workdir: str | os.PathLike, name: str) -> Path:
-  """The step directory for 'best', 'latest', 'averaged', or a path given directly.
+  """The step directory for 'best', 'latest', 'averaged', 'ema', or a path given directly.
 
   'best' falls back to 'latest' when a run stopped before its first validation."""
   if name in KINDS:
@@ -171,12 +172,19 @@ def average(workdir: str | os.PathLike, last: int, model_cfg: ModelConfig,
                           + (f" at or before step {upto}" if upto is not None else ""))
   trees = [load_params(workdir, str(root / str(s)), model_cfg)[0] for s in steps]
   mean = jax.tree_util.tree_map(lambda *xs: np.mean(np.stack(xs), axis=0), *trees)
-  mngr = _manager(workdir, "averaged", 1)
+  path = save_params(workdir, "averaged", steps[-1], mean, {"averaged_steps": steps})
+  log.info("averaged checkpoints %s into %s", steps, path.parent)
+  return path
+
+
+def save_params(workdir: str | os.PathLike, kind: str, step: int, params,
+                meta: dict[str, Any]) -> Path:
+  """Writes `params` as the one checkpoint of `kind` ('averaged', 'ema'), replacing the
+  previous one; returns its step directory."""
+  mngr = _manager(workdir, kind, 1)
   for old in mngr.all_steps():
     mngr.delete(old)
-  mngr.save(steps[-1], args=ocp.args.Composite(
-      params=ocp.args.StandardSave(mean),
-      meta=ocp.args.JsonSave({"averaged_steps": steps})))
+  mngr.save(step, args=ocp.args.Composite(params=ocp.args.StandardSave(_to_host(params)),
+                                          meta=ocp.args.JsonSave(meta)))
   mngr.close()
-  log.info("averaged checkpoints %s into %s", steps, mngr.directory)
-  return Path(mngr.directory) / str(steps[-1])
+  return Path(mngr.directory) / str(step)

@@ -154,12 +154,15 @@ class TrainConfig:
   keep_checkpoints: int = 3  # latest checkpoints kept
   early_stopping_patience: int = 0  # validations without a new best BLEU; 0 = off
   average_last: int = 0  # at the end, average the last K checkpoints into "averaged"
+  # Keep an exponential moving average of the parameters, ema <- d * ema + (1 - d) *
+  # params after every update (fairseq's --ema-decay), written to "ema" at the end; 0 = off.
+  ema_decay: float = 0.0
   tensorboard: bool = False  # also log to WORKDIR/tensorboard (needs the [tensorboard] extra)
   tensorboard_examples: int = 3  # validation translations shown as text at each validation
   # Fine-tuning: start from another run's parameters (and its SentencePiece model), with a
   # fresh optimiser and step counter. The architecture must match the source run's.
   init_from: str = ""  # source run directory
-  init_checkpoint: str = "best"  # best, averaged, latest, or a checkpoint step directory
+  init_checkpoint: str = "best"  # best, averaged, ema, latest, or a checkpoint step directory
 
 
 # When beam search ends a sentence (decode.beam_search's `stop`).

@@ -96,7 +96,7 @@ def main(argv=None) -> None:
                       help="run directory written by train.py (not with --hyp); several "
                       "times for an ensemble, scored with the first run's data and settings")
   parser.add_argument("--checkpoint", default="best",
-                      help="best, latest, averaged, or a checkpoint step directory")
+                      help="best, latest, averaged, ema, or a checkpoint step directory")
   parser.add_argument("--src", help="source file (plain or .gz), with --ref")
   parser.add_argument("--ref", help="reference file (plain or .gz), with --src")
   parser.add_argument("--split", help="a split of the run's configured data source, e.g. "

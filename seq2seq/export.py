@@ -217,7 +217,7 @@ def main(argv=None) -> None:
       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
   parser.add_argument("--workdir", required=True, help="run directory written by train.py")
   parser.add_argument("--checkpoint", default="best",
-                      help="best, latest, averaged, or a checkpoint step directory")
+                      help="best, latest, averaged, ema, or a checkpoint step directory")
   parser.add_argument("--format", default="ctranslate2", choices=("ctranslate2",),
                       help="target engine")
   parser.add_argument("--output", required=True, help="directory to write the model to")

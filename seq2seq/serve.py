@@ -192,7 +192,7 @@ def main(argv=None) -> None:
                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
   p.add_argument("--workdir", required=True, help="run directory written by train.py")
   p.add_argument("--checkpoint", default="best",
-                 help="best, latest, averaged, or a checkpoint step directory")
+                 help="best, latest, averaged, ema, or a checkpoint step directory")
   p.add_argument("--host", default="127.0.0.1", help="address to listen on")
   p.add_argument("--port", type=int, default=8080, help="port to listen on")
   for f in dataclasses.fields(Limits):

@@ -83,6 +83,35 @@ def learning_rate_schedule(cfg: TrainConfig) -> optax.Schedule:
   return schedule
 
 
+class EmaState(NamedTuple):
+  ema: Any  # the moving average of the parameters after each update
+
+
+def track_ema(decay: float) -> optax.GradientTransformation:
+  """The last link of an optimizer chain: passes the updates through and keeps an
+  exponential moving average of the parameters they produce, starting from the initial
+  parameters (Polyak averaging; fairseq's --ema-decay). Its state is saved and resumed
+  with the optimizer's; `ema_params(opt_state)` reads it."""
+  if not 0 < decay < 1:
+    raise ValueError(f"train.ema_decay must be between 0 and 1 (0 = off), got {decay}")
+
+  def init(params):
+    return EmaState(jax.tree_util.tree_map(jnp.array, params))
+
+  def update(updates, state, params=None):
+    new_params = optax.apply_updates(params, updates)
+    ema = jax.tree_util.tree_map(lambda e, p: decay * e + (1.0 - decay) * p, state.ema,
+                                 new_params)
+    return updates, EmaState(ema)
+
+  return optax.GradientTransformation(init, update)
+
+
+def ema_params(opt_state):
+  """The moving average kept by `track_ema` in an optimizer state (None without one)."""
+  return optax.tree_utils.tree_get(opt_state, "ema")
+
+
 def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
   schedule = learning_rate_schedule(cfg)
   if cfg.optimizer == "adam":
@@ -94,6 +123,8 @@ def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
     raise ValueError(f"train.optimizer must be 'adam' or 'adamw', got {cfg.optimizer!r}")
   if cfg.clip_norm > 0:
     opt = optax.chain(optax.clip_by_global_norm(cfg.clip_norm), opt)
+  if cfg.ema_decay:
+    opt = optax.chain(opt, track_ema(cfg.ema_decay))
   return opt
 
 
@@ -535,6 +566,10 @@ class Trainer:
     self.writer.close()
     if t.average_last > 1:
       checkpoint.average(self.workdir, t.average_last, self.cfg.model)
+    if t.ema_decay:
+      checkpoint.save_params(self.workdir, "ema", p.step,
+                             distributed.local_copy(ema_params(self.state.opt_state)),
+                             {"ema_decay": t.ema_decay, "step": p.step})
     summary = {"step": p.step, "epoch": p.epoch, "stop_reason": reason,
                "best_bleu": p.best_bleu, "best_step": p.best_step,
                "best_checkpoint": str(self.workdir / "checkpoints" / "best"),

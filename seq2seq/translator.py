@@ -515,7 +515,7 @@ def main(argv=None) -> None:
                       help="run directory written by train.py; give it several times for an "
                       "ensemble (runs sharing one SentencePiece model: mean log-probabilities)")
   parser.add_argument("--checkpoint", default="best",
-                      help="best, latest, averaged, or a checkpoint step directory")
+                      help="best, latest, averaged, ema, or a checkpoint step directory")
   parser.add_argument("--engine", default="jax", choices=ENGINES,
                       help="jax: a run directory; ctranslate2: a directory written by "
                       "seq2seq-export (CTranslate2's length penalty is length ** alpha)")

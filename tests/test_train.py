@@ -10,6 +10,7 @@ import textwrap
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from seq2seq import checkpoint, input_pipeline, metrics, tokenizer, train_lib
@@ -71,14 +72,16 @@ def _params(workdir, cfg):
   return checkpoint.load_params(workdir, "latest", cfg.model)[0]
 
 
-@pytest.mark.parametrize("pack_length,accum", [(0, 1), (48, 1), (0, 2)])
-def test_exact_resume(tmp_path, pack_length, accum):
+@pytest.mark.parametrize("pack_length,accum,ema", [(0, 1, 0.0), (48, 1, 0.0), (0, 2, 0.0),
+                                                   (0, 1, 0.9)])
+def test_exact_resume(tmp_path, pack_length, accum, ema):
   """40 updates uninterrupted == 25 updates, killed after the checkpoint at 20 (so the
   records of updates 21-25 are on disk but not in any checkpoint), then resumed to 40:
   same parameters and per-update losses, bit for bit, each update recorded once; with
-  length buckets, packed rows, and two micro-batches per update."""
+  length buckets, packed rows, two micro-batches per update, and a moving average."""
   def cfg(max_steps):
-    c = tiny_config(SAMPLE, max_steps=max_steps, checkpoint_every=10, grad_accum_steps=accum)
+    c = tiny_config(SAMPLE, max_steps=max_steps, checkpoint_every=10, grad_accum_steps=accum,
+                    ema_decay=ema)
     return dataclasses.replace(c, data=dataclasses.replace(c.data, pack_length=pack_length))
 
   train(cfg(40), tmp_path / "straight")
@@ -95,6 +98,11 @@ def test_exact_resume(tmp_path, pack_length, accum):
   assert loss(tmp_path / "straight") == loss(tmp_path / "resumed")
   assert [step for step, _ in loss(tmp_path / "resumed")] == list(range(1, 41))
   assert sorted(int(p.name) for p in latest.iterdir()) == [20, 30, 40]  # named by update
+  if ema:
+    a, b = (checkpoint.load_params(d, "ema", cfg(40).model)[0]
+            for d in (tmp_path / "straight", tmp_path / "resumed"))
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+      np.testing.assert_array_equal(x, y)
 
 
 def test_accumulated_update_equals_one_batch_of_all_rows():
@@ -301,6 +309,28 @@ def test_schedule_options_are_checked():
     learning_rate_schedule(TrainConfig(lr_schedule="step"))
   with pytest.raises(ValueError, match="must come after the 100 warmup steps"):
     learning_rate_schedule(TrainConfig(warmup_steps=100, lr_schedule="linear", decay_steps=50))
+
+
+def test_moving_average_of_the_parameters_after_each_update():
+  """ema_k = d * ema_(k-1) + (1 - d) * params_k from ema_0 = the initial parameters; the
+  updates themselves are those of the optimizer without it."""
+  cfg = TrainConfig(learning_rate=0.1, warmup_steps=1, clip_norm=0.0, ema_decay=0.75)
+  with_ema = train_lib.make_optimizer(cfg)
+  without = train_lib.make_optimizer(dataclasses.replace(cfg, ema_decay=0.0))
+  params = {"w": jnp.array([1.0, -2.0, 3.0])}
+  state, plain_state = with_ema.init(params), without.init(params)
+  expected = params["w"]
+  for k in range(3):
+    grads = {"w": jnp.array([0.5, 1.0, -1.5]) * (k + 1)}
+    updates, state = with_ema.update(grads, state, params)
+    plain, plain_state = without.update(grads, plain_state, params)
+    np.testing.assert_array_equal(updates["w"], plain["w"])
+    params = optax.apply_updates(params, updates)
+    expected = 0.75 * expected + 0.25 * params["w"]
+    np.testing.assert_allclose(train_lib.ema_params(state)["w"], expected, rtol=1e-6)
+  assert train_lib.ema_params(plain_state) is None
+  with pytest.raises(ValueError, match="train.ema_decay must be between 0 and 1"):
+    train_lib.make_optimizer(dataclasses.replace(cfg, ema_decay=1.0))
 
 
 def test_average_checkpoints(trained_run):
