@@ -233,6 +233,7 @@ class BeamState(NamedTuple):
   finished_scores: jnp.ndarray  # [B, W] float32: log-prob / length penalty, sorted
   cache: Any  # leaves [B * W, ...]
   rows: dict  # what each sentence keeps through the search: limit, prefix, source
+  done: jnp.ndarray  # [B] bool: the sentence's search has ended; its beams stay as they are
 
 
 def _gather_beams(x: jnp.ndarray, beam_idx_BW: jnp.ndarray) -> jnp.ndarray:
@@ -310,7 +311,8 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
       finished_scores=jnp.full((batch, width), NEG_INF),
       cache=cache,
       rows=dict(max_len=max_len_B, best_penalty=length_penalty(max_len_B, alpha),
-                prefix=prefix_RP, source=source))
+                prefix=prefix_RP, source=source),
+      done=jnp.zeros((batch,), bool))
 
   def can_improve(s: BeamState) -> jnp.ndarray:
     # The best live beam's best reachable score (`stop`, in the docstring); live beams
@@ -360,11 +362,19 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     live_seqs = _gather_beams(seqs_BCT, live_pick)  # --> [B, W, T]
     parent_BW = jnp.take_along_axis(beam_BC, live_pick, axis=1)
     cache = reorder(cache, (jnp.arange(rows)[:, None] * width + parent_BW).reshape(-1))
-    return BeamState(s.step + 1, live_seqs, live_logprobs, finished_seqs, finished_scores,
-                     cache, s.rows)
+    # A sentence whose search has ended keeps its beams while the rest of its batch goes
+    # on: its result does not depend on how long the others run (with stop="current",
+    # going on could still change it).
+    def unless_done(new, old):
+      return jnp.where(s.done.reshape((-1,) + (1,) * (new.ndim - 1)), old, new)
+    new = BeamState(s.step + 1, unless_done(live_seqs, s.live_seqs),
+                    unless_done(live_logprobs, s.live_logprobs),
+                    unless_done(finished_seqs, s.finished_seqs),
+                    unless_done(finished_scores, s.finished_scores), cache, s.rows, s.done)
+    return new._replace(done=s.done | ~can_improve(new))
 
   finished_seqs, finished_scores, live_seqs, live_logprobs = shrinking_while_loop(
-      body, state, can_improve, max_steps, shrink_sizes(batch, min_rows),
+      body, state, lambda s: ~s.done, max_steps, shrink_sizes(batch, min_rows),
       lambda s: (s.finished_seqs, s.finished_scores, s.live_seqs, s.live_logprobs))
   # Every sentence finishes by its length limit, but keep live beams as a fallback for
   # rows that did not (max_steps < max_len_B cannot happen when called via the Translator).

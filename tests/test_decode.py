@@ -21,13 +21,18 @@ A, B = 4, 5
 V = 6
 
 
-def _table_model(rows):
-  """tokens_to_logits whose next-token distribution depends only on the last token."""
+def _table(rows):
+  """[V, V] next-token logits from {previous token: {token: probability}}."""
   table = np.full((V, V), -30.0, np.float32)
   for prev, dist in rows.items():
     for tok, p in dist.items():
       table[prev, tok] = np.log(p)
-  table = jnp.asarray(table)
+  return jnp.asarray(table)
+
+
+def _table_model(rows):
+  """tokens_to_logits whose next-token distribution depends only on the last token."""
+  table = _table(rows)
   return lambda ids, cache, source: (table[ids], cache)
 
 
@@ -132,6 +137,28 @@ def test_current_length_stop_ends_sooner_and_can_miss_a_longer_best():
   with pytest.raises(ValueError, match="beam stop must be one of exact, current"):
     decode.beam_search(_table_model(table), _cache(2), jnp.array([6]), 6, beam_size=2,
                        alpha=1.0, stop="soon", **IDS)
+
+
+def test_a_sentence_whose_search_ended_waits_unchanged_for_its_batch():
+  # Sentence 0 (STOP_SOON) is done after one step with stop="current"; sentence 1 loops
+  # on A until its limit. Going on with sentence 0 would find "A B EOS"; it must not,
+  # or its translation would depend on the sentences it is batched with.
+  stop_soon = {BOS_ID: {EOS_ID: 0.6, A: 0.4}, A: {B: 0.99, EOS_ID: 0.01},
+               B: {EOS_ID: 0.99, A: 0.01}}
+  long = {BOS_ID: {A: 0.99, B: 0.01}, A: {A: 0.99, EOS_ID: 0.01}, B: {A: 0.99, EOS_ID: 0.01}}
+  tables = jnp.stack([_table(stop_soon), _table(long)])
+
+  def step(ids, cache, source_B):  # source: which table each sentence uses
+    return tables[jnp.repeat(source_B, ids.shape[0] // source_B.shape[0]), ids], cache
+
+  for stop in decode.BEAM_STOPS:
+    alone = decode.beam_search(step, _cache(2), jnp.array([6]), 6, beam_size=2, alpha=3.0,
+                               source=jnp.array([0]), nbest=1, stop=stop, **IDS)
+    both = decode.beam_search(step, _cache(4), jnp.array([6, 6]), 6, beam_size=2, alpha=3.0,
+                              source=jnp.array([0, 1]), nbest=1, stop=stop, **IDS)
+    np.testing.assert_array_equal(both[0][0], alone[0][0])
+    np.testing.assert_array_equal(both[1][0], alone[1][0])
+    assert both[0][1, 0, :6].tolist() == [A] * 5 + [EOS_ID]  # the other ran to its limit
 
 
 def test_a_batch_shrinks_as_its_sentences_finish_and_results_keep_their_rows():
