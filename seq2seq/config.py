@@ -166,7 +166,7 @@ class TrainConfig:
 
 
 # When beam search ends a sentence (decode.beam_search's `stop`).
-BEAM_STOPS = ("exact", "current")
+BEAM_STOPS = ("exact", "current", "count")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,8 +176,9 @@ class DecodeConfig:
   beam_size: int = 1  # 1 = greedy
   alpha: float = 0.6  # GNMT length penalty ((5 + len) / 6) ** alpha; 0 = raw log-prob
   # When beam search ends a sentence: "exact" (its best results are those of a search to
-  # the length limit) or "current" (live beams bounded at the current length; faster with
-  # a large alpha, results may differ). decode.beam_search explains both.
+  # the length limit), "current" (live beams bounded at the current length) or "count"
+  # (once W hypotheses have ended, fairseq's and CTranslate2's rule); the last two are
+  # faster with a large alpha, and results may differ. decode.beam_search explains them.
   beam_stop: str = "exact"
   max_len_a: float = 1.5  # output length limit: a * source_length + b
   max_len_b: int = 10

@@ -234,6 +234,7 @@ class BeamState(NamedTuple):
   cache: Any  # leaves [B * W, ...]
   rows: dict  # what each sentence keeps through the search: limit, prefix, source
   done: jnp.ndarray  # [B] bool: the sentence's search has ended; its beams stay as they are
+  ended: jnp.ndarray  # [B] int32: candidates that ended among the W best of each step
 
 
 def _gather_beams(x: jnp.ndarray, beam_idx_BW: jnp.ndarray) -> jnp.ndarray:
@@ -273,6 +274,10 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     exact rule keeps live beams running far past the best hypothesis' EOS; this one
     stops them sooner, and the results may differ (bench/README.md: 1.2x faster beam 5
     at alpha 1.6). The same as "exact" when alpha is 0.
+  - "count": no bound; the search ends once W hypotheses have ended, counting the
+    candidates that end in EOS among the W best of each step (fairseq's rule, and
+    CTranslate2's whenever its length penalty is not 0). Results may differ from
+    "exact"'s; it also ends where "exact" would, when nothing can change any more.
 
   Args:
     tokens_to_logits: one decoding step over `B * W` rows.
@@ -289,7 +294,7 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
       (0: never; see the module docstring).
     reorder: `reorder(cache, parents_R)`, the cache with row r taken from row
       `parents_R[r]` (a model may move only what it has written, `model.reorder_cache`).
-    stop: "exact" or "current", when a sentence's search ends (above).
+    stop: "exact", "current" or "count", when a sentence's search ends (above).
 
   Returns:
     Finished sequences `[B, W, max_steps]` and scores `[B, W]`, best first.
@@ -312,16 +317,19 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
       cache=cache,
       rows=dict(max_len=max_len_B, best_penalty=length_penalty(max_len_B, alpha),
                 prefix=prefix_RP, source=source),
-      done=jnp.zeros((batch,), bool))
+      done=jnp.zeros((batch,), bool), ended=jnp.zeros((batch,), jnp.int32))
 
   def can_improve(s: BeamState) -> jnp.ndarray:
     # The best live beam's best reachable score (`stop`, in the docstring); live beams
     # are s.step pieces long, so the earliest they can end is at s.step + 1.
-    if stop == "exact":
-      penalty_B = s.rows["best_penalty"]
-    else:
+    if stop == "current":
       penalty_B = length_penalty(s.step + 1, alpha)
-    return s.live_logprobs[:, 0] / penalty_B > s.finished_scores[:, nbest - 1]
+    else:
+      penalty_B = s.rows["best_penalty"]
+    improves = s.live_logprobs[:, 0] / penalty_B > s.finished_scores[:, nbest - 1]
+    if stop == "count":
+      improves &= s.ended < width
+    return improves
 
   def body(s: BeamState):
     last_BW = jnp.where(s.step == 0, bos_id,
@@ -367,10 +375,13 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     # going on could still change it).
     def unless_done(new, old):
       return jnp.where(s.done.reshape((-1,) + (1,) * (new.ndim - 1)), old, new)
+    ended_B = s.ended + jnp.sum(is_eos_BC[:, :width] & (top_logp_BC[:, :width] > NEG_INF / 2),
+                                axis=1, dtype=jnp.int32)
     new = BeamState(s.step + 1, unless_done(live_seqs, s.live_seqs),
                     unless_done(live_logprobs, s.live_logprobs),
                     unless_done(finished_seqs, s.finished_seqs),
-                    unless_done(finished_scores, s.finished_scores), cache, s.rows, s.done)
+                    unless_done(finished_scores, s.finished_scores), cache, s.rows, s.done,
+                    unless_done(ended_B, s.ended))
     return new._replace(done=s.done | ~can_improve(new))
 
   finished_seqs, finished_scores, live_seqs, live_logprobs = shrinking_while_loop(

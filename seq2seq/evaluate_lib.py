@@ -155,8 +155,8 @@ def main(argv=None) -> None:
     if value is not None and value < 1:
       parser.error(f"{flag} must be at least 1, got {value}")
   if args.engine == "ctranslate2" and args.beam_stop:
-    parser.error("--beam-stop needs the JAX engine (CTranslate2 ends a sentence when its "
-                 "best candidate ends)")
+    parser.error("--beam-stop needs the JAX engine (CTranslate2 has its own rule: a "
+                 "sentence ends once beam-size hypotheses have, as --beam-stop count)")
   setup_cli_logging()
   try:
     cfg = (export.load_export(args.workdir[0])[1] if args.engine == "ctranslate2"

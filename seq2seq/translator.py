@@ -526,9 +526,10 @@ def main(argv=None) -> None:
                       f"log-probability (run's default, else {d.alpha})")
   parser.add_argument("--beam-stop", default=None, choices=BEAM_STOPS,
                       help="when beam search ends a sentence: exact (results of a search to "
-                      "the length limit) or current (live beams bounded at the current "
-                      f"length: faster, results may differ); run's default, else "
-                      f"{d.beam_stop}. JAX engine only")
+                      "the length limit), current (live beams bounded at the current "
+                      "length) or count (once beam-size hypotheses have ended, as fairseq "
+                      "and CTranslate2); the last two are faster, results may differ; "
+                      f"run's default, else {d.beam_stop}. JAX engine only")
   parser.add_argument("--nbest", type=int, default=0,
                       help="write N hypotheses per line as 'LINE ||| text ||| score' "
                       "(needs --beam >= N)")
@@ -600,8 +601,8 @@ def main(argv=None) -> None:
   if args.engine == "ctranslate2" and args.attention_plot:
     parser.error("--attention-plot needs the JAX engine")
   if args.engine == "ctranslate2" and args.beam_stop:
-    parser.error("--beam-stop needs the JAX engine (CTranslate2 ends a sentence when its "
-                 "best candidate ends)")
+    parser.error("--beam-stop needs the JAX engine (CTranslate2 has its own rule: a "
+                 "sentence ends once beam-size hypotheses have, as --beam-stop count)")
   setup_cli_logging()
   try:
     overrides = {k: v for k, v in (("workers", args.workers), ("beam_stop", args.beam_stop))

@@ -158,7 +158,24 @@ def test_a_sentence_whose_search_ended_waits_unchanged_for_its_batch():
                               source=jnp.array([0, 1]), nbest=1, stop=stop, **IDS)
     np.testing.assert_array_equal(both[0][0], alone[0][0])
     np.testing.assert_array_equal(both[1][0], alone[1][0])
-    assert both[0][1, 0, :6].tolist() == [A] * 5 + [EOS_ID]  # the other ran to its limit
+    if stop != "count":  # which ends it once two of its hypotheses have
+      assert both[0][1, 0, :6].tolist() == [A] * 5 + [EOS_ID]  # the other ran to its limit
+
+
+def test_count_stop_ends_once_beam_size_hypotheses_have_ended():
+  # Step 1 ends "EOS" (0.6), step 2 "A EOS" (0.004), step 3 "A B EOS" (0.392): with
+  # beam 2 the search ends after two steps, with beam 3 after three, and only the
+  # longer search finds what alpha 3 ranks first ("A B EOS", as "exact" does).
+  table = {BOS_ID: {EOS_ID: 0.6, A: 0.4}, A: {B: 0.99, EOS_ID: 0.01},
+           B: {EOS_ID: 0.99, A: 0.01}}
+  for width, steps, best in ((2, 2, [EOS_ID]), (3, 3, [A, B, EOS_ID])):
+    calls = []
+    seqs, _ = decode.beam_search(_counting(_table_model(table), calls), _cache(width),
+                                 jnp.array([6]), 6, beam_size=width, alpha=3.0, stop="count",
+                                 **IDS)
+    jax.effects_barrier()
+    assert len(calls) == steps
+    assert seqs[0, 0, :len(best)].tolist() == best
 
 
 def test_a_batch_shrinks_as_its_sentences_finish_and_results_keep_their_rows():
@@ -395,19 +412,21 @@ def test_early_stopped_best_equals_the_full_search(trained_run):
       np.testing.assert_allclose(one[0][1], four[0][1], rtol=1e-5)
 
 
-def test_current_length_stop_finds_no_better_than_the_exact_search(trained_run):
-  """A sentence's search with beam_stop="current" is the exact search cut short, so its
-  best score is at most the exact one's, and the same score means the same translation."""
+@pytest.mark.parametrize("stop", ["current", "count"])
+def test_sooner_stops_find_no_better_than_the_exact_search(trained_run, stop):
+  """A sentence's search with beam_stop "current" or "count" is the exact search cut
+  short, so its best score is at most the exact one's, and the same score means the same
+  translation."""
   exact = Translator.load(trained_run)
-  current = Translator.load(trained_run, beam_stop="current")
-  assert (exact.decode_cfg.beam_stop, current.decode_cfg.beam_stop) == ("exact", "current")
+  sooner = Translator.load(trained_run, beam_stop=stop)
+  assert (exact.decode_cfg.beam_stop, sooner.decode_cfg.beam_stop) == ("exact", stop)
   ids = exact.encode(read_lines(SAMPLE / "test.en")[:40])
   for a, b in zip(exact.translate_ids(ids, beam_size=4, alpha=1.6),
-                  current.translate_ids(ids, beam_size=4, alpha=1.6)):
-    (ids_exact, score_exact), (ids_current, score_current) = a[0], b[0]
-    assert score_current <= score_exact + 1e-5
-    if abs(score_current - score_exact) <= 1e-5:
-      np.testing.assert_array_equal(ids_current, ids_exact)
+                  sooner.translate_ids(ids, beam_size=4, alpha=1.6)):
+    (ids_exact, score_exact), (ids_sooner, score_sooner) = a[0], b[0]
+    assert score_sooner <= score_exact + 1e-5
+    if abs(score_sooner - score_exact) <= 1e-5:
+      np.testing.assert_array_equal(ids_sooner, ids_exact)
   with pytest.raises(ValueError, match="decode.beam_stop must be one of exact, current"):
     Translator.load(trained_run, beam_stop="soon").translate("A dog.", beam_size=2)
 
