@@ -116,9 +116,10 @@ def main():
         for name, beam in (("greedy", 1), (f"beam{args.beam}", args.beam)):
           alpha = 0.0 if beam == 1 else args.ct2_alpha
           figures, out = measure(ct2, lines, references, beam, args.batch_size, alpha)
-          jax_name = name if name in jax_out else searches[1][0]
-          figures["identical_to_jax"] = sum(
-              a[0].ids == b[0].ids for a, b in zip(out, jax_out[jax_name])) / len(lines)
+          # the share of lines equal to each JAX search of the same beam size
+          figures["identical_to_jax"] = {
+              jax_name: sum(a[0].ids == b[0].ids for a, b in zip(out, jax_out[jax_name]))
+              / len(lines) for jax_name, jax_beam, _ in searches if jax_beam == beam}
           result[f"ctranslate2_{q}_{name}"] = figures
     for name, beam, _ in searches:
       ct2_name = "greedy" if beam == 1 else f"beam{args.beam}"
