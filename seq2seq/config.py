@@ -167,6 +167,9 @@ class TrainConfig:
 
 # When beam search ends a sentence (decode.beam_search's `stop`).
 BEAM_STOPS = ("exact", "current", "count")
+# Why translate.py and evaluate.py refuse --beam-stop with --engine ctranslate2.
+BEAM_STOP_CT2_ERROR = ("--beam-stop needs the JAX engine (CTranslate2 has its own rule: a "
+                       "sentence ends once beam-size hypotheses have, as --beam-stop count)")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -375,8 +375,10 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     # going on could still change it).
     def unless_done(new, old):
       return jnp.where(s.done.reshape((-1,) + (1,) * (new.ndim - 1)), old, new)
-    ended_B = s.ended + jnp.sum(is_eos_BC[:, :width] & (top_logp_BC[:, :width] > NEG_INF / 2),
-                                axis=1, dtype=jnp.int32)
+    ended_B = s.ended
+    if stop == "count":
+      ended_B += jnp.sum(is_eos_BC[:, :width] & (top_logp_BC[:, :width] > NEG_INF / 2),
+                         axis=1, dtype=jnp.int32)
     new = BeamState(s.step + 1, unless_done(live_seqs, s.live_seqs),
                     unless_done(live_logprobs, s.live_logprobs),
                     unless_done(finished_seqs, s.finished_seqs),

@@ -16,7 +16,7 @@ from typing import Sequence
 import sacrebleu
 
 from seq2seq import checkpoint, export, input_pipeline, model_card
-from seq2seq.config import BEAM_STOPS, DecodeConfig
+from seq2seq.config import BEAM_STOP_CT2_ERROR, BEAM_STOPS, DecodeConfig
 from seq2seq.translator import ENGINES, Translator, one_line
 
 log = logging.getLogger(__name__)
@@ -155,8 +155,7 @@ def main(argv=None) -> None:
     if value is not None and value < 1:
       parser.error(f"{flag} must be at least 1, got {value}")
   if args.engine == "ctranslate2" and args.beam_stop:
-    parser.error("--beam-stop needs the JAX engine (CTranslate2 has its own rule: a "
-                 "sentence ends once beam-size hypotheses have, as --beam-stop count)")
+    parser.error(BEAM_STOP_CT2_ERROR)
   setup_cli_logging()
   try:
     cfg = (export.load_export(args.workdir[0])[1] if args.engine == "ctranslate2"

@@ -25,7 +25,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from seq2seq import checkpoint, decode
-from seq2seq.config import BEAM_STOPS, Config, DataConfig, DecodeConfig, ModelConfig
+from seq2seq.config import (
+  BEAM_STOP_CT2_ERROR,
+  BEAM_STOPS,
+  Config,
+  DataConfig,
+  DecodeConfig,
+  ModelConfig,
+)
 from seq2seq.input_pipeline import LengthBuckets, decode_line, encode_texts, pad_batch, split_lines
 from seq2seq.model import Model, shift_right
 from seq2seq.outputs import Hypothesis, PairScore, Sampling, check_request, pick, resolve_settings
@@ -601,8 +608,7 @@ def main(argv=None) -> None:
   if args.engine == "ctranslate2" and args.attention_plot:
     parser.error("--attention-plot needs the JAX engine")
   if args.engine == "ctranslate2" and args.beam_stop:
-    parser.error("--beam-stop needs the JAX engine (CTranslate2 has its own rule: a "
-                 "sentence ends once beam-size hypotheses have, as --beam-stop count)")
+    parser.error(BEAM_STOP_CT2_ERROR)
   setup_cli_logging()
   try:
     overrides = {k: v for k, v in (("workers", args.workers), ("beam_stop", args.beam_stop))
