@@ -1,8 +1,10 @@
-"""Training: smoke run, overfit, accumulation, exact resume, stopping, non-finite guard,
-two devices."""
+"""Training: smoke run, overfit, accumulation, two devices, the loss and its chunked form,
+schedules, moving average, checkpoint averaging, packed rows, TensorBoard. Stopping and
+resuming are in test_resume.py."""
 
 import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -68,43 +70,6 @@ def test_overfits_a_handful_of_pairs(tmp_path):
   assert summary["best_bleu"] == pytest.approx(100.0)
 
 
-def _params(workdir, cfg):
-  return checkpoint.load_params(workdir, "latest", cfg.model)[0]
-
-
-@pytest.mark.parametrize("pack_length,accum,ema", [(0, 1, 0.0), (48, 1, 0.0), (0, 2, 0.0),
-                                                   (0, 1, 0.9)])
-def test_exact_resume(tmp_path, pack_length, accum, ema):
-  """40 updates uninterrupted == 25 updates, killed after the checkpoint at 20 (so the
-  records of updates 21-25 are on disk but not in any checkpoint), then resumed to 40:
-  same parameters and per-update losses, bit for bit, each update recorded once; with
-  length buckets, packed rows, two micro-batches per update, and a moving average."""
-  def cfg(max_steps):
-    c = tiny_config(SAMPLE, max_steps=max_steps, checkpoint_every=10, grad_accum_steps=accum,
-                    ema_decay=ema)
-    return dataclasses.replace(c, data=dataclasses.replace(c.data, pack_length=pack_length))
-
-  train(cfg(40), tmp_path / "straight")
-  train(cfg(25), tmp_path / "resumed")
-  latest = tmp_path / "resumed" / "checkpoints" / "latest"
-  import shutil
-  shutil.rmtree(latest / "25")  # as if the process died before its exit checkpoint
-  summary = train(cfg(40), tmp_path / "resumed")  # the same command again resumes
-  assert summary["step"] == 40
-  a, b = _params(tmp_path / "straight", cfg(40)), _params(tmp_path / "resumed", cfg(40))
-  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
-    np.testing.assert_array_equal(x, y)
-  loss = lambda d: [(r["step"], r["loss"]) for r in metrics.read(d) if r["kind"] == "train"]
-  assert loss(tmp_path / "straight") == loss(tmp_path / "resumed")
-  assert [step for step, _ in loss(tmp_path / "resumed")] == list(range(1, 41))
-  assert sorted(int(p.name) for p in latest.iterdir()) == [20, 30, 40]  # named by update
-  if ema:
-    a, b = (checkpoint.load_params(d, "ema", cfg(40).model)[0]
-            for d in (tmp_path / "straight", tmp_path / "resumed"))
-    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
-      np.testing.assert_array_equal(x, y)
-
-
 def test_accumulated_update_equals_one_batch_of_all_rows():
   # Two micro-batches of one update give the parameters of one batch holding both
   # (dropout off; the loss is token-weighted over the whole update).
@@ -130,65 +95,6 @@ def test_accumulated_update_equals_one_batch_of_all_rows():
   np.testing.assert_allclose(float(ma["grad_norm"]), float(mb["grad_norm"]), rtol=1e-4)
   for x, y in zip(jax.tree_util.tree_leaves(a.params), jax.tree_util.tree_leaves(b.params)):
     np.testing.assert_allclose(x, y, atol=2e-6, rtol=1e-4)
-
-
-def _latest_step(workdir):
-  return int(checkpoint.checkpoint_path(workdir, "latest").name)
-
-
-def test_early_stopping_stops_with_a_checkpoint(tmp_path):
-  # Learning rate 0: validation BLEU never improves after the first validation.
-  cfg = tiny_config(SAMPLE, max_steps=40, learning_rate=0.0, eval_every=5,
-                     early_stopping_patience=2, checkpoint_every=1000)
-  summary = train(cfg, tmp_path / "run")
-  assert summary["step"] == 15 and "early stopping" in summary["stop_reason"]
-  assert _latest_step(tmp_path / "run") == 15
-
-
-def test_time_limit_stops_with_a_checkpoint(tmp_path):
-  cfg = tiny_config(SAMPLE, max_steps=1000, max_minutes=1e-4, checkpoint_every=1000)
-  summary = train(cfg, tmp_path / "run")
-  assert summary["step"] < 1000 and "time limit" in summary["stop_reason"]
-  assert _latest_step(tmp_path / "run") == summary["step"]
-
-
-def test_interrupt_stops_with_a_checkpoint(tmp_path, monkeypatch):
-  real_update = Steps.update
-  calls = []
-
-  def update(self, state, batches):
-    calls.append(1)
-    if len(calls) == 4:
-      raise KeyboardInterrupt
-    return real_update(self, state, batches)
-
-  monkeypatch.setattr(Steps, "update", update)
-  summary = train(tiny_config(SAMPLE, max_steps=20, checkpoint_every=1000), tmp_path / "run")
-  assert summary["step"] == 3 and summary["stop_reason"] == "interrupted"
-  assert _latest_step(tmp_path / "run") == 3
-
-
-def test_resume_refuses_another_model(tmp_path):
-  cfg = tiny_config(SAMPLE, max_steps=1)
-  train(cfg, tmp_path / "run")
-  other = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, d_ff=256))
-  with pytest.raises(checkpoint.CheckpointError, match="other model settings"):
-    train(other, tmp_path / "run")
-
-
-def test_non_finite_loss_stops_and_keeps_the_good_checkpoint(tmp_path):
-  cfg = tiny_config(SAMPLE, max_steps=3, checkpoint_every=1, warmup_steps=1)
-  train(cfg, tmp_path / "run")
-  good = _params(tmp_path / "run", cfg)
-  exploding = dataclasses.replace(cfg, train=dataclasses.replace(
-      cfg.train, max_steps=10, learning_rate=1e30, checkpoint_every=1000))
-  with pytest.raises(FloatingPointError, match=r"non-finite loss or gradient at step \d+"):
-    train(exploding, tmp_path / "run")
-  latest = checkpoint.checkpoint_path(tmp_path / "run", "latest")
-  assert int(latest.name) == 3  # the failed run did not save its diverged state at exit
-  for x, y in zip(jax.tree_util.tree_leaves(good),
-                  jax.tree_util.tree_leaves(_params(tmp_path / "run", cfg))):
-    np.testing.assert_array_equal(x, y)
 
 
 def test_two_devices_match_one(tmp_path):
@@ -333,23 +239,26 @@ def test_moving_average_of_the_parameters_after_each_update():
     train_lib.make_optimizer(dataclasses.replace(cfg, ema_decay=1.0))
 
 
-def test_average_checkpoints(trained_run):
-  cfg = checkpoint.load_config(trained_run)
+def test_average_checkpoints(trained_run, tmp_path):
+  # On a copy: the shared run stays as trained (other tests expect no 'averaged' in it).
+  run = tmp_path / "run"
+  shutil.copytree(trained_run, run)
+  cfg = checkpoint.load_config(run)
   # --upto: what the run would have averaged had it stopped at that step
-  run_cli("-m", "seq2seq.average", "--workdir", trained_run, "--last", "2", "--upto", "250")
-  assert checkpoint.load_params(trained_run, "averaged", cfg.model)[1]["averaged_steps"] == [
+  run_cli("-m", "seq2seq.average", "--workdir", run, "--last", "2", "--upto", "250")
+  assert checkpoint.load_params(run, "averaged", cfg.model)[1]["averaged_steps"] == [
       100, 200]
-  early = run_cli("-m", "seq2seq.average", "--workdir", trained_run, "--upto", "50", check=False)
+  early = run_cli("-m", "seq2seq.average", "--workdir", run, "--upto", "50", check=False)
   assert early.returncode != 0 and b"at or before step 50" in early.stderr
-  run_cli("-m", "seq2seq.average", "--workdir", trained_run, "--last", "2")
-  averaged, meta = checkpoint.load_params(trained_run, "averaged", cfg.model)
+  run_cli("-m", "seq2seq.average", "--workdir", run, "--last", "2")
+  averaged, meta = checkpoint.load_params(run, "averaged", cfg.model)
   steps = meta["averaged_steps"]
   assert steps == [200, 300]
-  a, _ = checkpoint.load_params(trained_run, str(trained_run / "checkpoints/latest/200"), cfg.model)
-  b, _ = checkpoint.load_params(trained_run, str(trained_run / "checkpoints/latest/300"), cfg.model)
+  a, _ = checkpoint.load_params(run, str(run / "checkpoints/latest/200"), cfg.model)
+  b, _ = checkpoint.load_params(run, str(run / "checkpoints/latest/300"), cfg.model)
   for x, y, z in zip(*(jax.tree_util.tree_leaves(t) for t in (averaged, a, b))):
     np.testing.assert_allclose(x, (y + z) / 2, rtol=1e-6)
-  assert Translator.load(trained_run, "averaged").translate(["A dog is running."])[0]
+  assert Translator.load(run, "averaged").translate(["A dog is running."])[0]
 
 
 def test_packed_batch_has_the_loss_of_its_pairs_alone():

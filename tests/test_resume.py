@@ -1,0 +1,110 @@
+"""Stopping and resuming: an interrupted run resumes bit for bit; every way a run stops
+(early stopping, time limit, Ctrl-C, a non-finite loss) leaves a checkpoint to resume from."""
+
+import dataclasses
+import shutil
+
+import jax
+import numpy as np
+import pytest
+
+from seq2seq import checkpoint, metrics
+from seq2seq.train_lib import Steps, train
+
+from helpers import SAMPLE, tiny_config
+
+
+def _params(workdir, cfg):
+  return checkpoint.load_params(workdir, "latest", cfg.model)[0]
+
+
+# Two micro-batches per update and the moving average share one case: each run costs
+# ~40 s of the suite.
+@pytest.mark.parametrize("pack_length,accum,ema", [(0, 1, 0.0), (48, 1, 0.0), (0, 2, 0.9)])
+def test_exact_resume(tmp_path, pack_length, accum, ema):
+  """40 updates uninterrupted == 25 updates, killed after the checkpoint at 20 (so the
+  records of updates 21-25 are on disk but not in any checkpoint), then resumed to 40:
+  same parameters and per-update losses, bit for bit, each update recorded once; with
+  length buckets, packed rows, and two micro-batches per update with a moving average."""
+  def cfg(max_steps):
+    c = tiny_config(SAMPLE, max_steps=max_steps, checkpoint_every=10, grad_accum_steps=accum,
+                    ema_decay=ema)
+    return dataclasses.replace(c, data=dataclasses.replace(c.data, pack_length=pack_length))
+
+  train(cfg(40), tmp_path / "straight")
+  train(cfg(25), tmp_path / "resumed")
+  latest = tmp_path / "resumed" / "checkpoints" / "latest"
+  shutil.rmtree(latest / "25")  # as if the process died before its exit checkpoint
+  summary = train(cfg(40), tmp_path / "resumed")  # the same command again resumes
+  assert summary["step"] == 40
+  a, b = _params(tmp_path / "straight", cfg(40)), _params(tmp_path / "resumed", cfg(40))
+  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+    np.testing.assert_array_equal(x, y)
+  loss = lambda d: [(r["step"], r["loss"]) for r in metrics.read(d) if r["kind"] == "train"]
+  assert loss(tmp_path / "straight") == loss(tmp_path / "resumed")
+  assert [step for step, _ in loss(tmp_path / "resumed")] == list(range(1, 41))
+  assert sorted(int(p.name) for p in latest.iterdir()) == [20, 30, 40]  # named by update
+  if ema:
+    a, b = (checkpoint.load_params(d, "ema", cfg(40).model)[0]
+            for d in (tmp_path / "straight", tmp_path / "resumed"))
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+      np.testing.assert_array_equal(x, y)
+
+
+def _latest_step(workdir):
+  return int(checkpoint.checkpoint_path(workdir, "latest").name)
+
+
+def test_early_stopping_stops_with_a_checkpoint(tmp_path):
+  # Learning rate 0: validation BLEU never improves after the first validation.
+  cfg = tiny_config(SAMPLE, max_steps=40, learning_rate=0.0, eval_every=5,
+                     early_stopping_patience=2, checkpoint_every=1000)
+  summary = train(cfg, tmp_path / "run")
+  assert summary["step"] == 15 and "early stopping" in summary["stop_reason"]
+  assert _latest_step(tmp_path / "run") == 15
+
+
+def test_time_limit_stops_with_a_checkpoint(tmp_path):
+  cfg = tiny_config(SAMPLE, max_steps=1000, max_minutes=1e-4, checkpoint_every=1000)
+  summary = train(cfg, tmp_path / "run")
+  assert summary["step"] < 1000 and "time limit" in summary["stop_reason"]
+  assert _latest_step(tmp_path / "run") == summary["step"]
+
+
+def test_interrupt_stops_with_a_checkpoint(tmp_path, monkeypatch):
+  real_update = Steps.update
+  calls = []
+
+  def update(self, state, batches):
+    calls.append(1)
+    if len(calls) == 4:
+      raise KeyboardInterrupt
+    return real_update(self, state, batches)
+
+  monkeypatch.setattr(Steps, "update", update)
+  summary = train(tiny_config(SAMPLE, max_steps=20, checkpoint_every=1000), tmp_path / "run")
+  assert summary["step"] == 3 and summary["stop_reason"] == "interrupted"
+  assert _latest_step(tmp_path / "run") == 3
+
+
+def test_resume_refuses_another_model(tmp_path):
+  cfg = tiny_config(SAMPLE, max_steps=1)
+  train(cfg, tmp_path / "run")
+  other = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, d_ff=256))
+  with pytest.raises(checkpoint.CheckpointError, match="other model settings"):
+    train(other, tmp_path / "run")
+
+
+def test_non_finite_loss_stops_and_keeps_the_good_checkpoint(tmp_path):
+  cfg = tiny_config(SAMPLE, max_steps=3, checkpoint_every=1, warmup_steps=1)
+  train(cfg, tmp_path / "run")
+  good = _params(tmp_path / "run", cfg)
+  exploding = dataclasses.replace(cfg, train=dataclasses.replace(
+      cfg.train, max_steps=10, learning_rate=1e30, checkpoint_every=1000))
+  with pytest.raises(FloatingPointError, match=r"non-finite loss or gradient at step \d+"):
+    train(exploding, tmp_path / "run")
+  latest = checkpoint.checkpoint_path(tmp_path / "run", "latest")
+  assert int(latest.name) == 3  # the failed run did not save its diverged state at exit
+  for x, y in zip(jax.tree_util.tree_leaves(good),
+                  jax.tree_util.tree_leaves(_params(tmp_path / "run", cfg))):
+    np.testing.assert_array_equal(x, y)
