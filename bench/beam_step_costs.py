@@ -1,7 +1,7 @@
 """Where a beam-search step goes: its parts timed alone, in one process, alternating.
 
   python bench/beam_step_costs.py --workdir RUN_DIR [--checkpoint averaged] \
-      [--sentences 64] [--beam 5] [--rounds 5]
+      [--sentences 64] [--beam 5] [--rounds 5] [--compare-ctranslate2]
 
 For `--sentences` x `--beam` hypotheses (a decoding batch) of the run's model, each
 variant runs 20 steps in a `fori_loop` and reports milliseconds per step:
@@ -13,15 +13,26 @@ variant runs 20 steps in a `fori_loop` and reports milliseconds per step:
   (no model; EOS never chosen, so it runs every step): the search's own work, mostly
   the log-sum-exp and the grouped top-k over `[rows, vocab]`;
 - `log-sum-exp`, `top_k_rows`, `lax.top_k`: those parts alone on `[rows, vocab]`.
+
+With `--compare-ctranslate2`, the checkpoint is exported to CTranslate2 (float32, one
+thread per core) and a whole CTranslate2 beam step is timed on the same sources and
+hypotheses: `translate_batch` forced to decode exactly 1 and exactly 1 + 20 positions
+(`min_decoding_length = max_decoding_length`, so no hypothesis ends early), the
+difference over 20. It holds everything CTranslate2 does per step (decoder, output
+layer, softmax, top-k, cache reorder); the JAX step to set against it is
+`model L=32 + block reorder` plus `search only`.
 """
 
 import argparse
+import os
+import tempfile
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from seq2seq import decode
+from seq2seq import decode, export
 from seq2seq.translator import Translator
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -38,6 +49,8 @@ def main():
   p.add_argument("--beam", type=int, default=5)
   p.add_argument("--source-length", type=int, default=24)
   p.add_argument("--rounds", type=int, default=5)
+  p.add_argument("--compare-ctranslate2", action="store_true",
+                 help="also time a CTranslate2 float32 beam step on the same hypotheses")
   args = p.parse_args()
   translator = Translator.load(args.workdir, args.checkpoint)
   model, params = translator.model, translator.params
@@ -86,10 +99,27 @@ def main():
   variants["log-sum-exp"] = part(lambda x: jax.nn.logsumexp(x, -1, keepdims=True))
   variants["top_k_rows"] = part(lambda x: decode.top_k_rows(x, 2 * W)[0][:, :1])
   variants["lax.top_k"] = part(lambda x: jax.lax.top_k(x, 2 * W)[0][:, :1])
+  if args.compare_ctranslate2:
+    tmp = tempfile.TemporaryDirectory()
+    path = export.export_ctranslate2(args.workdir, Path(tmp.name) / "float32", args.checkpoint)
+    ct2 = export.import_ctranslate2().Translator(str(path), device="cpu", compute_type="float32",
+                                                  intra_threads=os.cpu_count())
+    pieces = [translator.tokenizer.pieces(row) for row in src]
+
+    def ct2_positions(n: int):
+      return lambda: ct2.translate_batch(pieces, beam_size=W, min_decoding_length=n,
+                                         max_decoding_length=n, max_batch_size=B)
+    variants["ctranslate2 1 position"] = ct2_positions(1)
+    variants[f"ctranslate2 {1 + STEPS} positions"] = ct2_positions(1 + STEPS)
   for run in variants.values():
     run()  # compile
   seconds = alternate(variants, args.rounds)
   ms = {name: round(float(np.median(s)) / STEPS * 1e3, 2) for name, s in seconds.items()}
+  if args.compare_ctranslate2:
+    one, many = ms.pop("ctranslate2 1 position"), ms.pop(f"ctranslate2 {1 + STEPS} positions")
+    # ms holds each variant's time over STEPS: these two are whole searches.
+    ms["ctranslate2 beam step"] = round(many - one, 2)
+    ms["jax beam step (L=32)"] = round(ms["model L=32 + block reorder"] + ms["search only"], 2)
   for name, value in ms.items():
     print(f"{name:32s} {value:7.2f} ms per step")
   report({"benchmark": "beam_step_costs", "hypotheses": R, "vocab": V,
