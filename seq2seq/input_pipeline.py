@@ -343,6 +343,25 @@ def encode_dataset(tok: Tokenizer, ds: datasets.Dataset, cache_path: Path | None
   return encode_dataset(tok, ds, cache_path)
 
 
+class SubwordSampler:
+  """The training pairs segmented anew for each epoch (`data.sampling_alpha`): the
+  corpus of epoch e is a pure function of (data.seed, e), so a resumed run and every
+  process of a cluster see the same pieces."""
+
+  def __init__(self, tok: Tokenizer, ds: datasets.Dataset, cfg: DataConfig):
+    self.tok, self.cfg = tok, cfg
+    self.src, self.tgt = list(ds["src"]), list(ds["tgt"])
+
+  def corpus(self, epoch: int) -> EncodedCorpus:
+    seed = int(np.random.default_rng([self.cfg.seed, epoch, 11]).integers(2**31))
+    sides = []
+    for k, texts in enumerate((self.src, self.tgt)):
+      ids = self.tok.sample_encode(texts, self.cfg.sampling_alpha, self.cfg.sampling_nbest,
+                                   seed + k)
+      sides.append(Ragged.from_list([np.array(x + [EOS_ID], np.int32) for x in ids]))
+    return EncodedCorpus(*sides)
+
+
 def _load_ragged(directory: Path, side: str) -> Ragged:
   offsets = np.load(directory / f"{side}.offsets.npy", mmap_mode="r")
   path = directory / f"{side}.ids"
@@ -442,8 +461,17 @@ class TrainBatches:
   exactly the batches an uninterrupted run would.
   """
 
-  def __init__(self, corpus: EncodedCorpus, cfg: DataConfig, num_devices: int = 1):
-    self.corpus, self.cfg, self.num_devices = corpus, cfg, num_devices
+  def __init__(self, corpus: EncodedCorpus, cfg: DataConfig, num_devices: int = 1,
+               sampler: SubwordSampler | None = None):
+    self.cfg, self.num_devices, self.sampler = cfg, num_devices, sampler
+    self.lengths = LengthBuckets.from_config(cfg, cfg.max_train_len)
+    self.corpus_epoch = None  # with a sampler, the epoch whose segmentation self.corpus holds
+    self._use(corpus, announce=True)
+
+  def _use(self, corpus: EncodedCorpus, announce: bool):
+    """Indexes `corpus` by length: which pairs are kept, and each bucket's pairs."""
+    cfg = self.cfg
+    self.corpus = corpus
     self.src_len, self.tgt_len = corpus.lengths()
     longest = np.maximum(self.src_len, self.tgt_len)
     limit, name = cfg.max_train_len, "max_train_len"
@@ -451,13 +479,13 @@ class TrainBatches:
       limit, name = cfg.pack_length, "pack_length"
     keep = longest <= limit
     if (~keep).any():
-      log.warning("dropped %d of %d training pairs longer than %s=%d pieces",
-                  int((~keep).sum()), len(keep), name, limit)
+      (log.warning if announce else log.debug)(
+          "dropped %d of %d training pairs longer than %s=%d pieces",
+          int((~keep).sum()), len(keep), name, limit)
     if not keep.any():
       raise DataError(f"every training pair is longer than {name}={limit}")
     self.num_pairs = int(keep.sum())
     self.kept = np.flatnonzero(keep)
-    self.lengths = LengthBuckets.from_config(cfg, cfg.max_train_len)
     bounds = np.array(self.lengths.boundaries)
     bucket_of = bounds[np.minimum(np.searchsorted(bounds, longest), len(bounds) - 1)]
     self.buckets = {int(b): np.flatnonzero(keep & (bucket_of == b))
@@ -466,7 +494,12 @@ class TrainBatches:
 
   def epoch_batches(self, epoch: int) -> list:
     """One epoch's batches in training order: index arrays of pairs, or with packing,
-    lists of rows (each an index array of the pairs packed in it)."""
+    lists of rows (each an index array of the pairs packed in it). With a sampler, the
+    batches index this epoch's segmentation, which `make_batch` then reads: build the
+    batches of one epoch before asking for the next one's."""
+    if self.sampler is not None and self.corpus_epoch != epoch:
+      self._use(self.sampler.corpus(epoch), announce=False)
+      self.corpus_epoch = epoch
     rng = np.random.default_rng([self.cfg.seed, epoch])
     if self.cfg.pack_length:
       return self._packed_epoch(rng)

@@ -53,6 +53,17 @@ class Tokenizer:
     """Pieces of each text, without BOS/EOS."""
     return self.sp.encode(list(texts), out_type=int, num_threads=os.cpu_count() or 1)
 
+  def sample_encode(self, texts: Sequence[str], alpha: float, nbest: int, seed: int
+                    ) -> list[list[int]]:
+    """Pieces of each text with a segmentation sampled from the unigram model's lattice
+    (subword regularization, Kudo 2018): smaller `alpha` flattens the distribution,
+    `nbest` -1 samples from all segmentations. The same (texts, seed) give the same
+    pieces: one thread, SentencePiece's generator seeded first (process-wide, so two
+    threads must not sample at once)."""
+    spm.set_random_generator_seed(seed)
+    return self.sp.encode(list(texts), out_type=int, enable_sampling=True, alpha=alpha,
+                          nbest_size=nbest, num_threads=1)
+
   def decode(self, ids_batch: Iterable[Sequence[int]]) -> list[str]:
     """Text of each id sequence, cut at its first EOS; padding and BOS are ignored."""
     return [self.sp.decode(cut_at_eos(ids)) for ids in ids_batch]

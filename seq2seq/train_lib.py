@@ -525,8 +525,13 @@ class Trainer:
 
   def run(self) -> dict[str, Any]:
     t, p = self.cfg.train, self.progress
+    sampler = None
+    if self.cfg.data.sampling_alpha:  # subword regularization: text needed every epoch
+      train_ds = input_pipeline.drop_empty(
+          input_pipeline.load_split(self.cfg.data, self.cfg.data.train_split))
+      sampler = input_pipeline.SubwordSampler(self.tok, train_ds, self.cfg.data)
     batches = input_pipeline.TrainBatches(self.train_corpus, self.cfg.data,
-                                          self.steps.num_devices)
+                                          self.steps.num_devices, sampler)
     stream = input_pipeline.prefetch(batches.iterate(p.epoch, p.batch_index,
                                                      jax.process_index(), jax.process_count()))
     reason, first_step = self.stop_reason(), p.step

@@ -6,7 +6,7 @@ from importlib import util
 import pytest
 
 from seq2seq import checkpoint
-from seq2seq.config import PRESETS, Config, default_config
+from seq2seq.config import PRESETS, Config, DataConfig, default_config
 
 from conftest import run_cli
 from helpers import ROOT
@@ -34,6 +34,16 @@ def test_unknown_fields_and_sections_are_named():
     cfg.train.max_stepz = 3  # the ConfigDict is locked: a typo is an error, not a new field
   with pytest.raises(ValueError, match="unknown model preset 'huge'"):
     default_config("huge")
+
+
+def test_subword_sampling_settings_are_checked():
+  with pytest.raises(ValueError, match=r"data.sampling_alpha=-0.1: expected 0 \(off\)"):
+    DataConfig(sampling_alpha=-0.1)
+  with pytest.raises(ValueError, match=r"in \(0, 1\) for a BPE model"):
+    DataConfig(spm_model_type="bpe", sampling_alpha=1.0)
+  with pytest.raises(ValueError, match="data.sampling_nbest=0"):
+    DataConfig(sampling_alpha=0.1, sampling_nbest=0)
+  assert DataConfig(spm_model_type="bpe", sampling_alpha=0.1).sampling_alpha == 0.1
 
 
 def test_run_directories_from_before_one_vocabulary_field_still_load(tmp_path):

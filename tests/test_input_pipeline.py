@@ -229,6 +229,33 @@ def test_resume_sees_the_same_batches(multi30k):
   assert other_epoch != [b.tolist() for b in batches.epoch_batches(0)]  # reshuffled
 
 
+def test_subword_sampling_resegments_each_epoch_reproducibly():
+  cfg = DataConfig(dir=str(SAMPLE), max_tokens=300, sampling_alpha=0.1)
+  ds = ip.load_split(cfg, "train")
+  tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
+  corpus = ip.encode_dataset(tok, ds)
+  sampled = lambda: ip.TrainBatches(corpus, cfg, sampler=ip.SubwordSampler(tok, ds, cfg))
+
+  def epoch(batches, e):
+    return [batches.make_batch(idx) for idx in batches.epoch_batches(e)]
+
+  a, b = sampled(), sampled()
+  b1, b0 = epoch(b, 1), epoch(b, 0)  # b asks for epoch 1 first
+  a0, a1 = epoch(a, 0), epoch(a, 1)
+  for x, y in [*zip(a0, b0), *zip(a1, b1)]:  # an epoch's pieces depend on (seed, epoch) only
+    np.testing.assert_array_equal(x.src, y.src)
+    np.testing.assert_array_equal(x.tgt, y.tgt)
+  seg0, seg1 = a.sampler.corpus(0), a.sampler.corpus(1)
+  for side in ("src", "tgt"):
+    best, one, two = (getattr(c, side) for c in (corpus, seg0, seg1))
+    # Other pieces for most sentences, and other pieces in each epoch, for the same text.
+    assert sum(not np.array_equal(x, y) for x, y in zip(best, one)) > len(best) // 2
+    assert sum(not np.array_equal(x, y) for x, y in zip(one, two)) > len(best) // 2
+    assert tok.decode(one) == tok.decode(two) == tok.decode(best)
+  # Every pair trains in every epoch, whatever its sampled length.
+  assert sorted(np.concatenate(a.epoch_batches(1)).tolist()) == list(range(len(corpus)))
+
+
 def test_batches_split_evenly_across_devices():
   cfg = DataConfig(dir=str(SAMPLE), max_tokens=300)
   ds = ip.load_split(cfg, "train")

@@ -18,18 +18,21 @@ def _params(workdir, cfg):
   return checkpoint.load_params(workdir, "latest", cfg.model)[0]
 
 
-# Two micro-batches per update and the moving average share one case: each run costs
-# ~40 s of the suite.
-@pytest.mark.parametrize("pack_length,accum,ema", [(0, 1, 0.0), (48, 1, 0.0), (0, 2, 0.9)])
-def test_exact_resume(tmp_path, pack_length, accum, ema):
+# Two micro-batches per update, the moving average and subword sampling share one case
+# (its 80 batches cross an epoch after the checkpoint at 20): each run costs ~40 s.
+@pytest.mark.parametrize("pack_length,sampling,accum,ema",
+                         [(0, 0.0, 1, 0.0), (48, 0.0, 1, 0.0), (0, 0.2, 2, 0.9)])
+def test_exact_resume(tmp_path, pack_length, sampling, accum, ema):
   """40 updates uninterrupted == 25 updates, killed after the checkpoint at 20 (so the
   records of updates 21-25 are on disk but not in any checkpoint), then resumed to 40:
   same parameters and per-update losses, bit for bit, each update recorded once; with
-  length buckets, packed rows, and two micro-batches per update with a moving average."""
+  length buckets, packed rows, and two micro-batches per update with a moving average
+  and pairs segmented anew each epoch."""
   def cfg(max_steps):
     c = tiny_config(SAMPLE, max_steps=max_steps, checkpoint_every=10, grad_accum_steps=accum,
                     ema_decay=ema)
-    return dataclasses.replace(c, data=dataclasses.replace(c.data, pack_length=pack_length))
+    return dataclasses.replace(c, data=dataclasses.replace(
+        c.data, pack_length=pack_length, sampling_alpha=sampling))
 
   train(cfg(40), tmp_path / "straight")
   train(cfg(25), tmp_path / "resumed")
@@ -37,6 +40,8 @@ def test_exact_resume(tmp_path, pack_length, accum, ema):
   shutil.rmtree(latest / "25")  # as if the process died before its exit checkpoint
   summary = train(cfg(40), tmp_path / "resumed")  # the same command again resumes
   assert summary["step"] == 40
+  if sampling:
+    assert summary["epoch"] >= 1, summary  # the resumed part entered a resampled epoch
   a, b = _params(tmp_path / "straight", cfg(40)), _params(tmp_path / "resumed", cfg(40))
   for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
     np.testing.assert_array_equal(x, y)
