@@ -128,7 +128,10 @@ def render(workdir: Path) -> str:
   lines += [
       f"- batches of {d.max_tokens:,} tokens, peak learning rate {t.learning_rate:g} "
       f"({t.optimizer}, warmup {t.warmup_steps}), dropout {m.dropout}, label smoothing "
-      f"{t.label_smoothing}; full settings in `config.json`", "",
+      f"{t.label_smoothing}"
+      + (f", subword sampling (alpha {d.sampling_alpha:g}, n-best {d.sampling_nbest})"
+         if d.sampling_alpha else "")
+      + "; full settings in `config.json`", "",
       "## Evaluations", "",
   ]
   if evaluations:

@@ -1,14 +1,15 @@
 """The run directory's README.md model card, written by training and updated by evaluation."""
 
+import dataclasses
 import hashlib
 import json
 
 import jax
 
-from seq2seq import Translator, __version__, checkpoint, metrics
+from seq2seq import Translator, __version__, checkpoint, metrics, model_card
 
 from conftest import run_cli
-from helpers import SAMPLE
+from helpers import SAMPLE, tiny_config
 
 
 def test_training_writes_a_card_that_matches_the_run(trained_run):
@@ -38,3 +39,15 @@ def test_evaluation_adds_a_row_with_its_settings_and_signature(trained_run):
   row = f"| val | best | 2 | 0.8 | {result['bleu']:.2f} | {result['chrf']:.2f} | `{result['bleu_signature']}` |"
   assert row in card
   assert json.loads((trained_run / "evaluations.jsonl").read_text().splitlines()[-1])["data"] == "val"
+
+
+def test_card_names_subword_sampling_when_it_is_on(tmp_path):
+  cfg = tiny_config(SAMPLE)
+  for alpha in (0.0, 0.3):
+    run = tmp_path / f"alpha{alpha}"
+    run.mkdir()
+    checkpoint.save_config(run, dataclasses.replace(
+        cfg, data=dataclasses.replace(cfg.data, sampling_alpha=alpha)))
+    card = model_card.render(run)  # a run that has not finished: only its settings
+    assert ("subword sampling (alpha 0.3, n-best -1)" in card) == bool(alpha), card
+    assert "dropout 0.1, label smoothing 0.1" in card
