@@ -300,8 +300,12 @@ class EncodedCorpus:
     return self.src.lengths(), self.tgt.lengths()
 
 
+def with_eos(pieces: Sequence[list[int]]) -> list[np.ndarray]:
+  return [np.array(ids + [EOS_ID], np.int32) for ids in pieces]
+
+
 def encode_texts(tok: Tokenizer, texts: Sequence[str]) -> list[np.ndarray]:
-  return [np.array(ids + [EOS_ID], np.int32) for ids in tok.encode(texts)]
+  return with_eos(tok.encode(texts))
 
 
 ENCODE_BATCH = 20_000  # sentences per SentencePiece call while streaming a corpus
@@ -358,7 +362,7 @@ class SubwordSampler:
     for k, texts in enumerate((self.src, self.tgt)):
       ids = self.tok.sample_encode(texts, self.cfg.sampling_alpha, self.cfg.sampling_nbest,
                                    seed + k)
-      sides.append(Ragged.from_list([np.array(x + [EOS_ID], np.int32) for x in ids]))
+      sides.append(Ragged.from_list(with_eos(ids)))
     return EncodedCorpus(*sides)
 
 

@@ -238,6 +238,11 @@ def cache_dir(cfg: Config, workdir: Path) -> Path:
   return Path(cfg.data.cache_dir) if cfg.data.cache_dir else workdir / "cache"
 
 
+def training_pairs(cfg: Config):
+  """The training split as a `datasets` table, empty pairs dropped."""
+  return input_pipeline.drop_empty(input_pipeline.load_split(cfg.data, cfg.data.train_split))
+
+
 def prepare_data(cfg: Config, workdir: Path):
   """Tokenizer (trained or reused) and the encoded training and validation corpora.
 
@@ -245,8 +250,7 @@ def prepare_data(cfg: Config, workdir: Path):
   yet: a resumed run, or a process that joins after process 0 prepared the data, maps
   the ids from the run's cache."""
   vocab_size = cfg.model.vocab_size
-  train_ds = functools.cache(lambda: input_pipeline.drop_empty(
-      input_pipeline.load_split(cfg.data, cfg.data.train_split)))
+  train_ds = functools.cache(lambda: training_pairs(cfg))
   corpus = input_pipeline.corpus_id(cfg.data, cfg.data.train_split, vocab_size)
   given = cfg.data.spm_model
   if cfg.train.init_from:
@@ -527,9 +531,8 @@ class Trainer:
     t, p = self.cfg.train, self.progress
     sampler = None
     if self.cfg.data.sampling_alpha:  # subword regularization: text needed every epoch
-      train_ds = input_pipeline.drop_empty(
-          input_pipeline.load_split(self.cfg.data, self.cfg.data.train_split))
-      sampler = input_pipeline.SubwordSampler(self.tok, train_ds, self.cfg.data)
+      sampler = input_pipeline.SubwordSampler(self.tok, training_pairs(self.cfg),
+                                              self.cfg.data)
     batches = input_pipeline.TrainBatches(self.train_corpus, self.cfg.data,
                                           self.steps.num_devices, sampler)
     stream = input_pipeline.prefetch(batches.iterate(p.epoch, p.batch_index,
