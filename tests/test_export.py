@@ -57,10 +57,13 @@ def test_forced_scores_equal_the_jax_engine(trained_run, exported):
 
 def test_int8_bleu_is_within_a_point_of_float32(exported):
   # the same search (CTranslate2's, the run's alpha) on both: only the weights differ
-  hyps = {q: Translator.load(path, engine="ctranslate2").translate(SOURCES, beam_size=4)
-          for q, path in exported.items()}
-  bleu = {q: sacrebleu.corpus_bleu(h, [REFERENCES]).score for q, h in hyps.items()}
-  assert hyps["int8"] != hyps["float32"]  # quantization changed something...
+  best = {q: [n[0] for n in Translator.load(path, engine="ctranslate2").translate(
+              SOURCES, beam_size=4, nbest=1)] for q, path in exported.items()}
+  bleu = {q: sacrebleu.corpus_bleu([h.text for h in hyps], [REFERENCES]).score
+          for q, hyps in best.items()}
+  # quantization changed the model (its scores; on some CPUs not a single output line)...
+  scores = {q: np.array([h.score for h in hyps]) for q, hyps in best.items()}
+  assert np.abs(scores["int8"] - scores["float32"]).max() > 1e-3
   assert abs(bleu["int8"] - bleu["float32"]) <= 1.0  # ...but not the quality
 
 
