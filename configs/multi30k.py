@@ -9,8 +9,8 @@ measured runs behind them are in bench/README.md ("Quality"):
   `small`'s at every point of the hour (32.3 against 28.1 at 28 minutes).
 - 4+4 layers: 6+6 at d 128 was ahead per update but cost 1.27x per update; over the
   hour it tied (val 40.12, session 7), and so did 6+6 with label smoothing 0.2 (three
-  seeds, val mean 39.87 against the previous recipe's 39.72, session 12), while decoding with
-  six decoder layers costs every user more.
+  seeds, val mean 39.87 against the previous recipe's 39.72, session 12), while
+  decoding with six decoder layers costs every user more.
 - pre-norm (layer norm before each sub-layer, the preset's default): post-norm, as in
   fairseq's `transformer_tiny`, stalls through this short warmup and ended the hour
   3.1 greedy / 4.1 averaged-beam val BLEU behind with 1,850 more updates (session 7).
@@ -29,14 +29,15 @@ measured runs behind them are in bench/README.md ("Quality"):
   recipe; ~95 minutes give it the same updates.
 - batches of 2,048 padded tokens per side (~1,800 real target tokens): 4,100-4,434
   updates (15-17 epochs) in the hour on slower machines (2,340-2,550 target tokens/s in
-  the trainer's log), 7,070-7,144 (26 epochs, ~3,900 tokens/s) on session 15's. Length buckets, not packed rows (bench/README.md: equal throughput).
+  the trainer's log), 7,070-7,144 (26 epochs, ~3,900 tokens/s) on session 15's. Length
+  buckets, not packed rows (bench/README.md: equal throughput).
 - peak learning rate 4e-3 after 800 warmup updates, inverse square root decay: in the
   proxy sweep (bench/README.md, 3,900 updates each) 4e-3 beat 2.5e-3 by ~1 validation
   BLEU at every averaging span; warmup 400 did not help. 6e-3 for the full hour lost
   (val 39.30 against 39.38-40.19, session 8). (Published: 5e-3 for 4x larger batches.)
-- Adam (0.9, 0.98), gradient
-  clipping at norm 1. No moving average of the weights: `train.ema_decay=0.999` lost
-  0.8 val BLEU to the averaged checkpoints of the same run (session 12).
+- Adam (0.9, 0.98), gradient clipping at norm 1. No moving average of the weights:
+  `train.ema_decay=0.999` lost 0.8 val BLEU to the averaged checkpoints of the same run
+  (session 12).
 - validation every 400 updates (~7 minutes) with greedy search; checkpoints every 100
   updates and the last 10 averaged at the end (they span the last ~17 minutes, where
   the learning rate has decayed enough for their mean to beat each of them).
