@@ -10,7 +10,9 @@ measured runs behind them are in bench/README.md ("Quality"):
 - 4+4 layers: 6+6 at d 128 was ahead per update but cost 1.27x per update; over the
   hour it tied (val 40.12, session 7), and so did 6+6 with label smoothing 0.2 (three
   seeds, val mean 39.87 against the previous recipe's 39.72, session 12), while
-  decoding with six decoder layers costs every user more.
+  decoding with six decoder layers costs every user more. With this recipe's
+  regularisation 6+6 learned no faster per update and lost (val 39.75 against 41.20 /
+  41.21, 5,459 updates against ~7,100, session 17).
 - pre-norm (layer norm before each sub-layer, the preset's default): post-norm, as in
   fairseq's `transformer_tiny`, stalls through this short warmup and ended the hour
   3.1 greedy / 4.1 averaged-beam val BLEU behind with 1,850 more updates (session 7).
