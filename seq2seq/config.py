@@ -148,6 +148,12 @@ class TrainConfig:
   # decay_steps (0 = max_steps), as fairseq's polynomial_decay / cosine schedulers.
   lr_schedule: str = "inverse_sqrt"
   decay_steps: int = 0
+  # The last `cooldown` fraction of the run scales the schedule's learning rate down
+  # linearly to 0 (a warmup-stable-decay cooldown; Zhai et al. 2022, Hägele et al. 2024):
+  # of train.max_minutes when set, the cooldown starting once that fraction of the time is
+  # left and ending at the step the speed so far reaches by the limit; else of max_steps.
+  # 0 = off.
+  cooldown: float = 0.0
   b1: float = 0.9
   b2: float = 0.98
   eps: float = 1e-9
@@ -177,6 +183,11 @@ class TrainConfig:
   # fresh optimiser and step counter. The architecture must match the source run's.
   init_from: str = ""  # source run directory
   init_checkpoint: str = "best"  # best, averaged, ema, latest, or a checkpoint step directory
+
+  def __post_init__(self):
+    if not 0.0 <= self.cooldown < 1.0:
+      raise ValueError(f"train.cooldown={self.cooldown}: expected a fraction of the run in "
+                       "[0, 1) (0 = off)")
 
 
 # When beam search ends a sentence (decode.beam_search's `stop`).

@@ -72,6 +72,13 @@ def agree(flag: bool) -> bool:
   return bool(multihost_utils.broadcast_one_to_all(np.asarray(flag, np.bool_)))
 
 
+def agree_int(value: int) -> int:
+  """Process 0's integer `value`, on every process."""
+  if jax.process_count() == 1:
+    return int(value)
+  return int(multihost_utils.broadcast_one_to_all(np.asarray(value, np.int64)))
+
+
 def gather_texts(texts: Sequence[str]) -> list[list[str]]:
   """Every process's list of strings, indexed by process (all processes call this)."""
   if jax.process_count() == 1:

@@ -83,6 +83,14 @@ def learning_rate_schedule(cfg: TrainConfig) -> optax.Schedule:
   return schedule
 
 
+def cooldown_scale(step: int, start: int, end: int) -> float:
+  """Factor on the learning rate of update `step` (0-based) under a cooldown from `start`
+  to `end`: 1 before `start`, then linearly down to 0 at `end`; 1 without one (end 0)."""
+  if end <= 0 or step < start:
+    return 1.0
+  return max(0.0, (end - step) / max(end - start, 1))
+
+
 class EmaState(NamedTuple):
   ema: Any  # the moving average of the parameters after each update
 
@@ -107,6 +115,23 @@ def track_ema(decay: float) -> optax.GradientTransformation:
   return optax.GradientTransformation(init, update)
 
 
+def scale_by_cooldown() -> optax.GradientTransformationExtraArgs:
+  """Multiplies the updates by the extra argument `lr_scale` (the cooldown's factor, given
+  by the host at every update). Placed after Adam, whose update is linear in the learning
+  rate, this scales the learning rate; stateless, so the schedule stays a function of the
+  step and the factor of the host's `cooldown_scale`."""
+
+  def init(params):
+    del params
+    return optax.EmptyState()
+
+  def update(updates, state, params=None, *, lr_scale=1.0, **extra_args):
+    del params, extra_args
+    return jax.tree_util.tree_map(lambda u: u * lr_scale, updates), state
+
+  return optax.GradientTransformationExtraArgs(init, update)
+
+
 def ema_params(opt_state):
   """The moving average kept by `track_ema` in an optimizer state (None without one)."""
   return optax.tree_utils.tree_get(opt_state, "ema")
@@ -123,6 +148,8 @@ def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
     raise ValueError(f"train.optimizer must be 'adam' or 'adamw', got {cfg.optimizer!r}")
   if cfg.clip_norm > 0:
     opt = optax.chain(optax.clip_by_global_norm(cfg.clip_norm), opt)
+  if cfg.cooldown:  # only then, so that other runs keep their optimizer state's layout
+    opt = optax.chain(opt, scale_by_cooldown())
   if cfg.ema_decay:
     opt = optax.chain(opt, track_ema(cfg.ema_decay))
   return opt
@@ -177,14 +204,17 @@ class Steps:
     rows = batch.src.shape[0] * jax.process_count()
     return distributed.global_batch(batch, self.batch_sharding, rows)
 
-  def update(self, state: TrainState, batches: list[input_pipeline.Batch]):
-    """One optimiser update over the micro-batches `batches` (host batches)."""
+  def update(self, state: TrainState, batches: list[input_pipeline.Batch],
+             lr_scale: float = 1.0):
+    """One optimiser update over the micro-batches `batches` (host batches), with the
+    schedule's learning rate times `lr_scale` (the cooldown's factor)."""
+    scale = np.float32(lr_scale)
     if len(batches) == 1:
-      return self.train_step(state, self.put_batch(batches[0]))
+      return self.train_step(state, self.put_batch(batches[0]), scale)
     acc = self._zero_sums(state.params)
     for micro, batch in enumerate(batches):
       acc = self._grads(acc, state.params, self.put_batch(batch), state.step, micro)
-    return self._apply(state, *acc)
+    return self._apply(state, *acc, scale)
 
   def _loss_grads(self, params, batch: input_pipeline.Batch, step, micro):
     """Gradient of the summed label-smoothed loss of one micro-batch, and its sums."""
@@ -210,9 +240,10 @@ class Steps:
     return (jax.tree_util.tree_map(jnp.add, acc_grads, grads),
             {k: acc_sums[k] + sums[k] for k in SUM_KEYS})
 
-  def _apply_update(self, state: TrainState, grad_sums, sums):
+  def _apply_update(self, state: TrainState, grad_sums, sums, lr_scale=1.0):
     grads = jax.tree_util.tree_map(lambda g: g / jnp.maximum(sums["tokens"], 1.0), grad_sums)
-    updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
+    extra = {"lr_scale": lr_scale} if self.cfg.train.cooldown else {}
+    updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params, **extra)
     params = optax.apply_updates(state.params, updates)
     grad_norm = optax.tree.norm(grads)
     # A non-finite loss or gradient leaves the state untouched; the host stops the run.
@@ -220,11 +251,12 @@ class Steps:
     keep = lambda new, old: jax.tree_util.tree_map(lambda n, o: jnp.where(ok, n, o), new, old)
     new_state = TrainState(state.step + 1, keep(params, state.params),
                            keep(opt_state, state.opt_state))
-    return new_state, dict(sums, grad_norm=grad_norm, finite=ok, lr=self.schedule(state.step))
+    return new_state, dict(sums, grad_norm=grad_norm, finite=ok,
+                           lr=self.schedule(state.step) * lr_scale)
 
-  def _train_step(self, state: TrainState, batch: input_pipeline.Batch):
+  def _train_step(self, state: TrainState, batch: input_pipeline.Batch, lr_scale=1.0):
     grads, sums = self._loss_grads(state.params, batch, state.step, 0)
-    return self._apply_update(state, grads, {k: sums[k] for k in SUM_KEYS})
+    return self._apply_update(state, grads, {k: sums[k] for k in SUM_KEYS}, lr_scale)
 
   def _eval_step(self, params, batch: input_pipeline.Batch):
     logits = self.model.apply(params, batch.src, shift_right(batch.tgt))
@@ -294,6 +326,8 @@ class Progress:
   best_step: int = 0
   evals_without_improvement: int = 0
   elapsed: float = 0.0  # training wall time in seconds, validation included
+  cooldown_start: int = 0  # first update of the learning-rate cooldown (train.cooldown)
+  cooldown_end: int = 0  # the update where it reaches 0; 0 = not started
 
   @classmethod
   def from_meta(cls, meta: dict[str, Any]) -> "Progress":
@@ -515,10 +549,33 @@ class Trainer:
                           self.progress.to_meta())
     self.window.paused += time.time() - t0
 
+  def plan_cooldown(self) -> None:
+    """Starts the learning-rate cooldown (train.cooldown) once its share of the run is
+    left: of max_minutes, ending at the step the speed so far reaches by the limit, else of
+    max_steps. The window is saved with the progress, so a resumed run keeps it."""
+    t, p = self.cfg.train, self.progress
+    if not t.cooldown or p.cooldown_end:
+      return
+    if t.max_minutes:
+      budget = t.max_minutes * 60
+      if not distributed.agree(self.elapsed() >= (1.0 - t.cooldown) * budget):
+        return
+      spent = max(self.elapsed(), 1e-9)
+      end = min(p.step + max(round(p.step * (budget - spent) / spent), 1), t.max_steps)
+    else:
+      if p.step < round((1.0 - t.cooldown) * t.max_steps):
+        return
+      end = t.max_steps
+    p.cooldown_start, p.cooldown_end = p.step, distributed.agree_int(end)
+    log.info("learning-rate cooldown from step %d to 0 at step %d", p.cooldown_start,
+             p.cooldown_end)
+
   def stop_reason(self) -> str | None:
     t, p = self.cfg.train, self.progress
     if p.step >= t.max_steps:
       return f"max_steps={t.max_steps} reached"
+    if p.cooldown_end and p.step >= p.cooldown_end:
+      return f"learning-rate cooldown ended at step {p.cooldown_end}"
     if t.early_stopping_patience and p.evals_without_improvement >= t.early_stopping_patience:
       return (f"early stopping after {t.early_stopping_patience} validations without a "
               "new best BLEU")
@@ -544,7 +601,9 @@ class Trainer:
     try:
       while reason is None:
         micro = [next(stream) for _ in range(t.grad_accum_steps)]
-        self.state, m = self.steps.update(self.state, [batch for _, _, batch in micro])
+        self.plan_cooldown()
+        scale = cooldown_scale(p.step, p.cooldown_start, p.cooldown_end)
+        self.state, m = self.steps.update(self.state, [batch for _, _, batch in micro], scale)
         p.step += 1
         p.epoch, p.batch_index = micro[-1][0], micro[-1][1]
         if pending is not None:
@@ -564,7 +623,8 @@ class Trainer:
         self.account(*pending)
       if self.window.updates:
         self.log_window()
-      if p.step > first_step and p.step >= t.max_steps and p.step % t.eval_every:
+      finished = p.step >= t.max_steps or (p.cooldown_end and p.step >= p.cooldown_end)
+      if p.step > first_step and finished and p.step % t.eval_every:
         self.validate()  # the last update is a candidate for "best" too
     except KeyboardInterrupt:
       reason = "interrupted"

@@ -20,22 +20,26 @@ def _params(workdir, cfg):
 
 # Two micro-batches per update, the moving average and subword sampling share one case
 # (its 80 batches cross an epoch after the checkpoint at 20): each run costs ~40 s.
-@pytest.mark.parametrize("pack_length,sampling,accum,ema",
-                         [(0, 0.0, 1, 0.0), (48, 0.0, 1, 0.0), (0, 0.2, 2, 0.9)])
-def test_exact_resume(tmp_path, pack_length, sampling, accum, ema):
+@pytest.mark.parametrize("pack_length,sampling,accum,ema,cooldown",
+                         [(0, 0.0, 1, 0.0, 0.0), (48, 0.0, 1, 0.0, 0.0),
+                          (0, 0.2, 2, 0.9, 0.6)])
+def test_exact_resume(tmp_path, pack_length, sampling, accum, ema, cooldown, monkeypatch):
   """40 updates uninterrupted == 25 updates, killed after the checkpoint at 20 (so the
   records of updates 21-25 are on disk but not in any checkpoint), then resumed to 40:
   same parameters and per-update losses, bit for bit, each update recorded once; with
   length buckets, packed rows, and two micro-batches per update with a moving average
-  and pairs segmented anew each epoch."""
+  and pairs segmented anew each epoch, its learning rate cooled down over updates 16-40
+  (a window the checkpoint at 20 holds)."""
   def cfg(max_steps):
     c = tiny_config(SAMPLE, max_steps=max_steps, checkpoint_every=10, grad_accum_steps=accum,
-                    ema_decay=ema)
+                    ema_decay=ema, cooldown=cooldown)
     return dataclasses.replace(c, data=dataclasses.replace(
         c.data, pack_length=pack_length, sampling_alpha=sampling))
 
   train(cfg(40), tmp_path / "straight")
-  train(cfg(25), tmp_path / "resumed")
+  with monkeypatch.context() as patch:  # the 26th update never happens
+    patch.setattr(Steps, "update", _interrupted_at(26))
+    assert train(cfg(40), tmp_path / "resumed")["step"] == 25
   latest = tmp_path / "resumed" / "checkpoints" / "latest"
   shutil.rmtree(latest / "25")  # as if the process died before its exit checkpoint
   summary = train(cfg(40), tmp_path / "resumed")  # the same command again resumes
@@ -54,6 +58,19 @@ def test_exact_resume(tmp_path, pack_length, sampling, accum, ema):
             for d in (tmp_path / "straight", tmp_path / "resumed"))
     for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
       np.testing.assert_array_equal(x, y)
+
+
+def _interrupted_at(call: int):
+  """Steps.update that raises KeyboardInterrupt (Ctrl-C) on its `call`-th call."""
+  real_update, calls = Steps.update, []
+
+  def update(self, state, batches, lr_scale=1.0):
+    calls.append(1)
+    if len(calls) == call:
+      raise KeyboardInterrupt
+    return real_update(self, state, batches, lr_scale)
+
+  return update
 
 
 def _latest_step(workdir):
@@ -77,16 +94,7 @@ def test_time_limit_stops_with_a_checkpoint(tmp_path):
 
 
 def test_interrupt_stops_with_a_checkpoint(tmp_path, monkeypatch):
-  real_update = Steps.update
-  calls = []
-
-  def update(self, state, batches):
-    calls.append(1)
-    if len(calls) == 4:
-      raise KeyboardInterrupt
-    return real_update(self, state, batches)
-
-  monkeypatch.setattr(Steps, "update", update)
+  monkeypatch.setattr(Steps, "update", _interrupted_at(4))
   summary = train(tiny_config(SAMPLE, max_steps=20, checkpoint_every=1000), tmp_path / "run")
   assert summary["step"] == 3 and summary["stop_reason"] == "interrupted"
   assert _latest_step(tmp_path / "run") == 3

@@ -217,6 +217,44 @@ def test_schedule_options_are_checked():
     learning_rate_schedule(TrainConfig(warmup_steps=100, lr_schedule="linear", decay_steps=50))
 
 
+def test_cooldown_scales_the_learning_rate_of_the_update():
+  """With train.cooldown the optimizer takes the host's factor: factor 1 gives the updates
+  of the optimizer without a cooldown, factor 0.25 a quarter of them (Adam's update is
+  linear in the learning rate), and the factor falls linearly from 1 to 0 over the window."""
+  cfg = TrainConfig(learning_rate=0.1, warmup_steps=1, cooldown=0.2)
+  cooled = train_lib.make_optimizer(cfg)
+  plain = train_lib.make_optimizer(dataclasses.replace(cfg, cooldown=0.0))
+  params = {"w": jnp.array([1.0, -2.0, 3.0])}
+  grads = {"w": jnp.array([0.5, 1.0, -1.5])}
+  want, _ = plain.update(grads, plain.init(params), params)
+  for scale in (1.0, 0.25):
+    got, _ = cooled.update(grads, cooled.init(params), params, lr_scale=scale)
+    np.testing.assert_allclose(got["w"], scale * want["w"], rtol=1e-6)
+  assert [train_lib.cooldown_scale(s, 60, 100) for s in (0, 59, 60, 80, 99, 100, 120)] == [
+      1.0, 1.0, 1.0, 0.5, 1 / 40, 0.0, 0.0]
+  assert train_lib.cooldown_scale(500, 0, 0) == 1.0  # no window: no cooldown
+  with pytest.raises(ValueError, match="train.cooldown=1.0: expected a fraction"):
+    TrainConfig(cooldown=1.0)
+
+
+def test_time_limited_cooldown_ends_at_the_step_the_clock_predicts(tmp_path, monkeypatch):
+  """max_minutes 1 and cooldown 0.25 on a clock where every update takes a second: the
+  cooldown starts at 45 s (step 45), is planned to end at step 60 (15 s more at 1 update/s),
+  the learning rate falls linearly to 0 over it, and the run stops there."""
+  monkeypatch.setattr(train_lib.Trainer, "elapsed", lambda self: float(self.progress.step))
+  cfg = tiny_config(SAMPLE, max_steps=1000, max_minutes=1.0, cooldown=0.25, log_every=1,
+                    warmup_steps=5, checkpoint_every=1000)
+  summary = train(cfg, tmp_path / "run")
+  assert summary["step"] == 60 and "cooldown ended at step 60" in summary["stop_reason"]
+  lr = {r["step"]: r["lr"] for r in metrics.read(tmp_path / "run") if r["kind"] == "train"}
+  sched = learning_rate_schedule(cfg.train)
+  for step in (10, 45, 50, 60):  # record of update `step` = schedule(step - 1) x factor
+    factor = min(1.0, (60 - (step - 1)) / 15)
+    assert lr[step] == pytest.approx(float(sched(step - 1)) * factor, rel=1e-5), step
+  meta = checkpoint.load_params(tmp_path / "run", "latest", cfg.model)[1]
+  assert (meta["cooldown_start"], meta["cooldown_end"]) == (45, 60)
+
+
 def test_moving_average_of_the_parameters_after_each_update():
   """ema_k = d * ema_(k-1) + (1 - d) * params_k from ema_0 = the initial parameters; the
   updates themselves are those of the optimizer without it."""
