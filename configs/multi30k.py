@@ -38,7 +38,9 @@ measured runs behind them are in bench/README.md ("Quality"):
 - batches of 2,048 padded tokens per side (~1,800 real target tokens): 4,100-4,434
   updates (15-17 epochs) in the hour on slower machines (2,340-2,550 target tokens/s in
   the trainer's log), 7,070-7,144 (26 epochs, ~3,900 tokens/s) on session 15's. Length
-  buckets, not packed rows (bench/README.md: equal throughput).
+  buckets, not packed rows (bench/README.md: equal throughput). 1,024-token batches
+  (twice the updates, the same schedule per token) were ahead early, behind by the end of
+  the hour and lost (val 40.43, session 19); 4,096 lost in the proxy sweep.
 - peak learning rate 4e-3 after 800 warmup updates, inverse square root decay: in the
   proxy sweep (bench/README.md, 3,900 updates each) 4e-3 beat 2.5e-3 by ~1 validation
   BLEU at every averaging span; warmup 400 did not help. 6e-3 for the full hour lost
