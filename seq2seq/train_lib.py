@@ -557,10 +557,9 @@ class Trainer:
     if not t.cooldown or p.cooldown_end:
       return
     if t.max_minutes:
-      budget = t.max_minutes * 60
-      if not distributed.agree(self.elapsed() >= (1.0 - t.cooldown) * budget):
+      budget, spent = t.max_minutes * 60, max(self.elapsed(), 1e-9)
+      if not distributed.agree(spent >= (1.0 - t.cooldown) * budget):
         return
-      spent = max(self.elapsed(), 1e-9)
       end = min(p.step + max(round(p.step * (budget - spent) / spent), 1), t.max_steps)
     else:
       if p.step < round((1.0 - t.cooldown) * t.max_steps):
@@ -570,12 +569,19 @@ class Trainer:
     log.info("learning-rate cooldown from step %d to 0 at step %d", p.cooldown_start,
              p.cooldown_end)
 
-  def stop_reason(self) -> str | None:
+  def planned_end(self) -> str | None:
+    """Why the run has reached the update it was planned to end at, if it has."""
     t, p = self.cfg.train, self.progress
     if p.step >= t.max_steps:
       return f"max_steps={t.max_steps} reached"
     if p.cooldown_end and p.step >= p.cooldown_end:
       return f"learning-rate cooldown ended at step {p.cooldown_end}"
+    return None
+
+  def stop_reason(self) -> str | None:
+    t, p = self.cfg.train, self.progress
+    if end := self.planned_end():
+      return end
     if t.early_stopping_patience and p.evals_without_improvement >= t.early_stopping_patience:
       return (f"early stopping after {t.early_stopping_patience} validations without a "
               "new best BLEU")
@@ -623,8 +629,7 @@ class Trainer:
         self.account(*pending)
       if self.window.updates:
         self.log_window()
-      finished = p.step >= t.max_steps or (p.cooldown_end and p.step >= p.cooldown_end)
-      if p.step > first_step and finished and p.step % t.eval_every:
+      if p.step > first_step and self.planned_end() and p.step % t.eval_every:
         self.validate()  # the last update is a candidate for "best" too
     except KeyboardInterrupt:
       reason = "interrupted"
