@@ -118,14 +118,15 @@ def search(model: Model | tuple[Model, ...], params, src_BS: jnp.ndarray, *,
   if prefix_BP is not None:  # room for the prefix and max_len_b pieces after it
     prefix_len_B = jnp.sum(prefix_BP != PAD_ID, axis=1)
     max_len_B = jnp.clip(jnp.maximum(max_len_B, prefix_len_B + max_len_b), 1, max_steps)
+  width = 1 if sampling is not None else beam_size  # cache rows per sentence
   if isinstance(model, tuple):
-    caches, sources = zip(*(m.init_cache(p, m.encode(p, src_BS), src_BS, max_steps, beam_size)
+    caches, sources = zip(*(m.init_cache(p, m.encode(p, src_BS), src_BS, max_steps, width)
                             for m, p in zip(model, params)))
     cache, source, step = tuple(caches), tuple(sources), ensemble_step(model, params)
     reorder = lambda c, parents: tuple(m.reorder_cache(ci, parents) for m, ci in zip(model, c))
   else:
     memory_BSD = model.encode(params, src_BS)
-    cache, source = model.init_cache(params, memory_BSD, src_BS, max_steps, beam_size)
+    cache, source = model.init_cache(params, memory_BSD, src_BS, max_steps, width)
     step = lambda ids, c, src: model.decode_step(params, ids, c, src)
     reorder = model.reorder_cache
   args = dict(bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID, source=source,
@@ -304,11 +305,14 @@ class Translator:
           keys_B = keys[key_rows]
         yield chunk, dict(src_BS=src, max_steps=max_steps, keys_B=keys_B, prefix_BP=prefix)
 
+    # The seed is in the keys; a compiled search serves every seed.
+    unseeded = None if sampling is None else dataclasses.replace(sampling, seed=0)
+
     def run(job):
       chunk, args = job
       seqs, scores = self._search(params, beam_size=c.beam_size, alpha=c.alpha,
                                   max_len_a=c.max_len_a, max_len_b=c.max_len_b,
-                                  sampling=sampling, nbest=min(nbest, c.beam_size),
+                                  sampling=unseeded, nbest=min(nbest, c.beam_size),
                                   min_rows=c.min_rows, beam_stop=c.beam_stop, **args)
       return chunk, np.asarray(seqs), np.asarray(scores)
 

@@ -62,6 +62,24 @@ def test_sampling_limits_equal_greedy(translator):
   assert sum(x == y for x, y in zip(cold, greedy)) >= 0.95 * len(greedy)
 
 
+def test_sampling_ignores_the_runs_beam_size(trained_run, translator):
+  """A run saved with beam 4 (as the Multi30k recipe saves beam 5) samples one row per
+  sentence, the same draws as a run saved with beam 1 (its search cache once had beam
+  rows, and sampling failed with a shape error deep inside the model)."""
+  s = Sampling(temperature=1.0, seed=2)
+  wide = Translator.load(trained_run, beam_size=4)
+  assert wide.translate(SOURCES, sampling=s) == translator.translate(SOURCES, sampling=s)
+
+
+def test_a_new_seed_compiles_nothing(translator):
+  """The seed reaches the search as keys, not as a compile-time setting: `nbest=N`
+  samples once compiled a search per seed, and 32 of them ran XLA out of memory."""
+  translator.translate(SOURCES, sampling=Sampling(temperature=1.0, seed=11))
+  compiled = translator._search._cache_size()
+  translator.translate(SOURCES, nbest=3, sampling=Sampling(temperature=1.0, seed=12))
+  assert translator._search._cache_size() == compiled
+
+
 def test_nbest_samples_are_scored_and_sorted(translator):
   hyps = translator.translate(SOURCES[:5], nbest=3, sampling=Sampling(temperature=1.2, seed=1))
   for options in hyps:
