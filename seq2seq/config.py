@@ -217,6 +217,12 @@ class DecodeConfig:
   # A batch shrinks as its sentences finish: once the unfinished fit in half its rows it
   # goes on with those, down to this many rows (0: never; bench/README.md, Decoding).
   min_rows: int = 8
+  # Minimum Bayes risk: "" (off: the beam's best hypothesis), "bleu" or "chrf": of the
+  # beam's W finished hypotheses, the one that agrees most with the others under that
+  # utility, each weighted by `mbr_weights`: "model" (softmax of the beam scores) or
+  # "uniform" (seq2seq/mbr.py; bench/README.md, "Minimum Bayes risk").
+  mbr: str = ""
+  mbr_weights: str = "model"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,7 +27,15 @@ import numpy as np
 from seq2seq import export
 from seq2seq.config import DecodeConfig
 from seq2seq.input_pipeline import encode_texts
-from seq2seq.outputs import Hypothesis, PairScore, Sampling, check_request, pick, resolve_settings
+from seq2seq.outputs import (
+  Hypothesis,
+  PairScore,
+  Sampling,
+  check_request,
+  hypotheses_needed,
+  pick,
+  resolve_settings,
+)
 from seq2seq.vocab import cut_at_eos, truncate_keeping_eos
 
 
@@ -99,14 +107,14 @@ class CTranslate2Translator:
       if sampling is None:
         results = self.translator.translate_batch(
             sources, target_prefix, beam_size=c.beam_size, length_penalty=c.alpha,
-            num_hypotheses=max(nbest, 1), **options)
+            num_hypotheses=hypotheses_needed(c, nbest, sampling), **options)
         found = [[(self._ids(h), s) for h, s in zip(r.hypotheses, r.scores)] for r in results]
       else:
         found = self._sample(sources, target_prefix, sampling, max(nbest, 1), options)
       for i, options_i in zip(nonempty, found):
         hyps[i] = [Hypothesis(self.detokenize(ids), float(score), cut_at_eos(ids))
                    for ids, score in options_i]
-    return pick(hyps, nbest)
+    return pick(hyps, nbest, c)
 
   def _sample(self, sources, target_prefix, sampling: Sampling, draws: int, options):
     """`draws` samples per source (seeds seed .. seed + draws - 1), best first."""

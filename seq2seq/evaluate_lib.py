@@ -15,7 +15,7 @@ from typing import Sequence
 
 import sacrebleu
 
-from seq2seq import checkpoint, export, input_pipeline, model_card
+from seq2seq import checkpoint, export, input_pipeline, mbr, model_card
 from seq2seq.config import BEAM_STOP_CT2_ERROR, BEAM_STOPS, DecodeConfig
 from seq2seq.translator import ENGINES, Translator, one_line
 
@@ -112,6 +112,7 @@ def main(argv=None) -> None:
   parser.add_argument("--beam-stop", default=None, choices=BEAM_STOPS,
                       help="when beam search ends a sentence: exact or current (see "
                       "translate.py --help; default: the run's). JAX engine only")
+  mbr.add_arguments(parser)
   parser.add_argument("--batch-size", type=int, default=None,
                       help="sentences decoded together (default: the run's)")
   parser.add_argument("--workers", type=int, default=None,
@@ -173,16 +174,17 @@ def main(argv=None) -> None:
     overrides = {k: v for k, v in (("workers", args.workers), ("beam_stop", args.beam_stop))
                  if v is not None}
     translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine,
-                                 **overrides)
+                                 **overrides, **mbr.overrides(args))
+    c = translator.settings(args.beam, args.alpha, args.batch_size)
   except (input_pipeline.DataError, checkpoint.CheckpointError, ScoreError, ValueError) as e:
     sys.exit(f"error: {e}")
-  c = translator.settings(args.beam, args.alpha, args.batch_size)
   beam = c.beam_size
   hypotheses = [one_line(h) for h in translator.translate(
       sources, beam_size=beam, alpha=c.alpha, batch_size=c.batch_size)]
   ensemble = ".ensemble" if len(args.workdir) > 1 else ""
+  mbr_name = f".mbr-{c.mbr}-{c.mbr_weights}" if c.mbr else ""
   out = (Path(args.output) if args.output else
-         Path(args.workdir[0]) / "hyps" / f"{name}.beam{beam}{ensemble}.txt")
+         Path(args.workdir[0]) / "hyps" / f"{name}.beam{beam}{mbr_name}{ensemble}.txt")
   out.parent.mkdir(parents=True, exist_ok=True)
   out.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
   result = score(hypotheses, references, args.lowercase_tokenized, cfg.data.tgt_lang)
@@ -190,6 +192,8 @@ def main(argv=None) -> None:
     write_sentence_level(Path(args.sentence_level), sources, hypotheses, references)
   result = dict(result, hypotheses=str(out), checkpoint=args.checkpoint, beam=beam,
                 alpha=c.alpha, engine=args.engine)
+  if c.mbr:
+    result.update(mbr=c.mbr, mbr_weights=c.mbr_weights)
   if args.engine == "jax":
     result["beam_stop"] = c.beam_stop
   print_result(result)

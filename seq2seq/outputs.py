@@ -1,11 +1,12 @@
 """What a translation engine takes and gives back, shared by the JAX `Translator` and the
 CTranslate2 engine: search settings, sampling settings, hypotheses and forced scores.
-Imports only the config."""
+Imports only the config and the MBR choice (text only)."""
 
 from __future__ import annotations
 
 import dataclasses
 
+from seq2seq import mbr
 from seq2seq.config import BEAM_STOPS, DecodeConfig
 
 
@@ -59,6 +60,8 @@ def resolve_settings(c: DecodeConfig, beam_size: int | None = None, alpha: float
   if c.min_rows < 0:
     raise ValueError(f"decode.min_rows must be at least 0 (0: batches never shrink), got "
                      f"{c.min_rows}")
+  if c.mbr:
+    mbr.check_settings(c.mbr, c.mbr_weights)
   return c
 
 
@@ -71,8 +74,20 @@ def check_request(texts: list, prefixes, c: DecodeConfig, nbest: int, sampling) 
                      f"(beam size {c.beam_size}); raise the beam size or lower nbest")
 
 
-def pick(hyps: list[list[Hypothesis]], nbest: int) -> list:
-  """translate()'s answer: N hypotheses per text with `nbest=N`, else the best text."""
+def hypotheses_needed(c: DecodeConfig, nbest: int, sampling) -> int:
+  """How many hypotheses per text the search returns: N for `nbest=N`; all W of the beam
+  for an MBR choice (decode.mbr); else 1."""
+  if nbest:
+    return nbest
+  return c.beam_size if c.mbr and sampling is None else 1
+
+
+def pick(hyps: list[list[Hypothesis]], nbest: int, c: DecodeConfig) -> list:
+  """translate()'s answer: N hypotheses per text with `nbest=N`, else one text: the MBR
+  choice among the text's hypotheses with decode.mbr, the best one without."""
   if nbest:
     return [h[:nbest] for h in hyps]
+  if c.mbr:
+    return [h[mbr.choose([x.text for x in h], [x.score for x in h], c.mbr, c.mbr_weights)].text
+            for h in hyps]
   return [h[0].text for h in hyps]

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from seq2seq import checkpoint, decode
+from seq2seq import checkpoint, decode, mbr
 from seq2seq.config import (
   BEAM_STOP_CT2_ERROR,
   BEAM_STOPS,
@@ -35,7 +35,15 @@ from seq2seq.config import (
 )
 from seq2seq.input_pipeline import LengthBuckets, decode_line, encode_texts, pad_batch, split_lines
 from seq2seq.model import Model, shift_right
-from seq2seq.outputs import Hypothesis, PairScore, Sampling, check_request, pick, resolve_settings
+from seq2seq.outputs import (
+  Hypothesis,
+  PairScore,
+  Sampling,
+  check_request,
+  hypotheses_needed,
+  pick,
+  resolve_settings,
+)
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, cut_at_eos, truncate_keeping_eos
 
@@ -366,7 +374,7 @@ class Translator:
     if sampling is None:
       found = self.translate_ids(ids, beam_size=c.beam_size, alpha=c.alpha,
                                  batch_size=c.batch_size, prefix_ids=prefix_ids,
-                                 nbest=max(nbest, 1))
+                                 nbest=hypotheses_needed(c, nbest, sampling))
     else:
       key_indices = [first_index + i for i in nonempty]
       draws = [self.translate_ids(ids, batch_size=c.batch_size, key_indices=key_indices,
@@ -378,7 +386,7 @@ class Translator:
     for i, options in zip(nonempty, found):
       hyps[i] = [Hypothesis(self.detokenize(seq), score, cut_at_eos(seq))
                  for seq, score in options]
-    return pick(hyps, nbest)
+    return pick(hyps, nbest, c)
 
   def encode_prefixes(self, prefixes: Sequence[str], rows: Sequence[int]) -> list[np.ndarray]:
     """Pieces (no EOS) of the forced prefixes of texts `rows`; a prefix must leave room."""
@@ -541,6 +549,7 @@ def main(argv=None) -> None:
                       "length) or count (once beam-size hypotheses have ended, as fairseq "
                       "and CTranslate2); the last two are faster, results may differ; "
                       f"run's default, else {d.beam_stop}. JAX engine only")
+  mbr.add_arguments(parser)
   parser.add_argument("--nbest", type=int, default=0,
                       help="write N hypotheses per line as 'LINE ||| text ||| score' "
                       "(needs --beam >= N)")
@@ -618,10 +627,10 @@ def main(argv=None) -> None:
     overrides = {k: v for k, v in (("workers", args.workers), ("beam_stop", args.beam_stop))
                  if v is not None}
     translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine,
-                                 **overrides)
+                                 **overrides, **mbr.overrides(args))
+    c = translator.settings(args.beam, args.alpha, args.batch_size)
   except (checkpoint.CheckpointError, ValueError) as e:
     sys.exit(f"error: {e}")
-  c = translator.settings(args.beam, args.alpha, args.batch_size)
   if args.nbest > c.beam_size and sampling is None:
     parser.error(f"--nbest {args.nbest} needs a beam of at least {args.nbest} hypotheses, "
                  f"but the beam size is {c.beam_size}: add --beam {args.nbest} or more")

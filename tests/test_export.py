@@ -46,6 +46,17 @@ def test_float32_outputs_equal_the_jax_engine(trained_run, exported, beam):
   np.testing.assert_allclose(*zip(*same), atol=2e-3)
 
 
+def test_ctranslate2_mbr_choice_is_among_its_beam(exported):
+  """decode.mbr with the CTranslate2 engine: each output is mbr.choose's pick of that
+  engine's own W hypotheses."""
+  from seq2seq import mbr
+  plain = Translator.load(exported["float32"], engine="ctranslate2")
+  chosen = Translator.load(exported["float32"], engine="ctranslate2", mbr="bleu")
+  nbest = plain.translate(SOURCES[:30], beam_size=4, nbest=4)
+  for hyps, text in zip(nbest, chosen.translate(SOURCES[:30], beam_size=4)):
+    assert text == hyps[mbr.choose([h.text for h in hyps], [h.score for h in hyps])].text
+
+
 def test_forced_scores_equal_the_jax_engine(trained_run, exported):
   jax_t = Translator.load(trained_run)
   ct2_t = Translator.load(exported["float32"], engine="ctranslate2")
