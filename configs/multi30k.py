@@ -12,7 +12,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   seeds, val mean 39.87 against the previous recipe's 39.72, session 12), while
   decoding with six decoder layers costs every user more. With this recipe's
   regularisation 6+6 learned no faster per update and lost (val 39.75 against 41.20 /
-  41.21, 5,459 updates against ~7,100, session 17).
+  41.21, 5,459 updates against ~7,100, session 17). 6 encoder + 2 decoder layers
+  (1.06x faster) was behind per update and per minute at every validation and was
+  stopped at 41 minutes (session 20).
 - feed-forward 512, not the published 256: d_ff 256 trains 1.16x faster (8,258 updates
   in the hour) but learns less per update and lost (val 40.53, session 18).
 - pre-norm (layer norm before each sub-layer, the preset's default): post-norm, as in
@@ -61,6 +63,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   smoothing 0.2 the best alpha is lower than the previous recipe's 1.6 (val, seeds 0 / 1:
   1.0 -> 41.21 / 41.19, 1.3 -> 41.20 / 41.21, 1.6 -> 40.57 / 41.11, 2.0 -> 38.79 / -).
   Beams 8 and 12 tie with 5 (seed 1: 41.18, 41.27 against 41.21) at up to 2.4x the time.
+  No minimum Bayes risk choice (`decode.mbr`): among the beam's hypotheses it gained 0.3
+  val on one model and lost 0.7 on another; with sampled candidates it lost 1.3
+  (session 20).
 """
 
 from seq2seq import presets
