@@ -39,6 +39,8 @@ measured runs behind them are in bench/README.md ("Quality"):
   40.38 / 40.94 / 40.63 (sessions 16-17), so more minutes alone do not reach 41.5.
   Dropout 0.15 with the same smoothing and sampling learned faster to ~4,000 updates,
   was level from ~5,600 and tied (val 41.02 with 7,481 updates, session 21).
+  Stronger sampling, α 0.3, was behind at every validation (NLL +0.14-0.19) and was
+  stopped at 34 minutes (session 21).
 - batches of 2,048 padded tokens per side (~1,800 real target tokens): 4,100-4,434
   updates (15-17 epochs) in the hour on slower machines (2,340-2,550 target tokens/s in
   the trainer's log), 7,070-7,144 (26 epochs, ~3,900 tokens/s) on session 15's. Length
