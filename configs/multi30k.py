@@ -51,7 +51,8 @@ measured runs behind them are in bench/README.md ("Quality"):
   proxy sweep (bench/README.md, 3,900 updates each) 4e-3 beat 2.5e-3 by ~1 validation
   BLEU at every averaging span; warmup 400 did not help. 6e-3 for the full hour lost
   with the previous recipe (val 39.30 against 39.38-40.19, session 8) and with this one
-  (val 39.59 against 41.20, session 20). (Published: 5e-3 for 4x larger batches.)
+  (val 39.59 against 41.20, session 20); 3e-3 lost too (val 39.47, session 21).
+  (Published: 5e-3 for 4x larger batches.)
 - Adam (0.9, 0.98), gradient clipping at norm 1. No moving average of the weights:
   `train.ema_decay=0.999` lost 0.8 val BLEU to the averaged checkpoints of the same run
   (session 12). No learning-rate cooldown: `train.cooldown=0.2` (linear to 0 over the
