@@ -12,13 +12,16 @@ as one that was not.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
 import logging
 import os
+import signal
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -456,6 +459,7 @@ class Trainer:
     self.state = self.steps.init_state()
     self.ckpt = checkpoint.Checkpointer(workdir, cfg.train.keep_checkpoints)
     self.progress = Progress()
+    self.sigterm: list[int] = []  # set by sigterm_stops_the_loop() while train() runs
     restored = self.ckpt.restore_latest(self.state.params, self.state.opt_state)
     if restored is None and cfg.train.init_from:
       params = initial_params(cfg)
@@ -585,8 +589,12 @@ class Trainer:
     if t.early_stopping_patience and p.evals_without_improvement >= t.early_stopping_patience:
       return (f"early stopping after {t.early_stopping_patience} validations without a "
               "new best BLEU")
-    # Clocks differ between processes: process 0's decides for all of them.
-    if t.max_minutes and distributed.agree(self.elapsed() >= t.max_minutes * 60):
+    # Clocks and signals differ between processes: process 0's decide for all of them.
+    timed_out = bool(t.max_minutes) and self.elapsed() >= t.max_minutes * 60
+    verdict = distributed.agree_int(2 * bool(self.sigterm) + timed_out)
+    if verdict >= 2:
+      return "terminated (SIGTERM)"
+    if verdict:
       return f"time limit of {t.max_minutes} minutes"
     return None
 
@@ -668,7 +676,38 @@ def train(cfg: Config, workdir: str | os.PathLike, devices=None) -> dict[str, An
   runtime.quiet_libraries()
   runtime.setup_run_logging(workdir, to_file=distributed.is_primary())
   runtime.enable_compilation_cache()
-  return Trainer(cfg, workdir, devices).run()
+  with sigterm_stops_the_loop() as sigterm:
+    trainer = Trainer(cfg, workdir, devices)
+    trainer.sigterm = sigterm
+    return trainer.run()
+
+
+@contextlib.contextmanager
+def sigterm_stops_the_loop():
+  """SIGTERM (`kill`, a scheduler's notice) stops training the way the time limit does:
+  after the update under way, with a checkpoint, the averaged model and the model card,
+  so the run resumes exactly. A second SIGTERM kills at once. Yields the list the
+  handler appends to. (Ctrl-C does the same through KeyboardInterrupt; a job started in
+  the background with `&` ignores SIGINT, so `kill` is how such a run is stopped.)"""
+  received: list[int] = []
+  if threading.current_thread() is not threading.main_thread():
+    yield received  # signal handlers belong to the main thread
+    return
+
+  def handler(signum, frame):
+    if received:
+      signal.signal(signal.SIGTERM, signal.SIG_DFL)
+      os.kill(os.getpid(), signal.SIGTERM)
+      return
+    received.append(signum)
+    log.warning("SIGTERM: stopping after this update, with a checkpoint "
+                "(a second SIGTERM kills at once)")
+
+  previous = signal.signal(signal.SIGTERM, handler)
+  try:
+    yield received
+  finally:
+    signal.signal(signal.SIGTERM, previous)
 
 
 # ------------------------------------------------------------------------ CLI

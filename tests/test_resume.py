@@ -1,8 +1,10 @@
 """Stopping and resuming: an interrupted run resumes bit for bit; every way a run stops
-(early stopping, time limit, Ctrl-C, a non-finite loss) leaves a checkpoint to resume from."""
+(early stopping, time limit, Ctrl-C, SIGTERM, a non-finite loss) leaves a checkpoint to resume from."""
 
 import dataclasses
+import os
 import shutil
+import signal
 
 import jax
 import numpy as np
@@ -98,6 +100,35 @@ def test_interrupt_stops_with_a_checkpoint(tmp_path, monkeypatch):
   summary = train(tiny_config(SAMPLE, max_steps=20, checkpoint_every=1000), tmp_path / "run")
   assert summary["step"] == 3 and summary["stop_reason"] == "interrupted"
   assert _latest_step(tmp_path / "run") == 3
+
+
+def test_sigterm_stops_with_a_checkpoint_and_the_run_resumes_exactly(tmp_path, monkeypatch):
+  """`kill` during the 4th update: that update completes, is checkpointed and averaged,
+  the previous SIGTERM handler is back afterwards, and resuming to 8 updates gives the
+  parameters of 8 uninterrupted updates."""
+  cfg = lambda steps: tiny_config(SAMPLE, max_steps=steps, checkpoint_every=2,
+                                  average_last=2)
+  real_update, calls = Steps.update, []
+
+  def update(self, state, batches, lr_scale=1.0):
+    calls.append(1)
+    if len(calls) == 4:
+      os.kill(os.getpid(), signal.SIGTERM)
+    return real_update(self, state, batches, lr_scale)
+
+  before = signal.getsignal(signal.SIGTERM)
+  with monkeypatch.context() as patch:
+    patch.setattr(Steps, "update", update)
+    summary = train(cfg(8), tmp_path / "killed")
+  assert summary["step"] == 4 and summary["stop_reason"] == "terminated (SIGTERM)"
+  assert _latest_step(tmp_path / "killed") == 4
+  assert checkpoint.checkpoint_path(tmp_path / "killed", "averaged").exists()
+  assert signal.getsignal(signal.SIGTERM) is before
+  assert train(cfg(8), tmp_path / "killed")["step"] == 8
+  train(cfg(8), tmp_path / "straight")
+  a, b = _params(tmp_path / "straight", cfg(8)), _params(tmp_path / "killed", cfg(8))
+  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+    np.testing.assert_array_equal(x, y)
 
 
 def test_resume_refuses_another_model(tmp_path):
