@@ -109,6 +109,13 @@ class DataConfig:
   # (~3 s for Multi30k's 58,000 sentences): for corpora up to a few hundred thousand pairs.
   sampling_alpha: float = 0.0
   sampling_nbest: int = -1  # unigram: sample from the n best segmentations; -1 = all
+  # Bidirectional training (Ding et al. 2021, "Improving Neural Machine Translation by
+  # Bidirectional Training"): the first this-many epochs train on every pair in both
+  # directions (source -> target and target -> source, so each such epoch is twice as
+  # long), the rest on the given direction only. No language tag: the source language
+  # tells the model which way to translate; the joint vocabulary and tied embeddings
+  # serve both. Those epochs hold the corpus twice in memory. 0 = off.
+  bidirectional_epochs: int = 0
   seed: int = 0  # shuffling seed
   cache_dir: str = ""  # where encoded corpora are cached; "" = WORKDIR/cache
 
@@ -120,6 +127,9 @@ class DataConfig:
     if self.sampling_alpha < 0 or (self.spm_model_type == "bpe" and self.sampling_alpha >= 1):
       raise ValueError(f"data.sampling_alpha={self.sampling_alpha}: expected 0 (off) or "
                        "> 0 (unigram), in (0, 1) for a BPE model")
+    if self.bidirectional_epochs < 0:
+      raise ValueError(f"data.bidirectional_epochs={self.bidirectional_epochs}: expected 0 "
+                       "(off) or a number of epochs")
     if self.sampling_nbest == 0 or self.sampling_nbest < -1:
       raise ValueError(f"data.sampling_nbest={self.sampling_nbest}: expected -1 (all "
                        "segmentations) or a positive count")

@@ -285,6 +285,13 @@ class Ragged:
   def lengths(self) -> np.ndarray:
     return np.diff(self.offsets)
 
+  def __add__(self, other: "Ragged") -> "Ragged":
+    """The sequences of `self` followed by those of `other`, in one new in-memory array."""
+    flat = np.concatenate([np.asarray(self.flat), np.asarray(other.flat)]).astype(np.int32)
+    offsets = np.concatenate([np.asarray(self.offsets),
+                              np.asarray(other.offsets[1:]) + self.offsets[-1]])
+    return Ragged(flat, offsets.astype(np.int64))
+
 
 @dataclasses.dataclass
 class EncodedCorpus:
@@ -298,6 +305,12 @@ class EncodedCorpus:
 
   def lengths(self) -> tuple[np.ndarray, np.ndarray]:
     return self.src.lengths(), self.tgt.lengths()
+
+  def both_directions(self) -> "EncodedCorpus":
+    """Pairs 0..N-1 as they are, then pairs N..2N-1 the same ones swapped (target ->
+    source): the corpus of a bidirectional epoch (`data.bidirectional_epochs`). Needs the
+    joint vocabulary, which both sides always share here."""
+    return EncodedCorpus(self.src + self.tgt, self.tgt + self.src)
 
 
 def with_eos(pieces: Sequence[list[int]]) -> list[np.ndarray]:
@@ -469,8 +482,23 @@ class TrainBatches:
                sampler: SubwordSampler | None = None):
     self.cfg, self.num_devices, self.sampler = cfg, num_devices, sampler
     self.lengths = LengthBuckets.from_config(cfg, cfg.max_train_len)
-    self.corpus_epoch = None  # with a sampler, the epoch whose segmentation self.corpus holds
+    self.base = corpus  # the pairs as given, one direction
+    # Which corpus self.corpus holds: (the epoch whose segmentation it is, with a
+    # sampler, else None; whether it holds both directions).
+    self.corpus_key: tuple[int | None, bool] = (None, False)
     self._use(corpus, announce=True)
+
+  def _corpus_key(self, epoch: int) -> tuple[int | None, bool]:
+    return (epoch if self.sampler is not None else None,
+            epoch < self.cfg.bidirectional_epochs)
+
+  def corpus_for(self, epoch: int) -> EncodedCorpus:
+    """The pairs that epoch `epoch` draws its batches from: the given corpus, or with a
+    sampler its segmentation for that epoch; during the first `data.bidirectional_epochs`
+    epochs followed by the same pairs swapped."""
+    sampler_epoch, both = self._corpus_key(epoch)
+    corpus = self.base if sampler_epoch is None else self.sampler.corpus(sampler_epoch)
+    return corpus.both_directions() if both else corpus
 
   def _use(self, corpus: EncodedCorpus, announce: bool):
     """Indexes `corpus` by length: which pairs are kept, and each bucket's pairs."""
@@ -498,12 +526,12 @@ class TrainBatches:
 
   def epoch_batches(self, epoch: int) -> list:
     """One epoch's batches in training order: index arrays of pairs, or with packing,
-    lists of rows (each an index array of the pairs packed in it). With a sampler, the
-    batches index this epoch's segmentation, which `make_batch` then reads: build the
-    batches of one epoch before asking for the next one's."""
-    if self.sampler is not None and self.corpus_epoch != epoch:
-      self._use(self.sampler.corpus(epoch), announce=False)
-      self.corpus_epoch = epoch
+    lists of rows (each an index array of the pairs packed in it). The batches index
+    this epoch's corpus (`corpus_for`), which `make_batch` then reads: build the batches
+    of one epoch before asking for the next one's."""
+    if self.corpus_key != self._corpus_key(epoch):
+      self._use(self.corpus_for(epoch), announce=False)
+      self.corpus_key = self._corpus_key(epoch)
     rng = np.random.default_rng([self.cfg.seed, epoch])
     if self.cfg.pack_length:
       return self._packed_epoch(rng)

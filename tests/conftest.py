@@ -1,7 +1,9 @@
 """Shared fixtures. The package is imported as installed (`pip install -e .`); pytest
 puts this folder on sys.path, so tests import `helpers` and `conftest` directly."""
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -11,8 +13,11 @@ import pytest
 # Tests run on the CPU whatever is installed.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # One persistent XLA cache for the session, shared with the CLI subprocesses, so a shape
-# compiled by one test is not compiled again by the next (seconds each on 2 cores).
-os.environ.setdefault("SEQ2SEQ_XLA_CACHE", tempfile.mkdtemp(prefix="seq2seq-xla-"))
+# compiled by one test is not compiled again by the next (seconds each on 2 cores). One
+# this session made is removed when it ends (~50 MB after the whole suite).
+if "SEQ2SEQ_XLA_CACHE" not in os.environ:
+  os.environ["SEQ2SEQ_XLA_CACHE"] = tempfile.mkdtemp(prefix="seq2seq-xla-")
+  atexit.register(shutil.rmtree, os.environ["SEQ2SEQ_XLA_CACHE"], ignore_errors=True)
 
 import jax  # noqa: E402
 

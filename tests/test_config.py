@@ -36,13 +36,15 @@ def test_unknown_fields_and_sections_are_named():
     default_config("huge")
 
 
-def test_subword_sampling_settings_are_checked():
+def test_subword_sampling_and_bidirectional_settings_are_checked():
   with pytest.raises(ValueError, match=r"data.sampling_alpha=-0.1: expected 0 \(off\)"):
     DataConfig(sampling_alpha=-0.1)
   with pytest.raises(ValueError, match=r"in \(0, 1\) for a BPE model"):
     DataConfig(spm_model_type="bpe", sampling_alpha=1.0)
   with pytest.raises(ValueError, match="data.sampling_nbest=0"):
     DataConfig(sampling_alpha=0.1, sampling_nbest=0)
+  with pytest.raises(ValueError, match=r"data.bidirectional_epochs=-1: expected 0"):
+    DataConfig(bidirectional_epochs=-1)
   assert DataConfig(spm_model_type="bpe", sampling_alpha=0.1).sampling_alpha == 0.1
 
 

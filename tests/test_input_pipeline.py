@@ -256,6 +256,47 @@ def test_subword_sampling_resegments_each_epoch_reproducibly():
   assert sorted(np.concatenate(a.epoch_batches(1)).tolist()) == list(range(len(corpus)))
 
 
+@pytest.mark.parametrize("sampling_alpha", [0.0, 0.1])
+def test_bidirectional_epochs_train_each_pair_both_ways_then_one_way(sampling_alpha):
+  cfg = DataConfig(dir=str(SAMPLE), max_tokens=300, bidirectional_epochs=2,
+                   sampling_alpha=sampling_alpha)
+  ds = ip.load_split(cfg, "train")
+  tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
+  corpus = ip.encode_dataset(tok, ds)
+  sampler = ip.SubwordSampler(tok, ds, cfg) if sampling_alpha else None
+  batches = ip.TrainBatches(corpus, cfg, sampler=sampler)
+
+  def pairs(e):
+    """The (source text, target text) of every row trained in epoch e."""
+    out = []
+    for idx in batches.epoch_batches(e):
+      b = batches.make_batch(idx)
+      for x, y in zip(b.src, b.tgt):
+        if (x != PAD_ID).any():
+          out.append((tok.decode([x[x != PAD_ID][:-1].tolist()])[0],
+                      tok.decode([y[y != PAD_ID][:-1].tolist()])[0]))
+    return sorted(out)
+
+  given = sorted(zip(tok.decode([x[:-1].tolist() for x in corpus.src]),
+                     tok.decode([y[:-1].tolist() for y in corpus.tgt])))
+  swapped = sorted((t, s) for s, t in given)
+  assert pairs(0) == pairs(1) == sorted(given + swapped)  # each pair once each way
+  assert pairs(2) == pairs(3) == given  # then the given direction only
+  # Resuming inside a bidirectional epoch or after the switch sees the same batches.
+  run = batches.iterate()
+  n0, n1 = (len(batches.epoch_batches(e)) for e in (0, 2))
+  assert n0 > 1.8 * n1
+  uninterrupted = [next(run) for _ in range(2 * n0 + n1 + 3)]
+  for stop in (5, 2 * n0 - 1, 2 * n0 + 2):
+    epoch, index, _ = uninterrupted[stop - 1]
+    resumed = ip.TrainBatches(corpus, cfg, sampler=sampler).iterate(epoch, index)
+    for expected in uninterrupted[stop:stop + 4]:
+      got = next(resumed)
+      assert got[:2] == expected[:2]
+      np.testing.assert_array_equal(got[2].src, expected[2].src)
+      np.testing.assert_array_equal(got[2].tgt, expected[2].tgt)
+
+
 def test_batches_split_evenly_across_devices():
   cfg = DataConfig(dir=str(SAMPLE), max_tokens=300)
   ds = ip.load_split(cfg, "train")
