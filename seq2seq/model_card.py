@@ -131,6 +131,8 @@ def render(workdir: Path) -> str:
       f"{t.label_smoothing}"
       + (f", subword sampling (alpha {d.sampling_alpha:g}, n-best {d.sampling_nbest})"
          if d.sampling_alpha else "")
+      + (f", the first {d.bidirectional_epochs} epochs in both directions"
+         if d.bidirectional_epochs else "")
       + "; full settings in `config.json`", "",
       "## Evaluations", "",
   ]
