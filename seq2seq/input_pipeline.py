@@ -287,10 +287,10 @@ class Ragged:
 
   def __add__(self, other: "Ragged") -> "Ragged":
     """The sequences of `self` followed by those of `other`, in one new in-memory array."""
-    flat = np.concatenate([np.asarray(self.flat), np.asarray(other.flat)]).astype(np.int32)
-    offsets = np.concatenate([np.asarray(self.offsets),
-                              np.asarray(other.offsets[1:]) + self.offsets[-1]])
-    return Ragged(flat, offsets.astype(np.int64))
+    flat = np.concatenate([self.flat, other.flat], dtype=np.int32)
+    offsets = np.concatenate([self.offsets, other.offsets[1:] + self.offsets[-1]],
+                             dtype=np.int64)
+    return Ragged(flat, offsets)
 
 
 @dataclasses.dataclass
@@ -529,9 +529,10 @@ class TrainBatches:
     lists of rows (each an index array of the pairs packed in it). The batches index
     this epoch's corpus (`corpus_for`), which `make_batch` then reads: build the batches
     of one epoch before asking for the next one's."""
-    if self.corpus_key != self._corpus_key(epoch):
+    key = self._corpus_key(epoch)
+    if self.corpus_key != key:
       self._use(self.corpus_for(epoch), announce=False)
-      self.corpus_key = self._corpus_key(epoch)
+      self.corpus_key = key
     rng = np.random.default_rng([self.cfg.seed, epoch])
     if self.cfg.pack_length:
       return self._packed_epoch(rng)
