@@ -49,6 +49,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   behind to 0.01 and ended with the best greedy BLEU of any hour (39.58), but its
   averaged beam scored val 40.59 against 41.20 / 41.21; with 2 epochs (~1,080 updates)
   it was level in NLL from 2,800 updates and scored 40.35 (session 22).
+- ReLU feed-forward layers: GELU learned at the same rate per update (validation NLL
+  level), cost ~3 % more per update and tied (val 40.78 against the three seeds' 40.56-41.21,
+  session 23).
 - batches of 2,048 padded tokens per side (~1,800 real target tokens): 4,100-4,434
   updates (15-17 epochs) in the hour on slower machines (2,340-2,550 target tokens/s in
   the trainer's log), 7,070-7,144 (26 epochs, ~3,900 tokens/s) on session 15's. Length
