@@ -27,6 +27,9 @@ class ModelConfig:
   decoder_layers: int = 3
   dropout: float = 0.1  # residual, embedding and feed-forward dropout
   attention_dropout: float = 0.0  # dropout on attention probabilities
+  # Word dropout (Sennrich and Zhang, 2019): in training, each source and decoder-input
+  # token's embedding is zeroed with this probability (its position encoding stays).
+  word_dropout: float = 0.0
   max_len: int = 256  # longest sequence (pieces, EOS included) the model sees
   positional: str = "sinusoidal"  # "sinusoidal" or "learned"
   activation: str = "relu"  # feed-forward activation: "relu" or "gelu"
@@ -44,6 +47,9 @@ class ModelConfig:
       raise ValueError(f"activation must be 'relu' or 'gelu', got {self.activation!r}")
     if self.dtype not in ("float32", "bfloat16"):
       raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {self.dtype!r}")
+    for field in ("dropout", "attention_dropout", "word_dropout"):
+      if not 0.0 <= getattr(self, field) < 1.0:
+        raise ValueError(f"model.{field} must be in [0, 1), got {getattr(self, field)!r}")
 
   @property
   def head_dim(self) -> int:

@@ -66,7 +66,8 @@ def check_supported(cfg: ModelConfig) -> None:
       raise ExportError(f"model option {field}={value!r} has no CTranslate2 conversion "
                         f"(supported: {', '.join(map(repr, values))})")
   mapped = set(known) | {"vocab_size", "d_model", "num_heads", "d_ff", "encoder_layers",
-                         "decoder_layers", "dropout", "attention_dropout", "max_len"}
+                         "decoder_layers", "dropout", "attention_dropout", "word_dropout",
+                         "max_len"}
   unmapped = {f.name for f in dataclasses.fields(cfg)} - mapped
   if unmapped:
     raise ExportError(f"model options {sorted(unmapped)} are not handled by the "

@@ -141,9 +141,15 @@ class Embedding(hk.Module):
     return hk.get_parameter("embeddings", [self.vocab_size, self.d_model], jnp.float32,
                             init=hk.initializers.RandomNormal(self.d_model ** -0.5))
 
-  def __call__(self, ids_BT: jnp.ndarray, positions_BT: jnp.ndarray) -> jnp.ndarray:
-    """Args: ids and their positions, `[B, T]` int. Returns `[B, T, D]` in the compute dtype."""
+  def __call__(self, ids_BT: jnp.ndarray, positions_BT: jnp.ndarray,
+               word_dropout: float = 0.0) -> jnp.ndarray:
+    """Args: ids and their positions, `[B, T]` int; `word_dropout`: the probability of
+    zeroing a token's embedding (not its position encoding, not rescaled; training only).
+    Returns `[B, T, D]` in the compute dtype."""
     x_BTD = jnp.take(self._table(), ids_BT, axis=0) * math.sqrt(self.d_model)
+    if word_dropout > 0.0:
+      keep_BT = keep_mask(hk.next_rng_key(), word_dropout, ids_BT.shape)
+      x_BTD = jnp.where(keep_BT[..., None], x_BTD, 0.0)
     if self.positional == "learned":
       pos_table = hk.get_parameter("positions", [self.max_len, self.d_model], jnp.float32,
                                    init=hk.initializers.RandomNormal(0.02))

@@ -194,7 +194,8 @@ class Transformer(hk.Module):
              src_segments_BS: jnp.ndarray | None = None) -> jnp.ndarray:
     """Source ids `[B, S]` -> memory `[B, S, D]`. With segment ids (packed rows, 0 =
     padding), each sentence of a row attends to itself only and counts positions from 0."""
-    x_BSD = self.src_embed(src_BS, self._positions(src_BS, src_segments_BS))
+    x_BSD = self.src_embed(src_BS, self._positions(src_BS, src_segments_BS),
+                           self.cfg.word_dropout if is_training else 0.0)
     x_BSD = dropout(x_BSD, self.cfg.dropout, is_training)
     if src_segments_BS is None:
       mask = masks.padding_mask(src_BS)
@@ -214,7 +215,8 @@ class Transformer(hk.Module):
                       probs_sink: list | None = None, src_segments_BS=None,
                       tgt_segments_BT=None):
     """`decode` up to the output layer: the decoder's output `[B, T, D]`."""
-    x_BTD = self.tgt_embed(tgt_in_BT, self._positions(tgt_in_BT, tgt_segments_BT))
+    x_BTD = self.tgt_embed(tgt_in_BT, self._positions(tgt_in_BT, tgt_segments_BT),
+                           self.cfg.word_dropout if is_training else 0.0)
     x_BTD = dropout(x_BTD, self.cfg.dropout, is_training)
     if tgt_segments_BT is None:
       self_mask = masks.decoder_self_mask(tgt_in_BT)

@@ -186,6 +186,36 @@ def test_jit_matches_eager_and_dropout_policy():
     model.apply(params, SRC, tgt_in, is_training=True)
 
 
+def test_word_dropout_zeroes_whole_token_embeddings_in_training_only():
+  d, vocab, rate = 16, 50, 0.4
+  ids = jax.random.randint(jax.random.PRNGKey(3), (64, 32), 1, vocab)
+  positions = jnp.broadcast_to(jnp.arange(32), ids.shape)
+  embed = hk.transform(lambda i, p, r: layers.Embedding(vocab, d, 64, "sinusoidal",
+                                                        jnp.float32)(i, p, r))
+  params = embed.init(jax.random.PRNGKey(0), ids, positions, 0.0)
+  full = np.asarray(embed.apply(params, None, ids, positions, 0.0))
+  dropped = np.asarray(embed.apply(params, jax.random.PRNGKey(1), ids, positions, rate))
+  position_only = np.asarray(layers.sinusoidal_positions(64, d))[np.asarray(positions)]
+  kept = np.all(dropped == full, axis=-1)
+  zeroed = np.all(np.isclose(dropped, position_only, atol=1e-6), axis=-1)
+  assert np.all(kept ^ zeroed)  # every token either untouched or its whole embedding gone
+  assert abs(zeroed.mean() - rate) < 5 * np.sqrt(rate * (1 - rate) / zeroed.size)
+  # in the model: evaluation ignores the rate; training applies it
+  # (no other dropout, so that only word dropout can change the training-mode logits)
+  plain_cfg = dataclasses.replace(TINY, dropout=0.0)
+  model, params = _init(dataclasses.replace(plain_cfg, word_dropout=0.3))
+  plain = Model(plain_cfg)
+  tgt_in = shift_right(TGT)
+  np.testing.assert_array_equal(model.apply(params, SRC, tgt_in), plain.apply(params, SRC, tgt_in))
+  rng = jax.random.PRNGKey(5)
+  np.testing.assert_array_equal(plain.apply(params, SRC, tgt_in),
+                                plain.apply(params, SRC, tgt_in, rng=rng, is_training=True))
+  assert not np.allclose(model.apply(params, SRC, tgt_in, rng=rng, is_training=True),
+                         plain.apply(params, SRC, tgt_in))
+  with pytest.raises(ValueError, match="word_dropout must be in"):
+    dataclasses.replace(TINY, word_dropout=1.0)
+
+
 @pytest.mark.parametrize("rate", [0.1, 0.3])
 def test_dropout_mask_rate_and_independence(rate):
   shape = (256, 16, 128)
