@@ -64,7 +64,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   with the previous recipe (val 39.30 against 39.38-40.19, session 8) and with this one
   (val 39.59 against 41.20, session 20); 3e-3 lost too (val 39.47, session 21).
   (Published: 5e-3 for 4x larger batches.)
-- Adam (0.9, 0.98), gradient clipping at norm 1. No moving average of the weights:
+- Adam (0.9, 0.98), gradient clipping at norm 1, no weight decay: AdamW with decay 0.05
+  was ahead to ~2,800 updates, behind by 0.01-0.03 NLL at the end and tied (val 40.50,
+  session 24). No moving average of the weights:
   `train.ema_decay=0.999` lost 0.8 val BLEU to the averaged checkpoints of the same run
   (session 12). No learning-rate cooldown: `train.cooldown=0.2` (linear to 0 over the
   hour's last 12 minutes) brought validation NLL to what ~8,000 recipe updates reach but
