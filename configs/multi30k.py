@@ -44,6 +44,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   was level from ~5,600 and tied (val 41.02 with 7,481 updates, session 21).
   Stronger sampling, α 0.3, was behind at every validation (NLL +0.14-0.19) and was
   stopped at 34 minutes (session 21).
+- no word dropout (`model.word_dropout`, Sennrich and Zhang 2019): 0.1 on top of this
+  regularisation was behind at every validation (0.04-0.14 NLL) and lost (val 39.75,
+  session 24).
 - no bidirectional training (`data.bidirectional_epochs`, Ding et al. 2021): with the
   first 4 epochs in both directions (~2,100 updates) the run caught up from 0.27 NLL
   behind to 0.01 and ended with the best greedy BLEU of any hour (39.58), but its
