@@ -157,7 +157,7 @@ class TrainConfig:
   """Optimisation, schedule, validation and checkpointing."""
 
   seed: int = 0  # parameter init and dropout
-  optimizer: str = "adam"  # "adam" or "adamw"
+  optimizer: str = "adam"  # "adam", "adamw" or "muon" (Muon on dense weights, Adam on the rest)
   learning_rate: float = 1e-3  # peak learning rate, reached at the end of warmup
   warmup_steps: int = 4000  # linear warmup from 0 to learning_rate, then lr_schedule
   # After warmup: "inverse_sqrt" (Vaswani et al.), or "linear" / "cosine" decay to 0 at
@@ -173,7 +173,9 @@ class TrainConfig:
   b1: float = 0.9
   b2: float = 0.98
   eps: float = 1e-9
-  weight_decay: float = 0.0  # only with adamw
+  weight_decay: float = 0.0  # with adamw and muon
+  muon_momentum: float = 0.95  # Muon's (Nesterov) momentum
+  muon_rms: float = 0.2  # root mean square of a Muon update at learning rate 1 (Adam's)
   clip_norm: float = 1.0  # global gradient-norm clipping; 0 turns it off
   label_smoothing: float = 0.1
   # Tokens per chunk of the output layer + loss in training (`loss.output_loss_sums`: the

@@ -140,15 +140,45 @@ def ema_params(opt_state):
   return optax.tree_utils.tree_get(opt_state, "ema")
 
 
+def muon_labels(params):
+  """Which optimiser updates each parameter: Muon the weight matrices of the dense layers
+  (`w`: the attention projections and the feed-forward layers), Adam the rest: the
+  embedding table (also the output layer; a row is updated only where its token occurs),
+  learned positions, biases and layer norms, as in Jordan et al.'s and Liu et al.'s Muon."""
+  return {module: {name: "muon" if name == "w" else "adam" for name in leaves}
+          for module, leaves in params.items()}
+
+
+def muon(cfg: TrainConfig, schedule: optax.Schedule, adam: optax.GradientTransformation
+         ) -> optax.GradientTransformation:
+  """Muon (momentum `muon_momentum`, Nesterov, orthogonalised by five Newton-Schulz
+  iterations; Jordan et al. 2024) on the dense weight matrices, `adam` on the rest. A Muon
+  update of an m x n matrix is scaled by `muon_rms` * sqrt(max(m, n)), which gives it the
+  root mean square `muon_rms`, that of a typical Adam update (Liu et al. 2025), so both
+  share `learning_rate` and its schedule; `weight_decay` (decoupled) applies to both."""
+  rms = optax.stateless(lambda updates, params: jax.tree_util.tree_map(
+      lambda u: u * cfg.muon_rms * max(u.shape) ** 0.5, updates))
+  orthogonalised = optax.chain(
+      optax.contrib.scale_by_muon(beta=cfg.muon_momentum, weight_dimension_numbers=lambda u:
+                                  jax.tree_util.tree_map(
+                                      lambda _: optax.contrib.MuonDimensionNumbers(), u)),
+      rms,
+      optax.add_decayed_weights(cfg.weight_decay), optax.scale_by_learning_rate(schedule))
+  return optax.partition({"muon": orthogonalised, "adam": adam}, muon_labels)
+
+
 def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
   schedule = learning_rate_schedule(cfg)
   if cfg.optimizer == "adam":
     opt = optax.adam(schedule, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps)
-  elif cfg.optimizer == "adamw":
+  elif cfg.optimizer in ("adamw", "muon"):
     opt = optax.adamw(schedule, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps,
                       weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "muon":
+      opt = muon(cfg, schedule, adam=opt)
   else:
-    raise ValueError(f"train.optimizer must be 'adam' or 'adamw', got {cfg.optimizer!r}")
+    raise ValueError(f"train.optimizer must be 'adam', 'adamw' or 'muon', "
+                     f"got {cfg.optimizer!r}")
   if cfg.clip_norm > 0:
     opt = optax.chain(optax.clip_by_global_norm(cfg.clip_norm), opt)
   if cfg.cooldown:  # only then, so that other runs keep their optimizer state's layout

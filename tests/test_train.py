@@ -277,6 +277,45 @@ def test_moving_average_of_the_parameters_after_each_update():
     train_lib.make_optimizer(dataclasses.replace(cfg, ema_decay=1.0))
 
 
+def test_muon_orthogonalises_dense_weights_and_leaves_the_rest_to_adam():
+  """train.optimizer=muon on the model's own parameters: each dense weight matrix's update
+  is its (momentum's) gradient orthogonalised, its singular values close together, with
+  root mean square muon_rms x learning rate; embeddings, biases and layer norms get
+  exactly the update of Adam(W) with the same settings."""
+  cfg = TrainConfig(optimizer="muon", learning_rate=0.01, warmup_steps=1, clip_norm=0.0)
+  model_cfg = dataclasses.replace(PRESETS["tiny"], vocab_size=50, max_len=16)
+  params = Model(model_cfg).init(jax.random.PRNGKey(0), jnp.ones((2, 5), jnp.int32),
+                                 jnp.ones((2, 4), jnp.int32))
+  leaves, treedef = jax.tree_util.tree_flatten(params)
+  keys = jax.random.split(jax.random.PRNGKey(1), len(leaves))
+  # Columns of uneven scale (condition ~10), which plain scaling would not orthogonalise.
+  grads = jax.tree_util.tree_unflatten(treedef, [
+      jax.random.normal(k, x.shape) * jnp.broadcast_to(jnp.linspace(0.3, 3.0, x.shape[-1]),
+                                                       x.shape) for k, x in zip(keys, leaves)])
+  muon = train_lib.make_optimizer(cfg)
+  adam = train_lib.make_optimizer(dataclasses.replace(cfg, optimizer="adamw"))
+  got, _ = muon.update(grads, muon.init(params), params)
+  want, _ = adam.update(grads, adam.init(params), params)
+  dense = 0
+  for module, names in params.items():
+    for name in names:
+      u = np.asarray(got[module][name])
+      if name == "w":
+        dense += 1
+        # Five Newton-Schulz iterations leave the smallest few singular values behind.
+        spread = lambda m: np.quantile(np.linalg.svd(m, compute_uv=False), [0.1, 1.0])
+        low, high = spread(u)
+        assert low / high > 0.5, (module, low, high)
+        low, high = spread(np.asarray(grads[module][name]))
+        assert low / high < 0.3  # the gradient's were far apart
+        assert np.sqrt(np.mean(u ** 2)) == pytest.approx(cfg.muon_rms * 0.01, rel=0.25)
+      else:
+        np.testing.assert_array_equal(u, want[module][name], err_msg=f"{module}/{name}")
+  assert dense >= 8  # the attention projections and feed-forward layers of both stacks
+  with pytest.raises(ValueError, match="'adam', 'adamw' or 'muon', got 'sgd'"):
+    train_lib.make_optimizer(dataclasses.replace(cfg, optimizer="sgd"))
+
+
 def test_average_checkpoints(trained_run, tmp_path):
   # On a copy: the shared run stays as trained (other tests expect no 'averaged' in it).
   run = tmp_path / "run"
