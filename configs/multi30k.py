@@ -69,7 +69,10 @@ measured runs behind them are in bench/README.md ("Quality"):
   (Published: 5e-3 for 4x larger batches.)
 - Adam (0.9, 0.98), gradient clipping at norm 1, no weight decay: AdamW with decay 0.05
   was ahead to ~2,800 updates, behind by 0.01-0.03 NLL at the end and tied (val 40.50,
-  session 24). No moving average of the weights:
+  session 24). Muon on the weight matrices (`train.optimizer=muon`) learned much more
+  per update (0.15-0.28 NLL ahead to 1,600 updates, its 6,000 matching the recipe's
+  7,200) but its Newton-Schulz iterations cost ~16 % per update, and it tied over the
+  hour (val 41.05 with 6,275 updates, session 25). No moving average of the weights:
   `train.ema_decay=0.999` lost 0.8 val BLEU to the averaged checkpoints of the same run
   (session 12). No learning-rate cooldown: `train.cooldown=0.2` (linear to 0 over the
   hour's last 12 minutes) brought validation NLL to what ~8,000 recipe updates reach but
