@@ -72,7 +72,8 @@ measured runs behind them are in bench/README.md ("Quality"):
   session 24). Muon on the weight matrices (`train.optimizer=muon`) learned much more
   per update (0.15-0.28 NLL ahead to 1,600 updates, its 6,000 matching the recipe's
   7,200) but its Newton-Schulz iterations cost ~16 % per update, and it tied over the
-  hour (val 41.05 with 6,275 updates, session 25). No moving average of the weights:
+  hour (val 41.05 with 6,275 updates, session 25); with dropout 0.25 it lost (val 40.09,
+  5,913 updates). No moving average of the weights:
   `train.ema_decay=0.999` lost 0.8 val BLEU to the averaged checkpoints of the same run
   (session 12). No learning-rate cooldown: `train.cooldown=0.2` (linear to 0 over the
   hour's last 12 minutes) brought validation NLL to what ~8,000 recipe updates reach but
