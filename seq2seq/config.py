@@ -177,6 +177,11 @@ class TrainConfig:
   muon_momentum: float = 0.95  # Muon's (Nesterov) momentum
   muon_rms: float = 0.2  # root mean square of a Muon update at learning rate 1 (Adam's)
   clip_norm: float = 1.0  # global gradient-norm clipping; 0 turns it off
+  # Curriculum ("late") dropout (Morerio et al. 2017; Liu et al. 2023): every dropout rate
+  # of the model rises linearly from 0 to its configured value over the first N updates,
+  # so the model learns fast while it underfits and is regularised once it could overfit.
+  # 0 = the configured rates from the start.
+  dropout_ramp_steps: int = 0
   label_smoothing: float = 0.1
   # Tokens per chunk of the output layer + loss in training (`loss.output_loss_sums`: the
   # [tokens, vocab] logits and their gradient are never held whole, which saves memory
@@ -203,6 +208,9 @@ class TrainConfig:
   init_checkpoint: str = "best"  # best, averaged, ema, latest, or a checkpoint step directory
 
   def __post_init__(self):
+    if self.dropout_ramp_steps < 0:
+      raise ValueError(f"train.dropout_ramp_steps={self.dropout_ramp_steps}: expected a "
+                       "number of updates >= 0 (0 = no ramp)")
     if not 0.0 <= self.cooldown < 1.0:
       raise ValueError(f"train.cooldown={self.cooldown}: expected a fraction of the run in "
                        "[0, 1) (0 = off)")

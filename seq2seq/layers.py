@@ -7,6 +7,8 @@ softmax run in float32.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 
 import haiku as hk
@@ -31,7 +33,7 @@ def key_words(key: jax.Array) -> jnp.ndarray:
   return key.astype(jnp.uint32).reshape(-1)
 
 
-def keep_mask(key: jax.Array, rate: float, shape: tuple[int, ...]) -> jnp.ndarray:
+def keep_mask(key: jax.Array, rate, shape: tuple[int, ...]) -> jnp.ndarray:
   """Bernoulli(1 - rate) keep mask from a counter-based hash of each element's index.
 
   `jax.random.bernoulli` runs threefry, which XLA:CPU executes as a loop of separate
@@ -39,18 +41,47 @@ def keep_mask(key: jax.Array, rate: float, shape: tuple[int, ...]) -> jnp.ndarra
   rounds of MurmurHash3's finaliser over the element index, keyed by the two words of
   `key`, are one element-wise expression that XLA fuses into the dropout's multiply.
   Deterministic in `key`; masks of different keys, and of neighbouring elements, are
-  uncorrelated (tests/test_model.py).
+  uncorrelated (tests/test_model.py). `rate` is a float or a traced scalar (a scheduled
+  rate, `scaled_dropout`).
   """
   words = key_words(key)
   index = jax.lax.iota(jnp.uint32, math.prod(shape)).reshape(shape)
   bits = _fmix32(_fmix32(index * jnp.uint32(0x9E3779B9) + words[0]) ^ words[1])
-  return bits >= np.uint32(min(round(rate * 2.0**32), 2**32 - 1))
+  if isinstance(rate, (int, float)):
+    return bits >= np.uint32(min(round(rate * 2.0**32), 2**32 - 1))
+  # float32 holds no integer between 2**32 - 256 and 2**32; clip below the overflow
+  threshold = jnp.minimum(jnp.asarray(rate, jnp.float32) * 2.0**32, 2.0**32 - 256)
+  return bits >= threshold.astype(jnp.uint32)
+
+
+# The factor on every dropout rate while a `scaled_dropout` block traces the model.
+_DROPOUT_SCALE: contextvars.ContextVar = contextvars.ContextVar("dropout_scale", default=None)
+
+
+@contextlib.contextmanager
+def scaled_dropout(scale):
+  """Inside the block, every dropout rate (residual, embedding, feed-forward, attention,
+  word) is the configured one times `scale`: a float or a traced scalar in [0, 1], such as
+  a schedule's value at the current update (train.dropout_ramp_steps). None: as
+  configured. A traced scale changes the rates without recompiling the step."""
+  token = _DROPOUT_SCALE.set(scale)
+  try:
+    yield
+  finally:
+    _DROPOUT_SCALE.reset(token)
+
+
+def scheduled_rate(rate: float):
+  """`rate` times the scale of the enclosing `scaled_dropout` block, if any."""
+  scale = _DROPOUT_SCALE.get()
+  return rate if scale is None else rate * scale
 
 
 def dropout(x: jnp.ndarray, rate: float, is_training: bool) -> jnp.ndarray:
   """Inverted dropout that only draws a key (and so only needs an rng) when training."""
   if not is_training or rate == 0.0:
     return x
+  rate = scheduled_rate(rate)
   keep = keep_mask(hk.next_rng_key(), rate, x.shape)
   return jnp.where(keep, x / jnp.asarray(1.0 - rate, x.dtype), jnp.zeros_like(x))
 
@@ -148,7 +179,7 @@ class Embedding(hk.Module):
     Returns `[B, T, D]` in the compute dtype."""
     x_BTD = jnp.take(self._table(), ids_BT, axis=0) * math.sqrt(self.d_model)
     if word_dropout > 0.0:
-      keep_BT = keep_mask(hk.next_rng_key(), word_dropout, ids_BT.shape)
+      keep_BT = keep_mask(hk.next_rng_key(), scheduled_rate(word_dropout), ids_BT.shape)
       x_BTD = jnp.where(keep_BT[..., None], x_BTD, 0.0)
     if self.positional == "learned":
       pos_table = hk.get_parameter("positions", [self.max_len, self.d_model], jnp.float32,

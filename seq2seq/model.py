@@ -325,9 +325,10 @@ class Model:
     return jax.eval_shape(hk.transform(init_fn).init, None, dummy)
 
   def apply(self, params: Params, src_BS, tgt_in_BT, *, rng: jax.Array | None = None,
-            is_training: bool = False, src_segments_BS=None, tgt_segments_BT=None
-            ) -> jnp.ndarray:
-    """Teacher-forced logits `[B, T, V]`; `is_training` turns dropout on and needs `rng`.
+            is_training: bool = False, src_segments_BS=None, tgt_segments_BT=None,
+            dropout_scale=None) -> jnp.ndarray:
+    """Teacher-forced logits `[B, T, V]`; `is_training` turns dropout on and needs `rng`;
+    `dropout_scale` (a float or traced scalar) multiplies every dropout rate.
 
     Packed rows (several sentence pairs per row) pass segment ids `[B, S]` and `[B, T]`
     (1, 2, ... per sentence, 0 for padding); the decoder input then has BOS at every
@@ -336,20 +337,25 @@ class Model:
     if is_training and rng is None:
       raise ValueError("Model.apply(is_training=True) applies dropout and needs an rng: "
                        "pass rng=jax.random.PRNGKey(...) (inference needs none)")
-    return self._transformed.apply[0](params, rng, src_BS, tgt_in_BT, is_training=is_training,
-                                      src_segments_BS=src_segments_BS,
-                                      tgt_segments_BT=tgt_segments_BT)
+    with layers.scaled_dropout(dropout_scale):
+      return self._transformed.apply[0](params, rng, src_BS, tgt_in_BT,
+                                        is_training=is_training,
+                                        src_segments_BS=src_segments_BS,
+                                        tgt_segments_BT=tgt_segments_BT)
 
   def apply_features(self, params: Params, src_BS, tgt_in_BT, *, rng: jax.Array | None = None,
-                     is_training: bool = False, src_segments_BS=None, tgt_segments_BT=None):
+                     is_training: bool = False, src_segments_BS=None, tgt_segments_BT=None,
+                     dropout_scale=None):
     """As `apply`, up to the output layer: (decoder output `[B, T, D]`, output weights
     `[V, D]`, output bias `[V]`)."""
     if is_training and rng is None:
       raise ValueError("Model.apply_features(is_training=True) applies dropout and needs an "
                        "rng: pass rng=jax.random.PRNGKey(...)")
-    return self._transformed.apply[5](params, rng, src_BS, tgt_in_BT, is_training=is_training,
-                                      src_segments_BS=src_segments_BS,
-                                      tgt_segments_BT=tgt_segments_BT)
+    with layers.scaled_dropout(dropout_scale):
+      return self._transformed.apply[5](params, rng, src_BS, tgt_in_BT,
+                                        is_training=is_training,
+                                        src_segments_BS=src_segments_BS,
+                                        tgt_segments_BT=tgt_segments_BT)
 
   def encode(self, params: Params, src_BS) -> jnp.ndarray:
     return self._transformed.apply[1](params, None, src_BS)

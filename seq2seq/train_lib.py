@@ -255,7 +255,7 @@ class Steps:
 
     def loss_fn(p):
       args = dict(rng=rng, is_training=True, src_segments_BS=batch.src_segments,
-                  tgt_segments_BT=batch.tgt_segments)
+                  tgt_segments_BT=batch.tgt_segments, dropout_scale=self.dropout_scale(step))
       tgt_in = shift_right(batch.tgt, batch.tgt_segments)
       smoothing, chunk = self.cfg.train.label_smoothing, self.cfg.train.loss_chunk
       if chunk:
@@ -266,6 +266,14 @@ class Steps:
       return sums["loss"], sums
 
     return jax.grad(loss_fn, has_aux=True)(params)
+
+  def dropout_scale(self, step):
+    """The factor on the dropout rates at update `step` (traced): a linear ramp from 0 to
+    1 over the first train.dropout_ramp_steps updates, then 1; None without a ramp."""
+    ramp = self.cfg.train.dropout_ramp_steps
+    if not ramp:
+      return None
+    return jnp.minimum(jnp.asarray(step, jnp.float32) / ramp, 1.0)
 
   def _grads_added(self, acc, params, batch, step, micro):
     grads, sums = self._loss_grads(params, batch, step, micro)

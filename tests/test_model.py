@@ -216,6 +216,29 @@ def test_word_dropout_zeroes_whole_token_embeddings_in_training_only():
     dataclasses.replace(TINY, word_dropout=1.0)
 
 
+def test_dropout_scale_multiplies_every_rate_even_when_traced():
+  # every kind of dropout on, so that a scale that missed one would show
+  cfg = dataclasses.replace(TINY, dropout=0.3, attention_dropout=0.2, word_dropout=0.1)
+  half = dataclasses.replace(TINY, dropout=0.15, attention_dropout=0.1, word_dropout=0.05)
+  model, params = _init(cfg)
+  tgt_in, rng = shift_right(TGT), jax.random.PRNGKey(4)
+  train = jax.jit(lambda scale: model.apply(params, SRC, tgt_in, rng=rng, is_training=True,
+                                            dropout_scale=scale))
+  # scale 0: no dropout at all, the evaluation logits
+  np.testing.assert_allclose(train(jnp.float32(0.0)), model.apply(params, SRC, tgt_in),
+                             atol=1e-5)
+  # a traced scale of 0.5 is the model with half the rates, mask for mask
+  halved = Model(half).apply(params, SRC, tgt_in, rng=rng, is_training=True)
+  np.testing.assert_allclose(train(jnp.float32(0.5)), halved, atol=1e-5)
+  full = model.apply(params, SRC, tgt_in, rng=rng, is_training=True)
+  np.testing.assert_allclose(train(jnp.float32(1.0)), full, atol=1e-5)
+  assert not np.allclose(halved, full)
+  # the traced threshold gives the static mask's keep fraction
+  mask = lambda r: layers.keep_mask(jax.random.PRNGKey(7), r, (4096, 64))
+  np.testing.assert_array_equal(jax.jit(mask)(jnp.float32(0.3)), mask(0.3))
+  assert np.all(jax.jit(mask)(jnp.float32(0.0)))
+
+
 @pytest.mark.parametrize("rate", [0.1, 0.3])
 def test_dropout_mask_rate_and_independence(rate):
   shape = (256, 16, 128)

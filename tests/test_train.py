@@ -97,6 +97,31 @@ def test_accumulated_update_equals_one_batch_of_all_rows():
     np.testing.assert_allclose(x, y, atol=2e-6, rtol=1e-4)
 
 
+def test_dropout_ramp_starts_without_dropout_and_reaches_the_configured_rate():
+  """train.dropout_ramp_steps=4: update 0 is the dropout-free model's update, update 2 is
+  neither, and from update 4 on it is the unramped model's, from the same state."""
+  base = tiny_config(SAMPLE)
+  with_rate = lambda rate, ramp: dataclasses.replace(
+      base, model=dataclasses.replace(base.model, dropout=rate),
+      train=dataclasses.replace(base.train, dropout_ramp_steps=ramp))
+  ramped, plain, none = (Steps(c, Model(c.model)) for c in (
+      with_rate(0.3, 4), with_rate(0.3, 0), with_rate(0.0, 0)))
+  rng = np.random.default_rng(1)
+  batch = Batch(rng.integers(4, 400, (8, 12)).astype(np.int32),
+                rng.integers(4, 400, (8, 10)).astype(np.int32))
+  state = ramped.init_state()
+  at = lambda step: state._replace(step=jnp.asarray(step, jnp.int32))
+  loss = lambda steps, step: float(steps.update(at(step), [batch])[1]["loss"])
+  assert loss(ramped, 0) == pytest.approx(loss(none, 0), rel=1e-6)
+  assert loss(ramped, 4) == pytest.approx(loss(plain, 4), rel=1e-6)
+  assert loss(ramped, 9) == pytest.approx(loss(plain, 9), rel=1e-6)
+  assert loss(ramped, 2) not in (pytest.approx(loss(plain, 2)), pytest.approx(loss(none, 2)))
+  assert [float(ramped.dropout_scale(s)) for s in (0, 1, 2, 4, 100)] == [0.0, 0.25, 0.5, 1, 1]
+  assert plain.dropout_scale(3) is None
+  with pytest.raises(ValueError, match="dropout_ramp_steps=-1: expected a number"):
+    TrainConfig(dropout_ramp_steps=-1)
+
+
 def test_two_devices_match_one(tmp_path):
   script = textwrap.dedent("""
     import dataclasses, json
