@@ -109,8 +109,8 @@ def test_dropout_ramp_starts_without_dropout_and_reaches_the_configured_rate():
   rng = np.random.default_rng(1)
   batch = Batch(rng.integers(4, 400, (8, 12)).astype(np.int32),
                 rng.integers(4, 400, (8, 10)).astype(np.int32))
-  state = ramped.init_state()
-  at = lambda step: state._replace(step=jnp.asarray(step, jnp.int32))
+  # a fresh (identical) state per update: the step donates the one it is given
+  at = lambda step: ramped.init_state()._replace(step=jnp.asarray(step, jnp.int32))
   loss = lambda steps, step: float(steps.update(at(step), [batch])[1]["loss"])
   assert loss(ramped, 0) == pytest.approx(loss(none, 0), rel=1e-6)
   assert loss(ramped, 4) == pytest.approx(loss(plain, 4), rel=1e-6)
