@@ -34,6 +34,12 @@ class ModelConfig:
   positional: str = "sinusoidal"  # "sinusoidal" or "learned"
   activation: str = "relu"  # feed-forward activation: "relu" or "gelu"
   pre_norm: bool = True  # layer norm before each sub-layer (False: after, as in Vaswani)
+  # "layer" (LayerNorm) or "scale" (ScaleNorm, g * x / ||x|| with one learned scalar g;
+  # Nguyen and Salazar, 2019, "Transformers without Tears").
+  norm: str = "layer"
+  # FixNorm (the same paper): embedding rows normalised to unit length, so the tied output
+  # layer's logits are the decoder output's norm times a cosine.
+  fix_norm: bool = False
   tied_embeddings: bool = True  # one embedding for source, target and output layer
   dtype: str = "float32"  # compute dtype, "float32" or "bfloat16"; params stay float32
 
@@ -43,6 +49,8 @@ class ModelConfig:
           f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
     if self.positional not in ("sinusoidal", "learned"):
       raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
+    if self.norm not in ("layer", "scale"):
+      raise ValueError(f"norm must be 'layer' or 'scale', got {self.norm!r}")
     if self.activation not in ("relu", "gelu"):
       raise ValueError(f"activation must be 'relu' or 'gelu', got {self.activation!r}")
     if self.dtype not in ("float32", "bfloat16"):

@@ -59,7 +59,8 @@ def check_supported(cfg: ModelConfig) -> None:
   """Refuses, by name, any architecture option the conversion does not map."""
   known = {"positional": ("sinusoidal", "learned"), "activation": ("relu", "gelu"),
            "pre_norm": (True, False), "tied_embeddings": (True, False),
-           "dtype": ("float32", "bfloat16")}  # dtype: compute only, params are float32
+           "dtype": ("float32", "bfloat16"),  # dtype: compute only, params are float32
+           "norm": ("layer",), "fix_norm": (False,)}
   for field, values in known.items():
     value = getattr(cfg, field)
     if value not in values:

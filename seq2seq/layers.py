@@ -147,6 +147,26 @@ class LayerNorm(hk.Module):
     return ln(x.astype(jnp.float32)).astype(x.dtype)
 
 
+class ScaleNorm(hk.Module):
+  """ScaleNorm (Nguyen and Salazar, 2019): `g * x / ||x||` with one learned scalar `g`
+  (initialised to sqrt(D), so that each component starts at unit scale, as after a layer
+  norm), in float32, returned in the input dtype."""
+
+  EPSILON = 1e-5  # the smallest norm divided by
+
+  def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    d = x.shape[-1]
+    g = hk.get_parameter("g", [], jnp.float32, init=hk.initializers.Constant(math.sqrt(d)))
+    x32 = x.astype(jnp.float32)
+    sum_sq = jnp.sum(x32 * x32, axis=-1, keepdims=True)
+    return (x32 * (g * jax.lax.rsqrt(jnp.maximum(sum_sq, self.EPSILON ** 2)))).astype(x.dtype)
+
+
+def norm_layer(kind: str, name: str) -> hk.Module:
+  """The normalisation `ModelConfig.norm` names: "layer" or "scale"."""
+  return {"layer": LayerNorm, "scale": ScaleNorm}[kind](name=name)
+
+
 def sinusoidal_positions(max_len: int, d_model: int) -> np.ndarray:
   """Vaswani et al. sin/cos table. Returns `[max_len, D]`."""
   pos = np.arange(max_len)[:, None]
@@ -161,16 +181,20 @@ class Embedding(hk.Module):
   """Token embedding scaled by sqrt(D) plus positional encoding; `attend` gives output logits."""
 
   def __init__(self, vocab_size: int, d_model: int, max_len: int, positional: str,
-               dtype: jnp.dtype, name: str | None = None):
+               dtype: jnp.dtype, fix_norm: bool = False, name: str | None = None):
     super().__init__(name=name)
     self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
-    self.positional, self.dtype = positional, dtype
+    self.positional, self.dtype, self.fix_norm = positional, dtype, fix_norm
 
   def _table(self) -> jnp.ndarray:
     # std D^-1/2 so that the sqrt(D)-scaled input embedding has unit variance and
     # the tied output layer starts with logits of unit scale.
-    return hk.get_parameter("embeddings", [self.vocab_size, self.d_model], jnp.float32,
-                            init=hk.initializers.RandomNormal(self.d_model ** -0.5))
+    table = hk.get_parameter("embeddings", [self.vocab_size, self.d_model], jnp.float32,
+                             init=hk.initializers.RandomNormal(self.d_model ** -0.5))
+    if self.fix_norm:  # FixNorm (Nguyen and Salazar, 2019): every row of unit length
+      table = table * jax.lax.rsqrt(jnp.maximum(jnp.sum(table * table, -1, keepdims=True),
+                                                1e-12))
+    return table
 
   def __call__(self, ids_BT: jnp.ndarray, positions_BT: jnp.ndarray,
                word_dropout: float = 0.0) -> jnp.ndarray:

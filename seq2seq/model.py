@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from seq2seq import layers, masks
 from seq2seq.config import ModelConfig
-from seq2seq.layers import Dense, Embedding, FeedForward, LayerNorm, MultiHeadAttention, dropout
+from seq2seq.layers import Dense, Embedding, FeedForward, MultiHeadAttention, dropout, norm_layer
 from seq2seq.vocab import BOS_ID
 
 Cache = dict[str, Any]
@@ -68,7 +68,7 @@ class _Residual(hk.Module):
   def __init__(self, cfg: ModelConfig, name: str | None = None):
     super().__init__(name=name)
     self.cfg = cfg
-    self.norm = LayerNorm(name="norm")
+    self.norm = norm_layer(cfg.norm, "norm")
 
   def __call__(self, x: jnp.ndarray, sublayer: Callable[[jnp.ndarray], jnp.ndarray],
                is_training: bool) -> jnp.ndarray:
@@ -166,7 +166,7 @@ class Transformer(hk.Module):
     self.cfg = cfg
     dtype = jnp.dtype(cfg.dtype)
     emb = lambda n: Embedding(cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.positional,
-                              dtype, name=n)
+                              dtype, cfg.fix_norm, name=n)
     if cfg.tied_embeddings:
       self.src_embed = self.tgt_embed = emb("shared_embedding")
       self.output = self.tgt_embed.attend
@@ -182,8 +182,8 @@ class Transformer(hk.Module):
     self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_layer_{i}")
                            for i in range(cfg.decoder_layers)]
     # Pre-norm stacks need a final norm: their residual stream is never normalised.
-    self.encoder_norm = LayerNorm(name="encoder_norm") if cfg.pre_norm else (lambda x: x)
-    self.decoder_norm = LayerNorm(name="decoder_norm") if cfg.pre_norm else (lambda x: x)
+    self.encoder_norm = norm_layer(cfg.norm, "encoder_norm") if cfg.pre_norm else (lambda x: x)
+    self.decoder_norm = norm_layer(cfg.norm, "decoder_norm") if cfg.pre_norm else (lambda x: x)
 
   def _positions(self, ids_BT, segments_BT=None):
     if segments_BT is not None:

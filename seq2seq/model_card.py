@@ -97,7 +97,8 @@ def render(workdir: Path) -> str:
       "## Model", "",
       f"- preset: {preset_name(cfg)} (d_model {m.d_model}, {m.num_heads} heads, feed-forward "
       f"{m.d_ff}, {m.encoder_layers} encoder + {m.decoder_layers} decoder layers, "
-      f"{'pre' if m.pre_norm else 'post'}-norm, {m.positional} positions, "
+      f"{'pre' if m.pre_norm else 'post'}-norm ({m.norm} norm"
+      f"{', FixNorm embeddings' if m.fix_norm else ''}), {m.positional} positions, "
       f"{'tied' if m.tied_embeddings else 'untied'} embeddings)",
       f"- parameters: {params:,}",
       f"- vocabulary: {m.vocab_size:,} joint SentencePiece pieces "

@@ -34,6 +34,8 @@ def test_unknown_fields_and_sections_are_named():
     cfg.train.max_stepz = 3  # the ConfigDict is locked: a typo is an error, not a new field
   with pytest.raises(ValueError, match="unknown model preset 'huge'"):
     default_config("huge")
+  with pytest.raises(ValueError, match="norm must be 'layer' or 'scale', got 'rms'"):
+    Config.from_dict({"model": {"norm": "rms"}})
 
 
 def test_subword_sampling_and_bidirectional_settings_are_checked():

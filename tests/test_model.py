@@ -122,12 +122,13 @@ def test_cross_attention_is_used():
   np.testing.assert_array_equal(logits[1], logits2[1])  # the other sentence is untouched
 
 
-@pytest.mark.parametrize("pre_norm,positional,tied", [
-    (True, "sinusoidal", True), (False, "sinusoidal", True), (True, "learned", False),
-    (False, "learned", True)])
-def test_incremental_decoding_matches_forward(pre_norm, positional, tied):
+@pytest.mark.parametrize("pre_norm,positional,tied,norm", [
+    (True, "sinusoidal", True, "layer"), (False, "sinusoidal", True, "layer"),
+    (True, "learned", False, "layer"), (False, "learned", True, "layer"),
+    (True, "sinusoidal", True, "scale")])
+def test_incremental_decoding_matches_forward(pre_norm, positional, tied, norm):
   cfg = dataclasses.replace(TINY, pre_norm=pre_norm, activation="gelu", positional=positional,
-                            tied_embeddings=tied)
+                            tied_embeddings=tied, norm=norm, fix_norm=norm == "scale")
   model, params = _init(cfg)
   tgt_in = shift_right(TGT)
   full = np.asarray(model.apply(params, SRC, tgt_in))
@@ -139,6 +140,38 @@ def test_incremental_decoding_matches_forward(pre_norm, positional, tied):
     steps.append(np.asarray(logits))
   real = _target_positions(TGT)
   np.testing.assert_allclose(np.stack(steps, 1)[real], full[real], atol=2e-5, rtol=1e-5)
+
+
+def test_scale_norm_gives_every_row_the_learned_length_whatever_its_scale():
+  norm = hk.transform(lambda x: layers.ScaleNorm(name="norm")(x))
+  x = jax.random.normal(jax.random.PRNGKey(0), (3, 5, 16)) * jnp.array([0.01, 1.0, 300.0])[
+      :, None, None]
+  params = norm.init(None, x)
+  np.testing.assert_allclose(float(params["norm"]["g"]), 4.0)  # sqrt(D): unit components
+  params = {"norm": {"g": jnp.array(2.5)}}
+  y = np.asarray(norm.apply(params, None, x))
+  np.testing.assert_allclose(np.linalg.norm(y, axis=-1), 2.5, rtol=1e-5)
+  # only the direction matters: a positive rescaling of a row changes nothing
+  np.testing.assert_allclose(np.asarray(norm.apply(params, None, 7.0 * x)), y, rtol=1e-5)
+  assert np.asarray(norm.apply(params, None, jnp.zeros((2, 16)))).tolist() == [[0.0] * 16] * 2
+
+
+def test_fix_norm_bounds_each_logit_by_the_decoder_output_length():
+  cfg = dataclasses.replace(TINY, norm="scale", fix_norm=True)
+  model, params = _init(cfg)
+  table = params["transformer/~/shared_embedding"]["embeddings"]
+  assert not np.allclose(np.linalg.norm(table, axis=-1), 1.0)  # stored unnormalised...
+  features, weights, _ = model.apply_features(params, SRC, shift_right(TGT))
+  np.testing.assert_allclose(np.linalg.norm(weights, axis=-1), 1.0, rtol=1e-5)  # ...used unit
+  logits = np.asarray(model.apply(params, SRC, shift_right(TGT)))
+  length = np.linalg.norm(np.asarray(features), axis=-1, keepdims=True)
+  np.testing.assert_allclose(length, float(params["transformer/~/decoder_norm"]["g"]),
+                             rtol=1e-5)
+  assert (np.abs(logits) <= length + 1e-4).all()
+  # a row's length no longer matters: scaling the stored table changes no logit
+  scaled = {**params, "transformer/~/shared_embedding": {"embeddings": 3.0 * table}}
+  np.testing.assert_allclose(model.apply(scaled, SRC, shift_right(TGT)), logits, rtol=1e-4,
+                             atol=1e-5)
 
 
 def test_beam_rows_share_the_source_cache():
