@@ -147,6 +147,12 @@ class LayerNorm(hk.Module):
     return ln(x.astype(jnp.float32)).astype(x.dtype)
 
 
+def unit_length(x: jnp.ndarray, min_norm: float) -> jnp.ndarray:
+  """`x / max(||x||, min_norm)` along the last axis."""
+  sum_sq = jnp.sum(x * x, axis=-1, keepdims=True)
+  return x * jax.lax.rsqrt(jnp.maximum(sum_sq, min_norm * min_norm))
+
+
 class ScaleNorm(hk.Module):
   """ScaleNorm (Nguyen and Salazar, 2019): `g * x / ||x||` with one learned scalar `g`
   (initialised to sqrt(D), so that each component starts at unit scale, as after a layer
@@ -157,9 +163,7 @@ class ScaleNorm(hk.Module):
   def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
     d = x.shape[-1]
     g = hk.get_parameter("g", [], jnp.float32, init=hk.initializers.Constant(math.sqrt(d)))
-    x32 = x.astype(jnp.float32)
-    sum_sq = jnp.sum(x32 * x32, axis=-1, keepdims=True)
-    return (x32 * (g * jax.lax.rsqrt(jnp.maximum(sum_sq, self.EPSILON ** 2)))).astype(x.dtype)
+    return (g * unit_length(x.astype(jnp.float32), self.EPSILON)).astype(x.dtype)
 
 
 def norm_layer(kind: str, name: str) -> hk.Module:
@@ -192,8 +196,7 @@ class Embedding(hk.Module):
     table = hk.get_parameter("embeddings", [self.vocab_size, self.d_model], jnp.float32,
                              init=hk.initializers.RandomNormal(self.d_model ** -0.5))
     if self.fix_norm:  # FixNorm (Nguyen and Salazar, 2019): every row of unit length
-      table = table * jax.lax.rsqrt(jnp.maximum(jnp.sum(table * table, -1, keepdims=True),
-                                                1e-12))
+      table = unit_length(table, 1e-6)
     return table
 
   def __call__(self, ids_BT: jnp.ndarray, positions_BT: jnp.ndarray,
