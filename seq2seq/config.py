@@ -31,7 +31,9 @@ class ModelConfig:
   # token's embedding is zeroed with this probability (its position encoding stays).
   word_dropout: float = 0.0
   max_len: int = 256  # longest sequence (pieces, EOS included) the model sees
-  positional: str = "sinusoidal"  # "sinusoidal" or "learned"
+  # "sinusoidal" or "learned" (added to the embeddings), or "rotary" (RoPE, Su et al. 2021:
+  # queries and keys of every self-attention rotated by their positions; needs an even K).
+  positional: str = "sinusoidal"
   activation: str = "relu"  # feed-forward activation: "relu" or "gelu"
   pre_norm: bool = True  # layer norm before each sub-layer (False: after, as in Vaswani)
   # "layer" (LayerNorm) or "scale" (ScaleNorm, g * x / ||x|| with one learned scalar g;
@@ -47,8 +49,12 @@ class ModelConfig:
     if self.d_model % self.num_heads:
       raise ValueError(
           f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
-    if self.positional not in ("sinusoidal", "learned"):
-      raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
+    if self.positional not in ("sinusoidal", "learned", "rotary"):
+      raise ValueError("positional must be 'sinusoidal', 'learned' or 'rotary', "
+                       f"got {self.positional!r}")
+    if self.positional == "rotary" and self.head_dim % 2:
+      raise ValueError(f"positional='rotary' needs an even head width, got "
+                       f"d_model / num_heads = {self.head_dim}")
     if self.norm not in ("layer", "scale"):
       raise ValueError(f"norm must be 'layer' or 'scale', got {self.norm!r}")
     if self.activation not in ("relu", "gelu"):

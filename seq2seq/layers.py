@@ -181,8 +181,25 @@ def sinusoidal_positions(max_len: int, d_model: int) -> np.ndarray:
   return table
 
 
+def rotary(x_BTHK: jnp.ndarray, positions_BT: jnp.ndarray) -> jnp.ndarray:
+  """Rotary position embedding (Su et al. 2021, "RoFormer"), split-half layout.
+
+  Rotates the pair (x_i, x_{i + K/2}) of every head by the angle position * 10000^(-2i/K),
+  so the dot product of a rotated query and a rotated key depends on their positions only
+  through the difference. Args: `[B, T, H, K]` (K even) and `[B, T]` int positions.
+  """
+  half = x_BTHK.shape[-1] // 2
+  inv_freq = np.exp(-math.log(10000.0) * np.arange(half) / half).astype(np.float32)
+  angle_BT1F = positions_BT.astype(jnp.float32)[:, :, None, None] * inv_freq[None, None, None]
+  cos, sin = jnp.cos(angle_BT1F), jnp.sin(angle_BT1F)
+  x1, x2 = x_BTHK[..., :half].astype(jnp.float32), x_BTHK[..., half:].astype(jnp.float32)
+  out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+  return out.astype(x_BTHK.dtype)
+
+
 class Embedding(hk.Module):
-  """Token embedding scaled by sqrt(D) plus positional encoding; `attend` gives output logits."""
+  """Token embedding scaled by sqrt(D) plus positional encoding (none for "rotary",
+  whose positions the self-attention layers apply); `attend` gives output logits."""
 
   def __init__(self, vocab_size: int, d_model: int, max_len: int, positional: str,
                dtype: jnp.dtype, fix_norm: bool = False, name: str | None = None):
@@ -211,9 +228,10 @@ class Embedding(hk.Module):
     if self.positional == "learned":
       pos_table = hk.get_parameter("positions", [self.max_len, self.d_model], jnp.float32,
                                    init=hk.initializers.RandomNormal(0.02))
-    else:
+      x_BTD = x_BTD + jnp.take(pos_table, positions_BT, axis=0)
+    elif self.positional == "sinusoidal":
       pos_table = jnp.asarray(sinusoidal_positions(self.max_len, self.d_model))
-    x_BTD = x_BTD + jnp.take(pos_table, positions_BT, axis=0)
+      x_BTD = x_BTD + jnp.take(pos_table, positions_BT, axis=0)
     return x_BTD.astype(self.dtype)
 
   def table(self) -> jnp.ndarray:
@@ -258,17 +276,20 @@ class MultiHeadAttention(hk.Module):
       k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
     return k, v
 
-  def project_qkv(self, x_BTD: jnp.ndarray
+  def project_qkv(self, x_BTD: jnp.ndarray, positions_BT: jnp.ndarray | None = None
                   ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
     """Self-attention's queries `[B, T, H, K]` and head-major keys and values
     `[B, H, T, K]` from one matmul with the three projections side by side (a decoding
-    step: one `[rows, D] x [D, 3D]` matmul runs faster on XLA:CPU than three `[D, D]`)."""
+    step: one `[rows, D] x [D, 3D]` matmul runs faster on XLA:CPU than three `[D, D]`).
+    With `positions_BT`, queries and keys are rotated to them (`rotary`)."""
     d_in, inner = x_BTD.shape[-1], self.num_heads * self.head_dim
     (wq, bq), (wk, bk), (wv, bv) = (m.params(d_in) for m in (self.query, self.key, self.value))
     w = jnp.concatenate([wq, wk, wv], axis=1).astype(x_BTD.dtype)
     b = jnp.concatenate([bq, bk, bv]).astype(x_BTD.dtype)
     qkv = x_BTD @ w + b.reshape((1,) * (x_BTD.ndim - 1) + b.shape)
     q, k, v = (self._split(qkv[..., i * inner:(i + 1) * inner]) for i in range(3))
+    if positions_BT is not None:
+      q, k = rotary(q, positions_BT), rotary(k, positions_BT)
     return q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
 
   def attend(self, q_BTD: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray,
@@ -305,10 +326,16 @@ class MultiHeadAttention(hk.Module):
     return self.out(out_BTHK.reshape(*out_BTHK.shape[:2], -1))
 
   def __call__(self, q_BTD: jnp.ndarray, kv_BSD: jnp.ndarray, mask: jnp.ndarray,
-               is_training: bool = False, probs_sink: list | None = None) -> jnp.ndarray:
-    """Args: queries `[B, T, D]`, keys/values source `[B, S, D]`, mask. Returns `[B, T, D]`."""
+               is_training: bool = False, probs_sink: list | None = None,
+               positions_BT: jnp.ndarray | None = None) -> jnp.ndarray:
+    """Args: queries `[B, T, D]`, keys/values source `[B, S, D]`, mask; `positions_BT`
+    (self-attention with rotary positions, queries and keys from one sequence): rotates
+    both to these positions. Returns `[B, T, D]`."""
     k_BSHK, v_BSHK = self.project_kv(kv_BSD)
-    return self.attend(q_BTD, k_BSHK, v_BSHK, mask, is_training, probs_sink)
+    q_BTHK = self._split(self.query(q_BTD))
+    if positions_BT is not None:
+      q_BTHK, k_BSHK = rotary(q_BTHK, positions_BT), rotary(k_BSHK, positions_BT)
+    return self.attend_heads(q_BTHK, k_BSHK, v_BSHK, mask, is_training, probs_sink)
 
 
 class FeedForward(hk.Module):

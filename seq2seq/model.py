@@ -92,9 +92,11 @@ class EncoderLayer(hk.Module):
     self.res_attention = _Residual(cfg, name="res_attention")
     self.res_ff = _Residual(cfg, name="res_ff")
 
-  def __call__(self, x_BSD, mask, is_training):
+  def __call__(self, x_BSD, mask, is_training, positions_BS=None):
+    """`positions_BS`: rotary positions for the self-attention (None: not rotary)."""
     x_BSD = self.res_attention(
-        x_BSD, lambda h: self.self_attention(h, h, mask, is_training), is_training)
+        x_BSD, lambda h: self.self_attention(h, h, mask, is_training, None, positions_BS),
+        is_training)
     return self.res_ff(x_BSD, lambda h: self.feed_forward(h, is_training), is_training)
 
 
@@ -114,9 +116,12 @@ class DecoderLayer(hk.Module):
     self.res_cross = _Residual(cfg, name="res_cross")
     self.res_ff = _Residual(cfg, name="res_ff")
 
-  def __call__(self, x_BTD, memory_BSD, self_mask, cross_mask, is_training, probs_sink=None):
+  def __call__(self, x_BTD, memory_BSD, self_mask, cross_mask, is_training, probs_sink=None,
+               positions_BT=None):
+    """`positions_BT`: rotary positions for the self-attention (None: not rotary)."""
     x_BTD = self.res_self(
-        x_BTD, lambda h: self.self_attention(h, h, self_mask, is_training), is_training)
+        x_BTD, lambda h: self.self_attention(h, h, self_mask, is_training, None, positions_BT),
+        is_training)
     x_BTD = self.res_cross(
         x_BTD, lambda h: self.cross_attention(h, memory_BSD, cross_mask, is_training,
                                               probs_sink), is_training)
@@ -133,11 +138,14 @@ class DecoderLayer(hk.Module):
 
   def step(self, x_B1D, cache: Cache, source: Cache, index, src_mask
            ) -> tuple[jnp.ndarray, Cache]:
-    """One decoding position: writes its key/value at `index` and attends to 0..index."""
+    """One decoding position: writes its key/value at `index` and attends to 0..index
+    (with rotary positions the cached keys are stored rotated)."""
     new_cache = {}
+    positions_B1 = (jnp.broadcast_to(index, x_B1D.shape[:2])
+                    if self.cfg.positional == "rotary" else None)
 
     def self_attend(h_B1D):
-      q_B1HK, k_BH1K, v_BH1K = self.self_attention.project_qkv(h_B1D)
+      q_B1HK, k_BH1K, v_BH1K = self.self_attention.project_qkv(h_B1D, positions_B1)
       new_cache["k"] = jax.lax.dynamic_update_slice_in_dim(cache["k"], k_BH1K, index, axis=2)
       new_cache["v"] = jax.lax.dynamic_update_slice_in_dim(cache["v"], v_BH1K, index, axis=2)
       mask = masks.cache_mask(index, cache["k"].shape[2])
@@ -190,19 +198,23 @@ class Transformer(hk.Module):
       return masks.segment_positions(segments_BT)
     return jnp.broadcast_to(jnp.arange(ids_BT.shape[1]), ids_BT.shape)
 
+  def _rotary(self, positions_BT):
+    """The positions the self-attention layers rotate to, or None (added positions)."""
+    return positions_BT if self.cfg.positional == "rotary" else None
+
   def encode(self, src_BS: jnp.ndarray, is_training: bool = False,
              src_segments_BS: jnp.ndarray | None = None) -> jnp.ndarray:
     """Source ids `[B, S]` -> memory `[B, S, D]`. With segment ids (packed rows, 0 =
     padding), each sentence of a row attends to itself only and counts positions from 0."""
-    x_BSD = self.src_embed(src_BS, self._positions(src_BS, src_segments_BS),
-                           self.cfg.word_dropout if is_training else 0.0)
+    positions_BS = self._positions(src_BS, src_segments_BS)
+    x_BSD = self.src_embed(src_BS, positions_BS, self.cfg.word_dropout if is_training else 0.0)
     x_BSD = dropout(x_BSD, self.cfg.dropout, is_training)
     if src_segments_BS is None:
       mask = masks.padding_mask(src_BS)
     else:
       mask = masks.segment_mask(src_segments_BS, src_segments_BS)
     for layer in self.encoder_layers:
-      x_BSD = layer(x_BSD, mask, is_training)
+      x_BSD = layer(x_BSD, mask, is_training, self._rotary(positions_BS))
     return self.encoder_norm(x_BSD)
 
   def decode(self, tgt_in_BT, memory_BSD, src_BS, is_training: bool = False,
@@ -215,8 +227,8 @@ class Transformer(hk.Module):
                       probs_sink: list | None = None, src_segments_BS=None,
                       tgt_segments_BT=None):
     """`decode` up to the output layer: the decoder's output `[B, T, D]`."""
-    x_BTD = self.tgt_embed(tgt_in_BT, self._positions(tgt_in_BT, tgt_segments_BT),
-                           self.cfg.word_dropout if is_training else 0.0)
+    positions_BT = self._positions(tgt_in_BT, tgt_segments_BT)
+    x_BTD = self.tgt_embed(tgt_in_BT, positions_BT, self.cfg.word_dropout if is_training else 0.0)
     x_BTD = dropout(x_BTD, self.cfg.dropout, is_training)
     if tgt_segments_BT is None:
       self_mask = masks.decoder_self_mask(tgt_in_BT)
@@ -226,7 +238,8 @@ class Transformer(hk.Module):
                    & masks.segment_mask(tgt_segments_BT, tgt_segments_BT))
       cross_mask = masks.segment_mask(tgt_segments_BT, src_segments_BS)
     for layer in self.decoder_layers:
-      x_BTD = layer(x_BTD, memory_BSD, self_mask, cross_mask, is_training, probs_sink)
+      x_BTD = layer(x_BTD, memory_BSD, self_mask, cross_mask, is_training, probs_sink,
+                    self._rotary(positions_BT))
     return self.decoder_norm(x_BTD)
 
   def __call__(self, src_BS, tgt_in_BT, is_training: bool = False,

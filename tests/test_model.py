@@ -78,12 +78,41 @@ def test_decoder_causality_by_gradient():
     assert np.all(row_norms[:t + 1] > 0.0), f"position {t} ignores its prefix: {row_norms}"
 
 
+def test_rotary_decoder_is_causal():
+  # No position table to differentiate: change every later input token instead.
+  model, params = _init(dataclasses.replace(TINY, positional="rotary"))
+  tgt_in = shift_right(TGT)
+  logits = np.asarray(model.apply(params, SRC, tgt_in))
+  for t in range(TGT.shape[1] - 1):
+    changed = tgt_in.at[:, t + 1:].set(42)
+    logits2 = np.asarray(model.apply(params, SRC, changed))
+    np.testing.assert_allclose(logits2[:, :t + 1], logits[:, :t + 1], atol=1e-5, rtol=1e-5)
+    assert not np.allclose(logits2[:, t + 1], logits[:, t + 1])
+
+
+def test_rotary_scores_depend_on_relative_position_only():
+  q = jax.random.normal(jax.random.PRNGKey(0), (1, 6, 2, 8))
+  k = jax.random.normal(jax.random.PRNGKey(1), (1, 6, 2, 8))
+  positions = jnp.array([[0, 1, 2, 5, 9, 30]])
+  scores = lambda p: np.einsum("bthk,bshk->bhts", layers.rotary(q, p), layers.rotary(k, p))
+  np.testing.assert_allclose(scores(positions + 17), scores(positions), atol=1e-4)
+  # a rotation: lengths kept, directions changed, position 0 left alone
+  rotated = np.asarray(layers.rotary(q, positions))
+  np.testing.assert_allclose(np.linalg.norm(rotated, axis=-1), np.linalg.norm(q, axis=-1),
+                             rtol=1e-5)
+  np.testing.assert_allclose(rotated[:, 0], q[:, 0], rtol=1e-6)
+  assert not np.allclose(rotated[:, 1:], q[:, 1:], atol=1e-2)
+  unrotated = np.einsum("bthk,bshk->bhts", q, k)
+  assert not np.allclose(scores(positions), unrotated, atol=1e-2)
+
+
 def _target_positions(tgt):
   return np.asarray(tgt) != PAD_ID
 
 
-def test_padding_invariance():
-  model, params = _init()
+@pytest.mark.parametrize("positional", ["sinusoidal", "rotary"])
+def test_padding_invariance(positional):
+  model, params = _init(dataclasses.replace(TINY, positional=positional))
   tgt_in = shift_right(TGT)
   logits = np.asarray(model.apply(params, SRC, tgt_in))
   real = _target_positions(TGT)
@@ -125,7 +154,8 @@ def test_cross_attention_is_used():
 @pytest.mark.parametrize("pre_norm,positional,tied,norm", [
     (True, "sinusoidal", True, "layer"), (False, "sinusoidal", True, "layer"),
     (True, "learned", False, "layer"), (False, "learned", True, "layer"),
-    (True, "sinusoidal", True, "scale")])
+    (True, "sinusoidal", True, "scale"), (True, "rotary", True, "layer"),
+    (False, "rotary", False, "layer")])
 def test_incremental_decoding_matches_forward(pre_norm, positional, tied, norm):
   cfg = dataclasses.replace(TINY, pre_norm=pre_norm, activation="gelu", positional=positional,
                             tied_embeddings=tied, norm=norm, fix_norm=norm == "scale")
@@ -314,11 +344,14 @@ def test_bfloat16_compute_keeps_float32_params():
 def test_config_validation():
   with pytest.raises(ValueError, match="divisible"):
     ModelConfig(d_model=10, num_heads=3)
+  with pytest.raises(ValueError, match="even head width"):
+    ModelConfig(d_model=12, num_heads=4, positional="rotary")
 
 
-def test_packed_rows_equal_separate_rows():
+@pytest.mark.parametrize("positional", ["sinusoidal", "rotary"])
+def test_packed_rows_equal_separate_rows(positional):
   # Two pairs in one packed row must give the logits that each gets alone in its row.
-  model, params = _init()
+  model, params = _init(dataclasses.replace(TINY, positional=positional))
   s1, t1 = [5, 6, 7, 3], [11, 12, 3]
   s2, t2 = [9, 10, 3], [14, 15, 16, 17, 3]
   src = jnp.array([s1 + s2 + [0]])
