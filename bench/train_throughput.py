@@ -1,6 +1,7 @@
 """Training throughput on real Multi30k batches, after compilation.
 
   python bench/train_throughput.py [--preset small] [--seconds 60] [--max-tokens 4096]
+      [--positional rotary]
 
 Prints real target tokens/s, source+target tokens/s, useful model GFLOP/s (counted from
 the architecture over non-pad tokens), the jitted float32 matmul ceiling measured in the
@@ -49,10 +50,14 @@ def main():
                  help="matmul GFLOP/s of this machine (default: measured in this run, "
                  "bench/matmul_ceiling.py's float32 figure)")
   p.add_argument("--dtype", default="float32")
+  p.add_argument("--positional", default=None,
+                 help="model.positional instead of the preset's (sinusoidal, learned, rotary)")
   args = p.parse_args()
   enable_compilation_cache()
 
   model_cfg = dataclasses.replace(PRESETS[args.preset], dtype=args.dtype)
+  if args.positional:
+    model_cfg = dataclasses.replace(model_cfg, positional=args.positional)
   data_cfg = DataConfig(dir=args.data,
                         max_tokens=args.max_tokens, pack_length=args.pack_length)
   cfg = Config(model=model_cfg, data=data_cfg, train=TrainConfig(warmup_steps=4000))
