@@ -25,6 +25,13 @@ measured runs behind them are in bench/README.md ("Quality"):
   translation): ~3 % faster per update (7,410 updates against 7,066 on the same
   machine), 0.03-0.07 NLL behind per update to 3,200 updates and level after ~5,000, and
   a tie (val 40.96, session 27).
+- sinusoidal positions, for now: rotary positions (`model.positional=rotary`, RoPE)
+  learned much more per update (validation NLL 0.09-0.18 ahead from 800 updates on; at
+  4,000 updates where this recipe is at ~5,600-6,000) and one seed scored val 41.70, the
+  best of any run, with only 4,266 updates on a slow machine (session 28), but test
+  39.42 sacreBLEU / 39.74 lowercased-tokenized, no better than this recipe's seeds. It
+  waits for two full hours on a machine that gives the hour ~7,000 updates before it
+  replaces them (bench/README.md, "Rotary positions").
 - tied source/target/output embeddings: one 8,000-piece joint unigram vocabulary
   shared by both languages; on small data sharing is a strong regulariser.
 - regularisation: dropout 0.2, label smoothing 0.2 and subword sampling
