@@ -181,17 +181,25 @@ def sinusoidal_positions(max_len: int, d_model: int) -> np.ndarray:
   return table
 
 
-def rotary(x_BTHK: jnp.ndarray, positions_BT: jnp.ndarray) -> jnp.ndarray:
-  """Rotary position embedding (Su et al. 2021, "RoFormer"), split-half layout.
-
-  Rotates the pair (x_i, x_{i + K/2}) of every head by the angle position * 10000^(-2i/K),
-  so the dot product of a rotated query and a rotated key depends on their positions only
-  through the difference. Args: `[B, T, H, K]` (K even) and `[B, T]` int positions.
-  """
-  half = x_BTHK.shape[-1] // 2
+def rotary_tables(positions_BT: jnp.ndarray, head_dim: int
+                  ) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """cos and sin of the rotary angles position * 10000^(-2i/K), `[B, T, 1, K/2]`: computed
+  once per stack (or decoding step) and shared by its layers' `rotary` calls."""
+  half = head_dim // 2
   inv_freq = np.exp(-math.log(10000.0) * np.arange(half) / half).astype(np.float32)
   angle_BT1F = positions_BT.astype(jnp.float32)[:, :, None, None] * inv_freq[None, None, None]
-  cos, sin = jnp.cos(angle_BT1F), jnp.sin(angle_BT1F)
+  return jnp.cos(angle_BT1F), jnp.sin(angle_BT1F)
+
+
+def rotary(x_BTHK: jnp.ndarray, tables: tuple[jnp.ndarray, jnp.ndarray]) -> jnp.ndarray:
+  """Rotary position embedding (Su et al. 2021, "RoFormer"), split-half layout.
+
+  Rotates the pair (x_i, x_{i + K/2}) of every head by the angle of its position
+  (`rotary_tables`), so the dot product of a rotated query and a rotated key depends on
+  their positions only through the difference. Args: `[B, T, H, K]` (K even).
+  """
+  cos, sin = tables
+  half = x_BTHK.shape[-1] // 2
   x1, x2 = x_BTHK[..., :half].astype(jnp.float32), x_BTHK[..., half:].astype(jnp.float32)
   out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
   return out.astype(x_BTHK.dtype)
@@ -276,20 +284,20 @@ class MultiHeadAttention(hk.Module):
       k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
     return k, v
 
-  def project_qkv(self, x_BTD: jnp.ndarray, positions_BT: jnp.ndarray | None = None
+  def project_qkv(self, x_BTD: jnp.ndarray, rotation: tuple | None = None
                   ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
     """Self-attention's queries `[B, T, H, K]` and head-major keys and values
     `[B, H, T, K]` from one matmul with the three projections side by side (a decoding
     step: one `[rows, D] x [D, 3D]` matmul runs faster on XLA:CPU than three `[D, D]`).
-    With `positions_BT`, queries and keys are rotated to them (`rotary`)."""
+    With `rotation` (`rotary_tables`), queries and keys are rotated (`rotary`)."""
     d_in, inner = x_BTD.shape[-1], self.num_heads * self.head_dim
     (wq, bq), (wk, bk), (wv, bv) = (m.params(d_in) for m in (self.query, self.key, self.value))
     w = jnp.concatenate([wq, wk, wv], axis=1).astype(x_BTD.dtype)
     b = jnp.concatenate([bq, bk, bv]).astype(x_BTD.dtype)
     qkv = x_BTD @ w + b.reshape((1,) * (x_BTD.ndim - 1) + b.shape)
     q, k, v = (self._split(qkv[..., i * inner:(i + 1) * inner]) for i in range(3))
-    if positions_BT is not None:
-      q, k = rotary(q, positions_BT), rotary(k, positions_BT)
+    if rotation is not None:
+      q, k = rotary(q, rotation), rotary(k, rotation)
     return q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
 
   def attend(self, q_BTD: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray,
@@ -327,14 +335,14 @@ class MultiHeadAttention(hk.Module):
 
   def __call__(self, q_BTD: jnp.ndarray, kv_BSD: jnp.ndarray, mask: jnp.ndarray,
                is_training: bool = False, probs_sink: list | None = None,
-               positions_BT: jnp.ndarray | None = None) -> jnp.ndarray:
-    """Args: queries `[B, T, D]`, keys/values source `[B, S, D]`, mask; `positions_BT`
-    (self-attention with rotary positions, queries and keys from one sequence): rotates
-    both to these positions. Returns `[B, T, D]`."""
+               rotation: tuple | None = None) -> jnp.ndarray:
+    """Args: queries `[B, T, D]`, keys/values source `[B, S, D]`, mask; `rotation`
+    (self-attention with rotary positions, queries and keys from one sequence): the
+    `rotary_tables` of their positions, which rotate both. Returns `[B, T, D]`."""
     k_BSHK, v_BSHK = self.project_kv(kv_BSD)
     q_BTHK = self._split(self.query(q_BTD))
-    if positions_BT is not None:
-      q_BTHK, k_BSHK = rotary(q_BTHK, positions_BT), rotary(k_BSHK, positions_BT)
+    if rotation is not None:
+      q_BTHK, k_BSHK = rotary(q_BTHK, rotation), rotary(k_BSHK, rotation)
     return self.attend_heads(q_BTHK, k_BSHK, v_BSHK, mask, is_training, probs_sink)
 
 

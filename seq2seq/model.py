@@ -92,10 +92,10 @@ class EncoderLayer(hk.Module):
     self.res_attention = _Residual(cfg, name="res_attention")
     self.res_ff = _Residual(cfg, name="res_ff")
 
-  def __call__(self, x_BSD, mask, is_training, positions_BS=None):
-    """`positions_BS`: rotary positions for the self-attention (None: not rotary)."""
+  def __call__(self, x_BSD, mask, is_training, rotation=None):
+    """`rotation`: the self-attention's `rotary_tables` (None: not rotary)."""
     x_BSD = self.res_attention(
-        x_BSD, lambda h: self.self_attention(h, h, mask, is_training, None, positions_BS),
+        x_BSD, lambda h: self.self_attention(h, h, mask, is_training, None, rotation),
         is_training)
     return self.res_ff(x_BSD, lambda h: self.feed_forward(h, is_training), is_training)
 
@@ -117,10 +117,10 @@ class DecoderLayer(hk.Module):
     self.res_ff = _Residual(cfg, name="res_ff")
 
   def __call__(self, x_BTD, memory_BSD, self_mask, cross_mask, is_training, probs_sink=None,
-               positions_BT=None):
-    """`positions_BT`: rotary positions for the self-attention (None: not rotary)."""
+               rotation=None):
+    """`rotation`: the self-attention's `rotary_tables` (None: not rotary)."""
     x_BTD = self.res_self(
-        x_BTD, lambda h: self.self_attention(h, h, self_mask, is_training, None, positions_BT),
+        x_BTD, lambda h: self.self_attention(h, h, self_mask, is_training, None, rotation),
         is_training)
     x_BTD = self.res_cross(
         x_BTD, lambda h: self.cross_attention(h, memory_BSD, cross_mask, is_training,
@@ -136,16 +136,14 @@ class DecoderLayer(hk.Module):
     cross_k, cross_v = self.cross_attention.project_kv(memory_BSD, head_major=True)
     return {"k": zeros, "v": zeros}, {"k": cross_k, "v": cross_v}
 
-  def step(self, x_B1D, cache: Cache, source: Cache, index, src_mask
+  def step(self, x_B1D, cache: Cache, source: Cache, index, src_mask, rotation=None
            ) -> tuple[jnp.ndarray, Cache]:
     """One decoding position: writes its key/value at `index` and attends to 0..index
-    (with rotary positions the cached keys are stored rotated)."""
+    (with `rotation`, the position's `rotary_tables`, the cached keys are stored rotated)."""
     new_cache = {}
-    positions_B1 = (jnp.broadcast_to(index, x_B1D.shape[:2])
-                    if self.cfg.positional == "rotary" else None)
 
     def self_attend(h_B1D):
-      q_B1HK, k_BH1K, v_BH1K = self.self_attention.project_qkv(h_B1D, positions_B1)
+      q_B1HK, k_BH1K, v_BH1K = self.self_attention.project_qkv(h_B1D, rotation)
       new_cache["k"] = jax.lax.dynamic_update_slice_in_dim(cache["k"], k_BH1K, index, axis=2)
       new_cache["v"] = jax.lax.dynamic_update_slice_in_dim(cache["v"], v_BH1K, index, axis=2)
       mask = masks.cache_mask(index, cache["k"].shape[2])
@@ -198,9 +196,12 @@ class Transformer(hk.Module):
       return masks.segment_positions(segments_BT)
     return jnp.broadcast_to(jnp.arange(ids_BT.shape[1]), ids_BT.shape)
 
-  def _rotary(self, positions_BT):
-    """The positions the self-attention layers rotate to, or None (added positions)."""
-    return positions_BT if self.cfg.positional == "rotary" else None
+  def _rotation(self, positions_BT):
+    """The self-attention layers' `rotary_tables` for these positions, once per stack;
+    None where positions are added to the embeddings instead."""
+    if self.cfg.positional != "rotary":
+      return None
+    return layers.rotary_tables(positions_BT, self.cfg.head_dim)
 
   def encode(self, src_BS: jnp.ndarray, is_training: bool = False,
              src_segments_BS: jnp.ndarray | None = None) -> jnp.ndarray:
@@ -213,8 +214,9 @@ class Transformer(hk.Module):
       mask = masks.padding_mask(src_BS)
     else:
       mask = masks.segment_mask(src_segments_BS, src_segments_BS)
+    rotation = self._rotation(positions_BS)
     for layer in self.encoder_layers:
-      x_BSD = layer(x_BSD, mask, is_training, self._rotary(positions_BS))
+      x_BSD = layer(x_BSD, mask, is_training, rotation)
     return self.encoder_norm(x_BSD)
 
   def decode(self, tgt_in_BT, memory_BSD, src_BS, is_training: bool = False,
@@ -237,9 +239,10 @@ class Transformer(hk.Module):
       self_mask = (masks.causal_mask(tgt_in_BT.shape[1])
                    & masks.segment_mask(tgt_segments_BT, tgt_segments_BT))
       cross_mask = masks.segment_mask(tgt_segments_BT, src_segments_BS)
+    rotation = self._rotation(positions_BT)
     for layer in self.decoder_layers:
       x_BTD = layer(x_BTD, memory_BSD, self_mask, cross_mask, is_training, probs_sink,
-                    self._rotary(positions_BT))
+                    rotation)
     return self.decoder_norm(x_BTD)
 
   def __call__(self, src_BS, tgt_in_BT, is_training: bool = False,
@@ -294,11 +297,14 @@ class Transformer(hk.Module):
     (float32) and the updated cache; `source` is read only."""
     index = cache["index"]
     ids_B1 = ids_B[:, None]
-    x_B1D = self.tgt_embed(ids_B1, jnp.broadcast_to(index, ids_B1.shape))
+    positions_B1 = jnp.broadcast_to(index, ids_B1.shape)
+    x_B1D = self.tgt_embed(ids_B1, positions_B1)
+    rotation = self._rotation(positions_B1)
     new_layers = []
     for layer, layer_cache, layer_source in zip(self.decoder_layers, cache["layers"],
                                                 source["layers"]):
-      x_B1D, layer_cache = layer.step(x_B1D, layer_cache, layer_source, index, source["mask"])
+      x_B1D, layer_cache = layer.step(x_B1D, layer_cache, layer_source, index, source["mask"],
+                                      rotation)
       new_layers.append(layer_cache)
     logits_B1V = self.output(self.decoder_norm(x_B1D))
     return logits_B1V[:, 0], {"index": index + 1, "layers": new_layers}

@@ -94,10 +94,11 @@ def test_rotary_scores_depend_on_relative_position_only():
   q = jax.random.normal(jax.random.PRNGKey(0), (1, 6, 2, 8))
   k = jax.random.normal(jax.random.PRNGKey(1), (1, 6, 2, 8))
   positions = jnp.array([[0, 1, 2, 5, 9, 30]])
-  scores = lambda p: np.einsum("bthk,bshk->bhts", layers.rotary(q, p), layers.rotary(k, p))
+  rotate = lambda x, p: layers.rotary(x, layers.rotary_tables(p, x.shape[-1]))
+  scores = lambda p: np.einsum("bthk,bshk->bhts", rotate(q, p), rotate(k, p))
   np.testing.assert_allclose(scores(positions + 17), scores(positions), atol=1e-4)
   # a rotation: lengths kept, directions changed, position 0 left alone
-  rotated = np.asarray(layers.rotary(q, positions))
+  rotated = np.asarray(rotate(q, positions))
   np.testing.assert_allclose(np.linalg.norm(rotated, axis=-1), np.linalg.norm(q, axis=-1),
                              rtol=1e-5)
   np.testing.assert_allclose(rotated[:, 0], q[:, 0], rtol=1e-6)
