@@ -599,6 +599,18 @@ class TrainBatches:
         s_at, t_at = s_at + len(x), t_at + len(y)
     return Batch(src, tgt, src_seg, tgt_seg)
 
+  def templates(self, part: int = 0, parts: int = 1) -> list[Batch]:
+    """One all-padding batch of each shape that this epoch's batches take (one per
+    length bucket holding pairs, or the one packed shape), with `make_batch`'s rows of
+    `part`: what a step can be compiled for before the first real batch arrives."""
+    if self.cfg.pack_length:
+      return [self._packed_batch([], part, parts)]
+    out = []
+    for length in self.buckets:
+      rows = rows_for(length, self.cfg.max_tokens, self.num_devices)
+      out.append(pad_batch([], [], rows // parts, length, length))
+    return out
+
   def iterate(self, epoch: int = 0, index: int = 0, part: int = 0, parts: int = 1
               ) -> Iterator[tuple[int, int, Batch]]:
     """Yields (epoch, index of the next batch, batch) forever, from the given position;

@@ -390,6 +390,40 @@ def test_packed_batch_has_the_loss_of_its_pairs_alone():
   np.testing.assert_allclose(float(got["loss"]), float(want["loss"]), rtol=1e-5)
 
 
+@pytest.mark.parametrize("accum,pack", [(1, 0), (2, 0), (1, 48)])
+def test_compiled_ahead_shapes_need_no_compilation_in_the_loop(accum, pack):
+  # After `compile_ahead` on the templates of an epoch's shapes, the updates on that
+  # epoch's real batches (one of each bucket's shape) neither trace, lower nor compile.
+  cfg = tiny_config(SAMPLE, grad_accum_steps=accum)
+  cfg = dataclasses.replace(cfg, data=dataclasses.replace(
+      cfg.data, pack_length=pack, max_tokens=256, bucket_boundaries=(12, 16, 20, 24, 32, 48)))
+  ds = input_pipeline.load_split(cfg.data, "train")
+  tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
+  batches = input_pipeline.TrainBatches(input_pipeline.encode_dataset(tok, ds), cfg.data)
+  templates = batches.templates()
+  real = [batches.make_batch(b) for b in batches.epoch_batches(0)]
+  assert {b.shape for b in real} == {t.shape for t in templates}
+  assert len(templates) == 1 if pack else len(templates) > 2
+  assert all((t.src == 0).all() and (t.tgt == 0).all() for t in templates)
+  steps = Steps(cfg, Model(cfg.model))
+  state = steps.init_state()
+  events = []
+  record = lambda name, seconds, **kw: events.append(name)
+  jax.monitoring.register_event_duration_secs_listener(record)
+  try:
+    assert steps.compile_ahead(state, templates, accum, workers=2) > 0
+    traced = events.count("/jax/core/compile/jaxpr_trace_duration")
+    assert traced >= len(templates) + 2 * (accum > 1)  # the control: tracing is seen
+    events.clear()
+    for batch in {b.shape: b for b in real}.values():
+      state, m = steps.update(state, [batch] * accum)
+      assert np.isfinite(float(m["loss"]))
+  finally:
+    jax.monitoring.unregister_event_duration_listener(record)
+  compiling = [e for e in events if e.startswith("/jax/core/compile/")]
+  assert not compiling, compiling
+
+
 def test_tensorboard_event_files_hold_the_metrics_and_translations(tmp_path):
   from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
   cfg = tiny_config(SAMPLE, max_steps=20, log_every=5, eval_every=10, tensorboard=True,
