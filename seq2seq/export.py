@@ -57,7 +57,7 @@ def import_ctranslate2():
 
 def check_supported(cfg: ModelConfig) -> None:
   """Refuses, by name, any architecture option the conversion does not map."""
-  known = {"positional": ("sinusoidal", "learned"), "activation": ("relu", "gelu"),
+  known = {"positional": ("sinusoidal", "learned", "rotary"), "activation": ("relu", "gelu"),
            "pre_norm": (True, False), "tied_embeddings": (True, False),
            "dtype": ("float32", "bfloat16"),  # dtype: compute only, params are float32
            "norm": ("layer",), "fix_norm": (False,)}
@@ -100,9 +100,18 @@ def build_spec(cfg: ModelConfig, params, pieces: list[str]):
   check_supported(cfg)
   activation = (common_spec.Activation.RELU if cfg.activation == "relu"
                 else common_spec.Activation.GELUTanh)  # jax.nn.gelu is the tanh form
-  spec = transformer_spec.TransformerSpec.from_config(
-      (cfg.encoder_layers, cfg.decoder_layers), cfg.num_heads, pre_norm=cfg.pre_norm,
-      activation=activation)
+  # Rotary positions: every self-attention rotates all K dimensions of its queries and
+  # keys, pairs (i, i + K/2) (not interleaved), angles position * 10000^(-2i/K), as
+  # layers.rotary; cross-attention is not rotated, in either.
+  rotary = (dict(rotary_dim=0, rotary_interleave=False, rotary_base=10000.0)
+            if cfg.positional == "rotary" else {})
+  spec = transformer_spec.TransformerSpec(
+      transformer_spec.TransformerEncoderSpec(cfg.encoder_layers, cfg.num_heads,
+                                              pre_norm=cfg.pre_norm, activation=activation,
+                                              **rotary),
+      transformer_spec.TransformerDecoderSpec(cfg.decoder_layers, cfg.num_heads,
+                                              pre_norm=cfg.pre_norm, activation=activation,
+                                              **rotary))
   p = lambda name: params[f"transformer/~/{name}"]
 
   def embedding(name):
@@ -111,14 +120,17 @@ def build_spec(cfg: ModelConfig, params, pieces: list[str]):
   def positions(name):
     if cfg.positional == "learned":
       return _np(p(name)["positions"])
+    if cfg.positional == "rotary":  # nothing added to the embeddings
+      return np.zeros((cfg.max_len, cfg.d_model), np.float32)
     return sinusoidal_positions(cfg.max_len, cfg.d_model)
 
   src_name = "shared_embedding" if cfg.tied_embeddings else "src_embedding"
   tgt_name = "shared_embedding" if cfg.tied_embeddings else "tgt_embedding"
   spec.encoder.embeddings[0].weight = embedding(src_name)
-  spec.encoder.position_encodings.encodings = positions(src_name)
+  spec.encoder.position_encodings.encodings = positions(src_name)  # zeros with rotary
   spec.decoder.embeddings.weight = embedding(tgt_name)
-  spec.decoder.position_encodings.encodings = positions(tgt_name)
+  if hasattr(spec.decoder, "position_encodings"):  # its decoder has none with rotary
+    spec.decoder.position_encodings.encodings = positions(tgt_name)
   spec.encoder.scale_embeddings = spec.decoder.scale_embeddings = True  # x sqrt(D), as ours
   if cfg.tied_embeddings:
     spec.decoder.projection.weight = embedding(tgt_name)  # logits = x E^T, no bias
