@@ -37,7 +37,8 @@ measured runs behind them are in bench/README.md ("Quality"):
   Attention dropout 0.1 on top of them tied (val 41.31 with 5,472 updates, session 29).
   The hour is not enough for 41.5 lowercased-tokenized on test: the two runs resumed to
   90 minutes (6,905 / 7,970 updates) scored val 41.92 / 42.13 and test 40.53 / 41.27
-  sacreBLEU, 40.80 / 41.64 lowercased-tokenized (session 30).
+  sacreBLEU, 40.80 / 41.64 lowercased-tokenized, and seed 0 at 120 minutes (8,919
+  updates) val 42.28, test 41.21 / 41.52: ~8,000-9,000 updates reach 41.5 (session 30).
 - tied source/target/output embeddings: one 8,000-piece joint unigram vocabulary
   shared by both languages; on small data sharing is a strong regulariser.
 - regularisation: dropout 0.2, label smoothing 0.2 and subword sampling
