@@ -38,10 +38,11 @@ measured runs behind them are in bench/README.md ("Quality"):
   The hour is not enough for 41.5 lowercased-tokenized on test: the two runs resumed to
   90 minutes (6,905 / 7,970 updates) scored val 41.92 / 42.13 and test 40.53 / 41.27
   sacreBLEU, 40.80 / 41.64 lowercased-tokenized, and seed 0 at 120 minutes (8,919
-  updates) val 42.28, test 41.21 / 41.52: ~8,000-9,000 updates reach 41.5 (session 30).
-  A third seed's hour on a slower machine (3,735 updates, its NLL per update level with
-  the first two) scored val 41.02, test 39.64 / 39.99, and resumed to 90 minutes
-  (5,477 updates) val 41.50, test 41.17 / 41.53 (session 31).
+  updates) val 42.28, test 41.21 / 41.52 (session 30). A third seed's hour on a slower
+  machine (3,735 updates, its NLL per update level with the first two) scored val
+  41.02, test 39.64 / 39.99, and resumed to 90 minutes (5,477 updates) val 41.50, test
+  41.17 / 41.53 (session 31): the updates a seed needs for 41.5 ranged from 5,477 to
+  8,919.
 - tied source/target/output embeddings: one 8,000-piece joint unigram vocabulary
   shared by both languages; on small data sharing is a strong regulariser.
 - regularisation: dropout 0.2, label smoothing 0.2 and subword sampling
