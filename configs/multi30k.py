@@ -108,7 +108,10 @@ measured runs behind them are in bench/README.md ("Quality"):
   per update (0.15-0.28 NLL ahead to 1,600 updates, its 6,000 matching the recipe's
   7,200) but its Newton-Schulz iterations cost ~16 % per update, and it tied over the
   hour (val 41.05 with 6,275 updates, session 25); with dropout 0.25 it lost (val 40.09,
-  5,913 updates). No moving average of the weights:
+  5,913 updates). With rotary positions on a slow machine (3,217 / 3,410 updates) it was
+  0.04-0.06 NLL ahead at equal minutes but tied on the beam: val 41.32 / 40.98, test
+  lowercased-tokenized 39.75 / 40.22 against the recipe's 39.74-40.98 (session 32).
+  No moving average of the weights:
   `train.ema_decay=0.999` lost 0.8 val BLEU to the averaged checkpoints of the same run
   (session 12). No learning-rate cooldown: `train.cooldown=0.2` (linear to 0 over the
   hour's last 12 minutes) brought validation NLL to what ~8,000 recipe updates reach but
