@@ -79,6 +79,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   after 4,000). What it buys is a result that does not hinge on the machine's speed: seed 1
   averaged at 4,400 updates, what a slower machine's hour holds, scores val 40.09
   against 38.72 without the ramp (+1.4), level with the previous light recipe's best.
+  Stretched to 5,000 updates (0.16 at update 4,000) for the slow machines' hours of
+  3,700-5,200 updates, it tied with rotary positions (val 41.14 with 3,899 updates,
+  NLL within the seeds' spread, session 33).
 - no word dropout (`model.word_dropout`, Sennrich and Zhang 2019): 0.1 on top of this
   regularisation was behind at every validation (0.04-0.14 NLL) and lost (val 39.75,
   session 24).
