@@ -16,6 +16,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import functools
+import itertools
 import json
 import logging
 import os
@@ -25,7 +26,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -251,28 +252,41 @@ class Steps:
     return self._apply(state, *acc, scale)
 
   def compile_ahead(self, state: TrainState, templates: list[input_pipeline.Batch],
-                    micro_batches: int = 1, workers: int | None = None) -> float:
-    """Compiles the update for every batch shape in `templates` before training starts
-    and returns the seconds it took. Tracing and lowering run here, one shape after
-    another; XLA then compiles `workers` shapes at a time on threads (default: one per
-    CPU core). The executables land in `jit`'s own cache, so the loop's first update of
-    each shape runs at once (on 2 cores: 14 shapes in 153 s instead of 207 s, one at a
-    time as the loop met them; bench/README.md)."""
+                    micro_batches: int = 1, workers: int | None = None,
+                    also: Iterable[jax.stages.Lowered] = ()) -> float:
+    """Compiles the update for every batch shape in `templates`, and the programs `also`
+    yields (the trainer's: its validation), before training starts; returns the seconds
+    it took. Tracing and lowering run here, one program after another, while XLA
+    compiles the programs already lowered on `workers` threads (default: one per CPU
+    core). The executables land in `jit`'s own cache, so the loop's first update of each
+    shape runs at once (on 2 cores: 14 shapes in 153 s instead of 207 s one at a time as
+    the loop met them, and 54 s of that spent lowering before the first compilation until
+    lowering and compiling overlapped; bench/README.md)."""
     t0 = time.time()
-    scale = np.float32(1.0)
-    if micro_batches == 1:
-      lowered = [self.train_step.lower(state, self.put_batch(b), scale) for b in templates]
-    else:
-      acc = jax.eval_shape(self._zero_sums, state.params)
-      acc = jax.tree_util.tree_map(
-          lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self.replicated), acc)
-      lowered = [self._grads.lower(acc, state.params, self.put_batch(b), state.step, 0)
-                 for b in templates]
-      lowered += [self._zero_sums.lower(state.params), self._apply.lower(state, *acc, scale)]
     workers = workers or os.cpu_count() or 1
-    with concurrent.futures.ThreadPoolExecutor(max(1, min(workers, len(lowered)))) as pool:
-      list(pool.map(lambda low: low.compile(), lowered))
+    with concurrent.futures.ThreadPoolExecutor(max(1, workers)) as pool:
+      compiling = [pool.submit(low.compile) for low in itertools.chain(
+          self.lower_updates(state, templates, micro_batches), also)]
+      for done in compiling:
+        done.result()
     return time.time() - t0
+
+  def lower_updates(self, state: TrainState, templates: list[input_pipeline.Batch],
+                    micro_batches: int = 1) -> Iterator[jax.stages.Lowered]:
+    """The update for each batch shape of `templates`, traced and lowered (with
+    micro-batches: their gradient, plus the zeroed sums and the optimiser step)."""
+    if micro_batches == 1:
+      scale = np.float32(1.0)
+      for b in templates:
+        yield self.train_step.lower(state, self.put_batch(b), scale)
+      return
+    acc = jax.eval_shape(self._zero_sums, state.params)
+    acc = jax.tree_util.tree_map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self.replicated), acc)
+    for b in templates:
+      yield self._grads.lower(acc, state.params, self.put_batch(b), state.step, 0)
+    yield self._zero_sums.lower(state.params)
+    yield self._apply.lower(state, *acc, np.float32(1.0))
 
   def _loss_grads(self, params, batch: input_pipeline.Batch, step, micro):
     """Gradient of the summed label-smoothed loss of one micro-batch, and its sums."""
@@ -425,12 +439,29 @@ class Window:
     return max(time.time() - self.started - self.paused, 1e-9)
 
 
+def eval_device_batches(steps: Steps, corpus, lengths: input_pipeline.LengthBuckets
+                        ) -> Iterator[input_pipeline.Batch]:
+  """The validation loss's batches of 64 rows, this process's rows of each on its devices."""
+  for batch in input_pipeline.eval_batches(corpus, 64, lengths, steps.num_devices):
+    yield steps.put_batch(input_pipeline.local_rows(batch, jax.process_index(),
+                                                    jax.process_count()))
+
+
+def lower_evaluate_loss(steps: Steps, params, corpus, lengths: input_pipeline.LengthBuckets
+                        ) -> Iterator[jax.stages.Lowered]:
+  """`evaluate_loss`'s programs, one per distinct batch shape, lowered but not run."""
+  seen = set()
+  for batch in eval_device_batches(steps, corpus, lengths):
+    if (shape := (batch.src.shape, batch.tgt.shape)) not in seen:
+      seen.add(shape)
+      yield steps.eval_step.lower(params, batch)
+
+
 def evaluate_loss(steps: Steps, params, corpus, lengths: input_pipeline.LengthBuckets
                   ) -> dict[str, float]:
   totals: dict[str, float] = {}
-  for batch in input_pipeline.eval_batches(corpus, 64, lengths, steps.num_devices):
-    mine = input_pipeline.local_rows(batch, jax.process_index(), jax.process_count())
-    sums = jax.device_get(steps.eval_step(params, steps.put_batch(mine)))
+  for batch in eval_device_batches(steps, corpus, lengths):
+    sums = jax.device_get(steps.eval_step(params, batch))
     for k, v in sums.items():
       totals[k] = totals.get(k, 0.0) + float(v)
   n = max(totals["tokens"], 1.0)
@@ -595,18 +626,29 @@ class Trainer:
     self.window.paused += time.time() - t0
     return scores
 
+  def lower_validation(self) -> Iterator[jax.stages.Lowered]:
+    """`validate`'s programs (the loss of each batch shape, the greedy search of each),
+    lowered for the current parameters. Compiled before the first update, they spare
+    the first validation the ~2 minutes it spent compiling them on 2 cores."""
+    params = self.state.params
+    yield from lower_evaluate_loss(self.steps, params, self.val_corpus, self.eval_lengths)
+    yield from self.translator.lower_searches(self.my_val_sources(),
+                                              distributed.local_copy(params), beam_size=1)
+
+  def my_val_sources(self) -> list[np.ndarray]:
+    """The validation sources this process decodes: sentences p, p + P, p + 2P, ..."""
+    return self.val_src[jax.process_index()::jax.process_count()]
+
   def translate_validation(self, params) -> list[str]:
     """Greedy translations of the validation sources. With several processes, process p
     decodes sentences p, p + P, p + 2P, ... on its own devices and all of them gather the
     result, so every process computes the same BLEU and takes the same decisions."""
-    part, parts = jax.process_index(), jax.process_count()
-    mine = self.val_src[part::parts]
-    found = self.translator.translate_ids(mine, params=distributed.local_copy(params),
-                                          beam_size=1)
+    found = self.translator.translate_ids(self.my_val_sources(),
+                                          params=distributed.local_copy(params), beam_size=1)
     gathered = distributed.gather_texts([self.translator.detokenize(h[0][0]) for h in found])
     hyps = [""] * len(self.val_src)
     for p, texts in enumerate(gathered):
-      hyps[p::parts] = texts
+      hyps[p::jax.process_count()] = texts
     return hyps
 
   def save(self) -> None:
@@ -677,8 +719,10 @@ class Trainer:
     if reason:
       log.info("nothing to do: %s", reason)
     else:
-      seconds = self.steps.compile_ahead(self.state, templates, t.grad_accum_steps)
-      log.info("compiled the update for %d batch shapes in %.1fs", len(templates), seconds)
+      seconds = self.steps.compile_ahead(self.state, templates, t.grad_accum_steps,
+                                         also=self.lower_validation())
+      log.info("compiled the update for %d batch shapes and the validation in %.1fs",
+               len(templates), seconds)
     pending = None  # the previous update's metrics, read after the next is dispatched
     try:
       while reason is None:

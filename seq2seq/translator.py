@@ -281,52 +281,81 @@ class Translator:
     sample per input instead, input i with the key fold_in(seed key, key_indices[i])
     (default i). `prefix_ids[i]` (pieces, no EOS) forces the start of input i's output."""
     c = self.settings(beam_size, alpha, batch_size)
+    run = self._search_runner(c, params, sampling, nbest)
+
+    def search(job):
+      chunk, args = job
+      seqs, scores = run(**args)
+      return chunk, np.asarray(seqs), np.asarray(scores)
+
+    jobs = self._search_jobs(src_ids, c, sampling, key_indices, prefix_ids)
+    for chunk, seqs, scores in in_order(search, jobs, c.workers):
+      yield {i: [(seqs[row, k], float(scores[row, k])) for k in range(min(nbest, seqs.shape[1]))]
+             for row, i in enumerate(chunk)}
+
+  def lower_searches(self, src_ids: Sequence[np.ndarray], params=None,
+                     beam_size: int | None = None, alpha: float | None = None,
+                     batch_size: int | None = None) -> Iterator[jax.stages.Lowered]:
+    """The searches `translate_batches` would run on these inputs, one per distinct
+    batch shape, traced and lowered but not run: `.compile()` puts each in the cache
+    that call uses, so it then compiles nothing (the trainer compiles the validation's
+    searches this way before the first update)."""
+    c = self.settings(beam_size, alpha, batch_size)
+    run = self._search_runner(c, params, None, 1, lower=True)
+    seen = set()
+    for _, args in self._search_jobs(src_ids, c, None, None, None):
+      shape = (args["src_BS"].shape, args["max_steps"])
+      if shape not in seen:
+        seen.add(shape)
+        yield run(**args)
+
+  def _search_runner(self, c: DecodeConfig, params, sampling: Sampling | None, nbest: int,
+                     lower: bool = False):
+    """The jitted search with the static settings of `c` bound: call it with one job's
+    arguments (or, `lower=True`, lower it for them)."""
+    params = self.all_params(params)
+    # The seed is in the keys; a compiled search serves every seed.
+    unseeded = None if sampling is None else dataclasses.replace(sampling, seed=0)
+    search_fn = self._search.lower if lower else self._search
+    return functools.partial(search_fn, params, beam_size=c.beam_size, alpha=c.alpha,
+                             max_len_a=c.max_len_a, max_len_b=c.max_len_b, sampling=unseeded,
+                             nbest=min(nbest, c.beam_size), min_rows=c.min_rows,
+                             beam_stop=c.beam_stop)
+
+  def _search_jobs(self, src_ids: Sequence[np.ndarray], c: DecodeConfig,
+                   sampling: Sampling | None, key_indices: Sequence[int] | None,
+                   prefix_ids: Sequence[np.ndarray] | None) -> Iterator[tuple[list[int], dict]]:
+    """(input indices, the search's array arguments) of each batch, shortest first:
+    sources padded to their length bucket in `batch_rows` rows, with the batch's step
+    limit, sampling keys and forced prefixes."""
     if sampling is not None and len(src_ids):
       base = jax.random.PRNGKey(sampling.seed)
       index = np.arange(len(src_ids)) if key_indices is None else np.asarray(key_indices)
       keys = jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.asarray(index, jnp.int32))
-    params = self.all_params(params)
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
-
-    def jobs():
-      for start in range(0, len(order), c.batch_size):
-        chunk = order[start:start + c.batch_size]
-        length = self.buckets.length_for(max(len(src_ids[i]) for i in chunk))
-        rows = batch_rows(len(chunk), c.batch_size)
-        src = np.full((rows, length), PAD_ID, np.int32)
-        src[:, 0] = EOS_ID  # filler rows: a one-token source, discarded below
+    for start in range(0, len(order), c.batch_size):
+      chunk = order[start:start + c.batch_size]
+      length = self.buckets.length_for(max(len(src_ids[i]) for i in chunk))
+      rows = batch_rows(len(chunk), c.batch_size)
+      src = np.full((rows, length), PAD_ID, np.int32)
+      src[:, 0] = EOS_ID  # filler rows: a one-token source, discarded below
+      for row, i in enumerate(chunk):
+        src[row, :] = PAD_ID
+        src[row, :len(src_ids[i])] = src_ids[i]
+      max_steps = max_steps_for(length, c.max_len_a, c.max_len_b, self.model_cfg.max_len)
+      prefix = None
+      if prefix_ids is not None:
+        width = self.buckets.length_for(max(max(len(prefix_ids[i]) for i in chunk), 1))
+        prefix = np.full((rows, width), PAD_ID, np.int32)
         for row, i in enumerate(chunk):
-          src[row, :] = PAD_ID
-          src[row, :len(src_ids[i])] = src_ids[i]
-        max_steps = max_steps_for(length, c.max_len_a, c.max_len_b, self.model_cfg.max_len)
-        prefix = None
-        if prefix_ids is not None:
-          width = self.buckets.length_for(max(max(len(prefix_ids[i]) for i in chunk), 1))
-          prefix = np.full((rows, width), PAD_ID, np.int32)
-          for row, i in enumerate(chunk):
-            prefix[row, :len(prefix_ids[i])] = prefix_ids[i]
-          max_steps = max(max_steps, min(self.model_cfg.max_len, width + c.max_len_b))
-        keys_B = None
-        if sampling is not None:
-          key_rows = np.zeros(rows, np.int32)  # filler rows reuse a key; discarded
-          key_rows[:len(chunk)] = chunk
-          keys_B = keys[key_rows]
-        yield chunk, dict(src_BS=src, max_steps=max_steps, keys_B=keys_B, prefix_BP=prefix)
-
-    # The seed is in the keys; a compiled search serves every seed.
-    unseeded = None if sampling is None else dataclasses.replace(sampling, seed=0)
-
-    def run(job):
-      chunk, args = job
-      seqs, scores = self._search(params, beam_size=c.beam_size, alpha=c.alpha,
-                                  max_len_a=c.max_len_a, max_len_b=c.max_len_b,
-                                  sampling=unseeded, nbest=min(nbest, c.beam_size),
-                                  min_rows=c.min_rows, beam_stop=c.beam_stop, **args)
-      return chunk, np.asarray(seqs), np.asarray(scores)
-
-    for chunk, seqs, scores in in_order(run, jobs(), c.workers):
-      yield {i: [(seqs[row, k], float(scores[row, k])) for k in range(min(nbest, seqs.shape[1]))]
-             for row, i in enumerate(chunk)}
+          prefix[row, :len(prefix_ids[i])] = prefix_ids[i]
+        max_steps = max(max_steps, min(self.model_cfg.max_len, width + c.max_len_b))
+      keys_B = None
+      if sampling is not None:
+        key_rows = np.zeros(rows, np.int32)  # filler rows reuse a key; discarded
+        key_rows[:len(chunk)] = chunk
+        keys_B = keys[key_rows]
+      yield chunk, dict(src_BS=src, max_steps=max_steps, keys_B=keys_B, prefix_BP=prefix)
 
   def translate_ids(self, src_ids: Sequence[np.ndarray], params=None,
                     beam_size: int | None = None, alpha: float | None = None,

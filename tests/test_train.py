@@ -424,6 +424,35 @@ def test_compiled_ahead_shapes_need_no_compilation_in_the_loop(accum, pack):
   assert not compiling, compiling
 
 
+def test_validation_compiled_ahead_needs_no_compilation(tmp_path):
+  # The trainer compiles its validation's programs (loss and greedy search, one per
+  # batch shape) with the update's, for the initial parameters; a validation after an
+  # update, with the parameters the loop made, then traces, lowers and compiles nothing.
+  cfg = tiny_config(SAMPLE, eval_max_sentences=0)  # all 100 sentences: several shapes
+  trainer = train_lib.Trainer(cfg, tmp_path / "run")
+  events = []
+  record = lambda name, seconds, **kw: events.append(name)
+  jax.monitoring.register_event_duration_secs_listener(record)
+  try:
+    programs = list(trainer.lower_validation())
+    assert len(programs) >= 4, len(programs)
+    # The control: lowering them traced each one.
+    assert events.count("/jax/core/compile/jaxpr_trace_duration") >= len(programs)
+    assert trainer.steps.compile_ahead(trainer.state, [], also=programs) > 0
+    batches = input_pipeline.TrainBatches(trainer.train_corpus, cfg.data)
+    batch = batches.make_batch(batches.epoch_batches(0)[0])
+    trainer.state, _ = trainer.steps.update(trainer.state, [batch])
+    events.clear()
+    scores = train_lib.evaluate_loss(trainer.steps, trainer.state.params, trainer.val_corpus,
+                                     trainer.eval_lengths)
+    hyps = trainer.translate_validation(trainer.state.params)
+  finally:
+    jax.monitoring.unregister_event_duration_listener(record)
+  assert np.isfinite(scores["loss"]) and len(hyps) == 100
+  compiling = [e for e in events if e.startswith("/jax/core/compile/")]
+  assert not compiling, compiling
+
+
 def test_tensorboard_event_files_hold_the_metrics_and_translations(tmp_path):
   from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
   cfg = tiny_config(SAMPLE, max_steps=20, log_every=5, eval_every=10, tensorboard=True,
