@@ -260,8 +260,9 @@ class Steps:
     compiles the programs already lowered on `workers` threads (default: one per CPU
     core). The executables land in `jit`'s own cache, so the loop's first update of each
     shape runs at once (on 2 cores: 14 shapes in 153 s instead of 207 s one at a time as
-    the loop met them, and 54 s of that spent lowering before the first compilation until
-    lowering and compiling overlapped; bench/README.md)."""
+    the loop met them). The compilation itself is the bound: neither the overlap with
+    lowering nor compiling the validation here instead of at its first call shortened
+    the total (bench/README.md, bench/compile_ahead.py)."""
     t0 = time.time()
     workers = workers or os.cpu_count() or 1
     with concurrent.futures.ThreadPoolExecutor(max(1, workers)) as pool:
@@ -628,8 +629,10 @@ class Trainer:
 
   def lower_validation(self) -> Iterator[jax.stages.Lowered]:
     """`validate`'s programs (the loss of each batch shape, the greedy search of each),
-    lowered for the current parameters. Compiled before the first update, they spare
-    the first validation the ~2 minutes it spent compiling them on 2 cores."""
+    lowered for the current parameters. Compiled before the first update, a search that
+    cannot compile fails before training, and the first validation does not stop the
+    loop for the ~2 minutes (on 2 cores) it spent compiling them; those minutes are now
+    spent before the first update instead, so a run's total is unchanged."""
     params = self.state.params
     yield from lower_evaluate_loss(self.steps, params, self.val_corpus, self.eval_lengths)
     yield from self.translator.lower_searches(self.my_val_sources(),
