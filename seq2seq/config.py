@@ -35,6 +35,10 @@ class ModelConfig:
   # queries and keys of every self-attention rotated by their positions; needs an even K).
   positional: str = "sinusoidal"
   activation: str = "relu"  # feed-forward activation: "relu" or "gelu"
+  # Gated feed-forward layers (Shazeer 2020): act(x W) * (x V), then the output matrix;
+  # ReGLU with "relu", GEGLU with "gelu". Three [D, F] matrices instead of two, so a
+  # d_ff of 2/3 the ungated one keeps the FLOPs.
+  glu: bool = False
   pre_norm: bool = True  # layer norm before each sub-layer (False: after, as in Vaswani)
   # "layer" (LayerNorm) or "scale" (ScaleNorm, g * x / ||x|| with one learned scalar g;
   # Nguyen and Salazar, 2019, "Transformers without Tears").

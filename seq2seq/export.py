@@ -58,7 +58,7 @@ def import_ctranslate2():
 def check_supported(cfg: ModelConfig) -> None:
   """Refuses, by name, any architecture option the conversion does not map."""
   known = {"positional": ("sinusoidal", "learned", "rotary"), "activation": ("relu", "gelu"),
-           "pre_norm": (True, False), "tied_embeddings": (True, False),
+           "pre_norm": (True, False), "tied_embeddings": (True, False), "glu": (True, False),
            "dtype": ("float32", "bfloat16"),  # dtype: compute only, params are float32
            "norm": ("layer",), "fix_norm": (False,)}
   for field, values in known.items():
@@ -108,10 +108,10 @@ def build_spec(cfg: ModelConfig, params, pieces: list[str]):
   spec = transformer_spec.TransformerSpec(
       transformer_spec.TransformerEncoderSpec(cfg.encoder_layers, cfg.num_heads,
                                               pre_norm=cfg.pre_norm, activation=activation,
-                                              **rotary),
+                                              ffn_glu=cfg.glu, **rotary),
       transformer_spec.TransformerDecoderSpec(cfg.decoder_layers, cfg.num_heads,
                                               pre_norm=cfg.pre_norm, activation=activation,
-                                              **rotary))
+                                              ffn_glu=cfg.glu, **rotary))
   p = lambda name: params[f"transformer/~/{name}"]
 
   def embedding(name):
@@ -150,7 +150,9 @@ def build_spec(cfg: ModelConfig, params, pieces: list[str]):
     _linear(spec_att.linear[-1], o)
 
   def feed_forward(spec_ff, scope):
-    _linear(spec_ff.linear_0, p(f"{scope}/~/feed_forward/~/inner"))
+    _linear(spec_ff.linear_0, p(f"{scope}/~/feed_forward/~/inner"))  # the activated one
+    if cfg.glu:  # CTranslate2: act(linear_0(x)) * linear_0_noact(x)
+      _linear(spec_ff.linear_0_noact, p(f"{scope}/~/feed_forward/~/linear"))
     _linear(spec_ff.linear_1, p(f"{scope}/~/feed_forward/~/outer"))
 
   for i, layer in enumerate(spec.encoder.layer):

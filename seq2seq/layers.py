@@ -347,17 +347,29 @@ class MultiHeadAttention(hk.Module):
 
 
 class FeedForward(hk.Module):
-  """Position-wise two-layer MLP."""
+  """Position-wise two-layer MLP: `outer(act(inner(x)))`, or with `glu`, the gated
+  form `outer(act(inner(x)) * linear(x))` of Shazeer (2020) (ReGLU with ReLU, GEGLU with
+  GELU): `inner` and `linear` are both `[D, F]` and run as one `[D, 2F]` matmul."""
 
   def __init__(self, d_model: int, d_ff: int, activation: str, dropout_rate: float,
-               name: str | None = None):
+               glu: bool = False, name: str | None = None):
     super().__init__(name=name)
+    self.d_ff = d_ff
     self.inner = Dense(d_ff, name="inner")
+    self.linear = Dense(d_ff, name="linear") if glu else None
     self.outer = Dense(d_model, name="outer")
     self.activation = jax.nn.relu if activation == "relu" else jax.nn.gelu
     self.dropout_rate = dropout_rate
 
   def __call__(self, x_BTD: jnp.ndarray, is_training: bool = False) -> jnp.ndarray:
-    h_BTF = self.activation(self.inner(x_BTD))
+    if self.linear is None:
+      h_BTF = self.activation(self.inner(x_BTD))
+    else:
+      (w1, b1), (w2, b2) = (self.inner.params(x_BTD.shape[-1]),
+                            self.linear.params(x_BTD.shape[-1]))
+      w, b = jnp.concatenate([w1, w2], axis=1), jnp.concatenate([b1, b2])
+      b = b.reshape((1,) * (x_BTD.ndim - 1) + b.shape)
+      h_BT2F = x_BTD @ w.astype(x_BTD.dtype) + b.astype(x_BTD.dtype)
+      h_BTF = self.activation(h_BT2F[..., :self.d_ff]) * h_BT2F[..., self.d_ff:]
     h_BTF = dropout(h_BTF, self.dropout_rate, is_training)
     return self.outer(h_BTF)

@@ -88,7 +88,7 @@ class EncoderLayer(hk.Module):
     self.self_attention = MultiHeadAttention(cfg.num_heads, cfg.head_dim,
                                              cfg.attention_dropout, name="self_attention")
     self.feed_forward = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout,
-                                    name="feed_forward")
+                                    cfg.glu, name="feed_forward")
     self.res_attention = _Residual(cfg, name="res_attention")
     self.res_ff = _Residual(cfg, name="res_ff")
 
@@ -111,7 +111,7 @@ class DecoderLayer(hk.Module):
     self.cross_attention = MultiHeadAttention(cfg.num_heads, cfg.head_dim,
                                               cfg.attention_dropout, name="cross_attention")
     self.feed_forward = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout,
-                                    name="feed_forward")
+                                    cfg.glu, name="feed_forward")
     self.res_self = _Residual(cfg, name="res_self")
     self.res_cross = _Residual(cfg, name="res_cross")
     self.res_ff = _Residual(cfg, name="res_ff")

@@ -75,7 +75,7 @@ def _read_json(path: Path, default):
 
 
 def preset_name(cfg: Config) -> str:
-  shape = lambda m: (m.d_model, m.num_heads, m.d_ff, m.encoder_layers, m.decoder_layers)
+  shape = lambda m: (m.d_model, m.num_heads, m.d_ff, m.glu, m.encoder_layers, m.decoder_layers)
   names = [n for n, m in PRESETS.items() if shape(m) == shape(cfg.model)]
   return names[0] if names else "custom"
 
@@ -95,8 +95,9 @@ def render(workdir: Path) -> str:
       " (JAX and Haiku). Load it with `seq2seq.Translator.from_pretrained(PATH)` or "
       "`seq2seq-translate --workdir PATH`.", "",
       "## Model", "",
-      f"- preset: {preset_name(cfg)} (d_model {m.d_model}, {m.num_heads} heads, feed-forward "
-      f"{m.d_ff}, {m.encoder_layers} encoder + {m.decoder_layers} decoder layers, "
+      f"- preset: {preset_name(cfg)} (d_model {m.d_model}, {m.num_heads} heads, "
+      f"{'gated ' if m.glu else ''}{m.activation} feed-forward {m.d_ff}, "
+      f"{m.encoder_layers} encoder + {m.decoder_layers} decoder layers, "
       f"{'pre' if m.pre_norm else 'post'}-norm ({m.norm} norm"
       f"{', FixNorm embeddings' if m.fix_norm else ''}), {m.positional} positions, "
       f"{'tied' if m.tied_embeddings else 'untied'} embeddings)",

@@ -80,7 +80,8 @@ def test_int8_bleu_is_within_a_point_of_float32(exported):
 
 @pytest.mark.parametrize("option", [dict(pre_norm=False), dict(tied_embeddings=False),
                                     dict(positional="learned"), dict(positional="rotary"),
-                                    dict(activation="gelu")])
+                                    dict(activation="gelu"), dict(glu=True),
+                                    dict(glu=True, activation="gelu")])
 def test_every_architecture_option_converts(tmp_path, option):
   cfg = tiny_config(SAMPLE, max_steps=2)
   cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, **option))

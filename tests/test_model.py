@@ -60,6 +60,29 @@ def test_base_parameter_count_matches_architecture():
   assert count_params(shapes) == expected + 2 * V * D + V  # src, tgt embedding, output w+b
 
 
+def test_gated_feed_forward_is_act_of_one_projection_times_the_other():
+  """glu: outer(act(x W + b) * (x V + c)), W and V each [D, F] ("inner", "linear")."""
+  cfg = dataclasses.replace(TINY, glu=True, d_ff=96)
+  model, params = _init(cfg)
+  for name in ("inner", "linear"):
+    assert params[f"transformer/~/encoder_layer_0/~/feed_forward/~/{name}"]["w"].shape == (
+        cfg.d_model, 96)
+  ff = hk.transform(lambda x: layers.FeedForward(cfg.d_model, 96, "gelu", 0.0, glu=True,
+                                                 name="ff")(x))
+  x = jax.random.normal(jax.random.PRNGKey(1), (2, 5, cfg.d_model))
+  p = ff.init(jax.random.PRNGKey(2), x)
+  inner, linear, outer = (p[f"ff/~/{n}"] for n in ("inner", "linear", "outer"))
+  dense = lambda h, d: h @ d["w"] + d["b"][None, None]
+  hand = dense(jax.nn.gelu(dense(x, inner)) * dense(x, linear), outer)
+  np.testing.assert_allclose(ff.apply(p, None, x), hand, rtol=1e-5, atol=1e-5)
+  # three [D, F] matrices instead of two: as many weights as the ungated d_ff 144 (3 x 96
+  # = 2 x 144); the biases differ, 2F + D against F' + D per layer
+  plain = dataclasses.replace(TINY, d_ff=144)
+  shapes = lambda c: jax.eval_shape(Model(c).init, jax.random.PRNGKey(0), SRC, TGT)
+  n_layers = cfg.encoder_layers + cfg.decoder_layers
+  assert count_params(shapes(cfg)) == count_params(shapes(plain)) + n_layers * (2 * 96 - 144)
+
+
 def test_decoder_causality_by_gradient():
   # Learned, untied positions: row j of the target position table feeds position j only.
   cfg = dataclasses.replace(TINY, positional="learned", tied_embeddings=False)
@@ -152,14 +175,15 @@ def test_cross_attention_is_used():
   np.testing.assert_array_equal(logits[1], logits2[1])  # the other sentence is untouched
 
 
-@pytest.mark.parametrize("pre_norm,positional,tied,norm", [
-    (True, "sinusoidal", True, "layer"), (False, "sinusoidal", True, "layer"),
-    (True, "learned", False, "layer"), (False, "learned", True, "layer"),
-    (True, "sinusoidal", True, "scale"), (True, "rotary", True, "layer"),
-    (False, "rotary", False, "layer")])
-def test_incremental_decoding_matches_forward(pre_norm, positional, tied, norm):
+@pytest.mark.parametrize("pre_norm,positional,tied,norm,glu", [
+    (True, "sinusoidal", True, "layer", False), (False, "sinusoidal", True, "layer", False),
+    (True, "learned", False, "layer", False), (False, "learned", True, "layer", False),
+    (True, "sinusoidal", True, "scale", False), (True, "rotary", True, "layer", False),
+    (False, "rotary", False, "layer", False), (True, "rotary", True, "layer", True),
+    (False, "sinusoidal", False, "layer", True)])
+def test_incremental_decoding_matches_forward(pre_norm, positional, tied, norm, glu):
   cfg = dataclasses.replace(TINY, pre_norm=pre_norm, activation="gelu", positional=positional,
-                            tied_embeddings=tied, norm=norm, fix_norm=norm == "scale")
+                            tied_embeddings=tied, norm=norm, fix_norm=norm == "scale", glu=glu)
   model, params = _init(cfg)
   tgt_in = shift_right(TGT)
   full = np.asarray(model.apply(params, SRC, tgt_in))
