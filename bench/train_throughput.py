@@ -1,7 +1,7 @@
 """Training throughput on real Multi30k batches, after compilation.
 
   python bench/train_throughput.py [--preset small] [--seconds 60] [--max-tokens 4096]
-      [--positional rotary] [--compile-workers N]
+      [--positional rotary] [--glu --d-ff 352] [--compile-workers N]
 
 Prints real target tokens/s, source+target tokens/s, useful model GFLOP/s (counted from
 the architecture over non-pad tokens), the jitted float32 matmul ceiling measured in the
@@ -54,6 +54,8 @@ def main():
   p.add_argument("--dtype", default="float32")
   p.add_argument("--positional", default=None,
                  help="model.positional instead of the preset's (sinusoidal, learned, rotary)")
+  p.add_argument("--glu", action="store_true", help="gated feed-forward layers (model.glu)")
+  p.add_argument("--d-ff", type=int, default=None, help="model.d_ff instead of the preset's")
   p.add_argument("--compile-workers", type=int, default=os.cpu_count(),
                  help="shapes compiled at a time before the timed loop (default: one per "
                  "core); set SEQ2SEQ_XLA_CACHE= to time compilation without the disk cache")
@@ -63,6 +65,7 @@ def main():
   model_cfg = dataclasses.replace(PRESETS[args.preset], dtype=args.dtype)
   if args.positional:
     model_cfg = dataclasses.replace(model_cfg, positional=args.positional)
+  model_cfg = dataclasses.replace(model_cfg, glu=args.glu, d_ff=args.d_ff or model_cfg.d_ff)
   data_cfg = DataConfig(dir=args.data,
                         max_tokens=args.max_tokens, pack_length=args.pack_length)
   cfg = Config(model=model_cfg, data=data_cfg, train=TrainConfig(warmup_steps=4000))
