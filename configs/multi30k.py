@@ -17,7 +17,7 @@ measured runs behind them are in bench/README.md ("Quality"):
   stopped at 41 minutes (session 20).
 - feed-forward 512, not the published 256: d_ff 256 trains 1.16x faster (8,258 updates
   in the hour) but learns less per update and lost (val 40.53, session 18). Not gated:
-  ReGLU (`model.glu=True model.d_ff=352`, the same FLOPs) was ahead in validation NLL to
+  ReGLU (`model.glu=True model.d_ff=352`, 3 % more feed-forward FLOPs) was ahead in validation NLL to
   ~2,000 updates, level after, and tied (val 40.98 with 3,671 updates, session 35).
 - pre-norm (layer norm before each sub-layer, the preset's default): post-norm, as in
   fairseq's `transformer_tiny`, stalls through this short warmup and ended the hour
