@@ -354,7 +354,6 @@ class FeedForward(hk.Module):
   def __init__(self, d_model: int, d_ff: int, activation: str, dropout_rate: float,
                glu: bool = False, name: str | None = None):
     super().__init__(name=name)
-    self.d_ff = d_ff
     self.inner = Dense(d_ff, name="inner")
     self.linear = Dense(d_ff, name="linear") if glu else None
     self.outer = Dense(d_model, name="outer")
@@ -370,6 +369,7 @@ class FeedForward(hk.Module):
       w, b = jnp.concatenate([w1, w2], axis=1), jnp.concatenate([b1, b2])
       b = b.reshape((1,) * (x_BTD.ndim - 1) + b.shape)
       h_BT2F = x_BTD @ w.astype(x_BTD.dtype) + b.astype(x_BTD.dtype)
-      h_BTF = self.activation(h_BT2F[..., :self.d_ff]) * h_BT2F[..., self.d_ff:]
+      F = self.inner.features
+      h_BTF = self.activation(h_BT2F[..., :F]) * h_BT2F[..., F:]
     h_BTF = dropout(h_BTF, self.dropout_rate, is_training)
     return self.outer(h_BTF)
