@@ -106,6 +106,8 @@ measured runs behind them are in bench/README.md ("Quality"):
   BLEU at every averaging span; warmup 400 did not help. 6e-3 for the full hour lost
   with the previous recipe (val 39.30 against 39.38-40.19, session 8) and with this one
   (val 39.59 against 41.20, session 20); 3e-3 lost too (val 39.47, session 21).
+  With rotary positions 5e-3 was ahead to ~2,000 updates (0.02-0.13 validation NLL),
+  level after, and tied (val 41.13 with 4,350 updates, session 36).
   (Published: 5e-3 for 4x larger batches.)
 - Adam (0.9, 0.98), gradient clipping at norm 1, no weight decay: AdamW with decay 0.05
   was ahead to ~2,800 updates, behind by 0.01-0.03 NLL at the end and tied (val 40.50,
