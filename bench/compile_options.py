@@ -18,8 +18,6 @@ Run with the disk cache off (SEQ2SEQ_XLA_CACHE=) on an otherwise idle machine.
 """
 
 import argparse
-import concurrent.futures
-import os
 import statistics
 import tempfile
 import time
@@ -49,9 +47,6 @@ def main():
   p.add_argument("--variants", default=",".join(VARIANTS))
   p.add_argument("--rounds", type=int, default=8)
   p.add_argument("--steps", type=int, default=3, help="updates per round")
-  p.add_argument("--validation", action="store_true",
-                 help="also compile the validation's programs (loss and greedy search of "
-                      "each batch shape) under each variant, on one thread per core")
   args = p.parse_args()
   quiet_libraries()
   enable_compilation_cache()
@@ -77,16 +72,6 @@ def main():
         if i == middle:
           executables[name] = compiled
       print(name, "compile s", compile_s[name], flush=True)
-    validation_s = {}
-    if args.validation:
-      programs = list(trainer.lower_validation())
-      for name in names:
-        t = time.perf_counter()
-        with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
-          list(pool.map(lambda low, opts=VARIANTS[name]: low.compile(opts), programs))
-        validation_s[name] = round(time.perf_counter() - t, 1)
-        print(name, f"validation's {len(programs)} programs compiled in",
-              validation_s[name], "s", flush=True)
     shape = templates[middle].src.shape
     batch = next(b for b in (batches.make_batch(o) for o in batches.epoch_batches(0))
                  if b.src.shape == shape)
@@ -108,7 +93,6 @@ def main():
   report({"benchmark": "compile_options", "shapes": [str(templates[i].src.shape) for i in picks],
           "timed_shape": str(shape), "compile_s": compile_s,
           "compile_s_total": {n: round(sum(c.values()), 1) for n, c in compile_s.items()},
-          "validation_compile_s": validation_s,
           "ms_per_update_median": {n: round(statistics.median(s) / args.steps * 1000, 1)
                                    for n, s in seconds.items()},
           **machine()})
