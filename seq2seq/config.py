@@ -175,11 +175,15 @@ class TrainConfig:
   """Optimisation, schedule, validation and checkpointing."""
 
   seed: int = 0  # parameter init and dropout
-  optimizer: str = "adam"  # "adam", "adamw" or "muon" (Muon on dense weights, Adam on the rest)
+  # "adam", "adamw", "muon" (Muon on dense weights, Adam on the rest) or "schedule_free"
+  # (schedule-free AdamW, Defazio et al. 2024: b1 interpolates, the parameters and every
+  # checkpoint hold the evaluation average; use it with lr_schedule "constant").
+  optimizer: str = "adam"
   learning_rate: float = 1e-3  # peak learning rate, reached at the end of warmup
   warmup_steps: int = 4000  # linear warmup from 0 to learning_rate, then lr_schedule
-  # After warmup: "inverse_sqrt" (Vaswani et al.), or "linear" / "cosine" decay to 0 at
-  # decay_steps (0 = max_steps), as fairseq's polynomial_decay / cosine schedulers.
+  # After warmup: "inverse_sqrt" (Vaswani et al.), "linear" / "cosine" decay to 0 at
+  # decay_steps (0 = max_steps), as fairseq's polynomial_decay / cosine schedulers, or
+  # "constant".
   lr_schedule: str = "inverse_sqrt"
   decay_steps: int = 0
   # The last `cooldown` fraction of the run scales the schedule's learning rate down

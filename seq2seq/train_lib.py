@@ -65,13 +65,14 @@ class TrainState(NamedTuple):
 
 def learning_rate_schedule(cfg: TrainConfig) -> optax.Schedule:
   """Linear warmup to `learning_rate`, then `cfg.lr_schedule`: decay with 1/sqrt(step)
-  (Vaswani et al.), or linear or cosine decay to 0 at `decay_steps` (0 = `max_steps`)."""
+  (Vaswani et al.), linear or cosine decay to 0 at `decay_steps` (0 = `max_steps`), or
+  none ("constant", for schedule-free training)."""
   warmup = max(cfg.warmup_steps, 1)
   end = cfg.decay_steps or cfg.max_steps
-  if cfg.lr_schedule not in ("inverse_sqrt", "linear", "cosine"):
-    raise ValueError("train.lr_schedule must be 'inverse_sqrt', 'linear' or 'cosine', "
-                     f"got {cfg.lr_schedule!r}")
-  if cfg.lr_schedule != "inverse_sqrt" and end <= warmup:
+  if cfg.lr_schedule not in ("inverse_sqrt", "linear", "cosine", "constant"):
+    raise ValueError("train.lr_schedule must be 'inverse_sqrt', 'linear', 'cosine' or "
+                     f"'constant', got {cfg.lr_schedule!r}")
+  if cfg.lr_schedule in ("linear", "cosine") and end <= warmup:
     raise ValueError(f"train.lr_schedule={cfg.lr_schedule!r} decays to 0 at step {end} "
                      f"(train.decay_steps, else train.max_steps), which must come after "
                      f"the {warmup} warmup steps")
@@ -80,6 +81,8 @@ def learning_rate_schedule(cfg: TrainConfig) -> optax.Schedule:
     step = count + 1.0
     if cfg.lr_schedule == "inverse_sqrt":
       decay = jnp.sqrt(warmup / step)
+    elif cfg.lr_schedule == "constant":
+      decay = 1.0
     else:
       left = jnp.clip((end - step) / (end - warmup), 0.0, 1.0)  # 1 -> 0 after warmup
       decay = left if cfg.lr_schedule == "linear" else 0.5 * (1.0 - jnp.cos(jnp.pi * left))
@@ -142,6 +145,57 @@ def ema_params(opt_state):
   return optax.tree_utils.tree_get(opt_state, "ema")
 
 
+class ScheduleFreeState(NamedTuple):
+  count: jax.Array  # updates so far
+  z: Any  # the base optimizer's iterate (the parameters hold the average x)
+  weight_sum: jax.Array  # sum of the averaging weights so far
+  max_lr: jax.Array  # the largest learning rate so far
+  base: Any  # the base optimizer's state
+
+
+def schedule_free(base: optax.GradientTransformation, schedule: optax.Schedule,
+                  b1: float, weight_lr_power: float = 2.0) -> optax.GradientTransformation:
+  """Schedule-free learning (Defazio et al. 2024, "The Road Less Scheduled") around
+  `base`, an optimizer without momentum whose updates include the learning rate:
+
+      y = b1 x + (1 - b1) z            the gradient is taken at y (`gradient_point`)
+      z <- z + base_update(grad(y))
+      x <- (1 - c) x + c z,  c = w_t / sum of w up to t,  w_t = (max lr so far) ^ power
+
+  Unlike optax.contrib.schedule_free, whose parameters are y, the parameters here are the
+  average x, the point to evaluate: validation, every checkpoint, averaging and decoding
+  read them unchanged, and the state (x, z) resumes exactly. The update this returns is
+  the change of x; `update(grads, state, params)` takes x as `params`."""
+
+  def init(params):  # distinct arrays throughout: the training step donates its state
+    return ScheduleFreeState(jnp.zeros((), jnp.int32), jax.tree_util.tree_map(jnp.array, params),
+                             jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32),
+                             base.init(params))
+
+  def update(updates, state, params=None):
+    lr = jnp.asarray(schedule(state.count), jnp.float32)
+    max_lr = jnp.maximum(state.max_lr, lr)
+    weight = max_lr ** weight_lr_power
+    weight_sum = state.weight_sum + weight
+    c = jnp.where(weight_sum > 0, weight / jnp.maximum(weight_sum, 1e-38), 0.0)
+    y = jax.tree_util.tree_map(lambda x, z: b1 * x + (1.0 - b1) * z, params, state.z)
+    steps, base_state = base.update(updates, state.base, y)
+    z = optax.apply_updates(state.z, steps)
+    x_steps = jax.tree_util.tree_map(lambda x, z_: c * (z_ - x), params, z)
+    return x_steps, ScheduleFreeState(state.count + 1, z, weight_sum, max_lr, base_state)
+
+  return optax.GradientTransformation(init, update)
+
+
+def gradient_point(opt_state, params, b1: float):
+  """Where schedule-free training takes the gradient: b1 x + (1 - b1) z, x being `params`;
+  `params` themselves without a schedule-free state in `opt_state`."""
+  z = optax.tree_utils.tree_get(opt_state, "z")
+  if z is None:
+    return params
+  return jax.tree_util.tree_map(lambda x, z_: b1 * x + (1.0 - b1) * z_, params, z)
+
+
 def muon_labels(params):
   """Which optimiser updates each parameter: Muon the weight matrices of the dense layers
   (`w`: the attention projections and the feed-forward layers), Adam the rest: the
@@ -178,8 +232,15 @@ def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
                       weight_decay=cfg.weight_decay)
     if cfg.optimizer == "muon":
       opt = muon(cfg, schedule, adam=opt)
+  elif cfg.optimizer == "schedule_free":
+    if cfg.cooldown:
+      raise ValueError("train.optimizer='schedule_free' averages the iterates instead of "
+                       "cooling the learning rate down: set train.cooldown=0")
+    # AdamW without momentum (b1 0): schedule-free's interpolation takes momentum's place.
+    opt = schedule_free(optax.adamw(schedule, b1=0.0, b2=cfg.b2, eps=cfg.eps,
+                                    weight_decay=cfg.weight_decay), schedule, cfg.b1)
   else:
-    raise ValueError(f"train.optimizer must be 'adam', 'adamw' or 'muon', "
+    raise ValueError(f"train.optimizer must be 'adam', 'adamw', 'muon' or 'schedule_free', "
                      f"got {cfg.optimizer!r}")
   if cfg.clip_norm > 0:
     opt = optax.chain(optax.clip_by_global_norm(cfg.clip_norm), opt)
@@ -217,6 +278,9 @@ class Steps:
     self._apply = jax.jit(self._apply_update, donate_argnums=0,
                           out_shardings=replicated2)
     self.eval_step = jax.jit(self._eval_step, out_shardings=self.replicated)
+    self._gradient_point = jax.jit(
+        lambda opt_state, params: gradient_point(opt_state, params, cfg.train.b1),
+        out_shardings=self.replicated)
     # Zeroed gradient and loss sums, made on the devices (replicated over every process).
     self._zero_sums = jax.jit(
         lambda params: (jax.tree_util.tree_map(jnp.zeros_like, params),
@@ -247,8 +311,9 @@ class Steps:
     if len(batches) == 1:
       return self.train_step(state, self.put_batch(batches[0]), scale)
     acc = self._zero_sums(state.params)
+    at = self._gradient_point(state.opt_state, state.params)
     for micro, batch in enumerate(batches):
-      acc = self._grads(acc, state.params, self.put_batch(batch), state.step, micro)
+      acc = self._grads(acc, at, self.put_batch(batch), state.step, micro)
     return self._apply(state, *acc, scale)
 
   def compile_ahead(self, state: TrainState, templates: list[input_pipeline.Batch],
@@ -336,7 +401,8 @@ class Steps:
                            lr=self.schedule(state.step) * lr_scale)
 
   def _train_step(self, state: TrainState, batch: input_pipeline.Batch, lr_scale=1.0):
-    grads, sums = self._loss_grads(state.params, batch, state.step, 0)
+    at = gradient_point(state.opt_state, state.params, self.cfg.train.b1)
+    grads, sums = self._loss_grads(at, batch, state.step, 0)
     return self._apply_update(state, grads, {k: sums[k] for k in SUM_KEYS}, lr_scale)
 
   def _eval_step(self, params, batch: input_pipeline.Batch):

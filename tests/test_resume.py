@@ -22,19 +22,20 @@ def _params(workdir, cfg):
 
 # Two micro-batches per update, the moving average and subword sampling share one case
 # (its 80 batches cross an epoch after the checkpoint at 20): each run costs ~40 s.
-@pytest.mark.parametrize("pack_length,sampling,accum,ema,cooldown",
-                         [(0, 0.0, 1, 0.0, 0.0), (48, 0.0, 1, 0.0, 0.0),
-                          (0, 0.2, 2, 0.9, 0.6)])
-def test_exact_resume(tmp_path, pack_length, sampling, accum, ema, cooldown, monkeypatch):
+@pytest.mark.parametrize("pack_length,sampling,accum,ema,cooldown,optimizer",
+                         [(0, 0.0, 1, 0.0, 0.0, "adam"), (48, 0.0, 1, 0.0, 0.0, "schedule_free"),
+                          (0, 0.2, 2, 0.9, 0.6, "adam")])
+def test_exact_resume(tmp_path, pack_length, sampling, accum, ema, cooldown, optimizer,
+                      monkeypatch):
   """40 updates uninterrupted == 25 updates, killed after the checkpoint at 20 (so the
   records of updates 21-25 are on disk but not in any checkpoint), then resumed to 40:
   same parameters and per-update losses, bit for bit, each update recorded once; with
-  length buckets, packed rows, and two micro-batches per update with a moving average
+  length buckets, packed rows under schedule-free AdamW, and two micro-batches per update with a moving average
   and pairs segmented anew each epoch, its learning rate cooled down over updates 16-40
   (a window the checkpoint at 20 holds)."""
   def cfg(max_steps):
     c = tiny_config(SAMPLE, max_steps=max_steps, checkpoint_every=10, grad_accum_steps=accum,
-                    ema_decay=ema, cooldown=cooldown)
+                    ema_decay=ema, cooldown=cooldown, optimizer=optimizer)
     return dataclasses.replace(c, data=dataclasses.replace(
         c.data, pack_length=pack_length, sampling_alpha=sampling))
 

@@ -70,12 +70,14 @@ def test_overfits_a_handful_of_pairs(tmp_path):
   assert summary["best_bleu"] == pytest.approx(100.0)
 
 
-def test_accumulated_update_equals_one_batch_of_all_rows():
+@pytest.mark.parametrize("optimizer", ["adam", "schedule_free"])
+def test_accumulated_update_equals_one_batch_of_all_rows(optimizer):
   # Two micro-batches of one update give the parameters of one batch holding both
-  # (dropout off; the loss is token-weighted over the whole update).
+  # (dropout off; the loss is token-weighted over the whole update), also where the
+  # gradient is taken away from the parameters (schedule-free).
   # Adam's eps is raised from 1e-9: with it, a near-zero gradient (1e-9 against 2e-9 from
   # float rounding) still gives a full-size update, which would compare rounding noise.
-  base = tiny_config(SAMPLE, eps=1e-3)
+  base = tiny_config(SAMPLE, eps=1e-3, optimizer=optimizer)
   cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, dropout=0.0))
   rng = np.random.default_rng(0)
   src = rng.integers(4, 400, (8, 12)).astype(np.int32)
@@ -236,7 +238,7 @@ def test_decaying_schedules_reach_zero_at_decay_steps(kind):
 
 
 def test_schedule_options_are_checked():
-  with pytest.raises(ValueError, match="'inverse_sqrt', 'linear' or 'cosine'"):
+  with pytest.raises(ValueError, match="'inverse_sqrt', 'linear', 'cosine' or 'constant'"):
     learning_rate_schedule(TrainConfig(lr_schedule="step"))
   with pytest.raises(ValueError, match="must come after the 100 warmup steps"):
     learning_rate_schedule(TrainConfig(warmup_steps=100, lr_schedule="linear", decay_steps=50))
@@ -302,6 +304,41 @@ def test_moving_average_of_the_parameters_after_each_update():
     train_lib.make_optimizer(dataclasses.replace(cfg, ema_decay=1.0))
 
 
+def test_schedule_free_keeps_the_evaluation_average_as_the_parameters():
+  """train.optimizer=schedule_free follows optax.contrib.schedule_free around AdamW
+  without momentum, with the same warmup and weight decay: its parameters are optax's
+  evaluation parameters (x), its gradient point is optax's parameters (y)."""
+  cfg = TrainConfig(optimizer="schedule_free", learning_rate=0.05, warmup_steps=3,
+                    lr_schedule="constant", clip_norm=0.0, weight_decay=0.1, b1=0.9)
+  ours = train_lib.make_optimizer(cfg)
+  schedule = learning_rate_schedule(cfg)
+  # optax weighs update t (from 0) by the schedule at t + 1; ours, as the authors' code,
+  # by the rate the update itself takes, the schedule at t.
+  ref = optax.contrib.schedule_free(
+      optax.adamw(schedule, b1=0.0, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay),
+      lambda t: schedule(t - 1), b1=cfg.b1)
+  target = jnp.array([0.5, -1.0, 2.0, 0.0])
+  grad = lambda p: {"w": 2.0 * (p["w"] - target) * jnp.array([1.0, 3.0, 0.5, 2.0])}
+  x = y = {"w": jnp.array([1.0, -2.0, 3.0, 1.0])}
+  state, ref_state = ours.init(x), ref.init(y)
+  np.testing.assert_allclose(train_lib.gradient_point(state, x, cfg.b1)["w"], y["w"], rtol=1e-6)
+  for _ in range(8):
+    updates, state = ours.update(grad(train_lib.gradient_point(state, x, cfg.b1)), state, x)
+    x = optax.apply_updates(x, updates)
+    ref_updates, ref_state = ref.update(grad(y), ref_state, y)
+    y = optax.apply_updates(y, ref_updates)
+    np.testing.assert_allclose(x["w"], optax.contrib.schedule_free_eval_params(ref_state, y)["w"],
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(train_lib.gradient_point(state, x, cfg.b1)["w"], y["w"],
+                               rtol=1e-5, atol=1e-6)
+  assert float(jnp.abs(x["w"] - target).max()) < 1.0  # it did move toward the minimum
+  # Without a schedule-free state the gradient is taken at the parameters.
+  plain = train_lib.make_optimizer(dataclasses.replace(cfg, optimizer="adam"))
+  assert train_lib.gradient_point(plain.init(x), x, cfg.b1) is x
+  with pytest.raises(ValueError, match="set train.cooldown=0"):
+    train_lib.make_optimizer(dataclasses.replace(cfg, cooldown=0.2))
+
+
 def test_muon_orthogonalises_dense_weights_and_leaves_the_rest_to_adam():
   """train.optimizer=muon on the model's own parameters: each dense weight matrix's update
   is its (momentum's) gradient orthogonalised, its singular values close together, with
@@ -337,7 +374,7 @@ def test_muon_orthogonalises_dense_weights_and_leaves_the_rest_to_adam():
       else:
         np.testing.assert_array_equal(u, want[module][name], err_msg=f"{module}/{name}")
   assert dense >= 8  # the attention projections and feed-forward layers of both stacks
-  with pytest.raises(ValueError, match="'adam', 'adamw' or 'muon', got 'sgd'"):
+  with pytest.raises(ValueError, match="'adam', 'adamw', 'muon' or 'schedule_free', got 'sgd'"):
     train_lib.make_optimizer(dataclasses.replace(cfg, optimizer="sgd"))
 
 
