@@ -122,7 +122,10 @@ measured runs behind them are in bench/README.md ("Quality"):
   `train.ema_decay=0.999` lost 0.8 val BLEU to the averaged checkpoints of the same run
   (session 12). No learning-rate cooldown: `train.cooldown=0.2` (linear to 0 over the
   hour's last 12 minutes) brought validation NLL to what ~8,000 recipe updates reach but
-  lost on the beam (val 40.24 averaged, 40.37 last checkpoint, session 19).
+  lost on the beam (val 40.24 averaged, 40.37 last checkpoint, session 19). Nor
+  schedule-free AdamW (`train.optimizer=schedule_free`, constant 4e-3 after the same
+  warmup): 0.02-0.03 validation NLL behind the seeds' mean from 2,400 updates, and its
+  average gained little from the beam: val 39.58 (4,050 updates, session 37).
 - validation every 400 updates (~7 minutes) with greedy search; checkpoints every 100
   updates and the last 10 averaged at the end (they span the last 1,000 updates, 8-15
   minutes by the machine, where the learning rate has decayed enough for their mean to
