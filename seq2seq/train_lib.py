@@ -278,6 +278,9 @@ class Steps:
     self._apply = jax.jit(self._apply_update, donate_argnums=0,
                           out_shardings=replicated2)
     self.eval_step = jax.jit(self._eval_step, out_shardings=self.replicated)
+    # Schedule-free training takes the gradient away from the parameters (with
+    # micro-batches, computed once per update by this program).
+    self.schedule_free = cfg.train.optimizer == "schedule_free"
     self._gradient_point = jax.jit(
         lambda opt_state, params: gradient_point(opt_state, params, cfg.train.b1),
         out_shardings=self.replicated)
@@ -311,7 +314,8 @@ class Steps:
     if len(batches) == 1:
       return self.train_step(state, self.put_batch(batches[0]), scale)
     acc = self._zero_sums(state.params)
-    at = self._gradient_point(state.opt_state, state.params)
+    at = (self._gradient_point(state.opt_state, state.params) if self.schedule_free
+          else state.params)
     for micro, batch in enumerate(batches):
       acc = self._grads(acc, at, self.put_batch(batch), state.step, micro)
     return self._apply(state, *acc, scale)
@@ -352,6 +356,8 @@ class Steps:
     for b in templates:
       yield self._grads.lower(acc, state.params, self.put_batch(b), state.step, 0)
     yield self._zero_sums.lower(state.params)
+    if self.schedule_free:
+      yield self._gradient_point.lower(state.opt_state, state.params)
     yield self._apply.lower(state, *acc, np.float32(1.0))
 
   def _loss_grads(self, params, batch: input_pipeline.Batch, step, micro):

@@ -427,11 +427,13 @@ def test_packed_batch_has_the_loss_of_its_pairs_alone():
   np.testing.assert_allclose(float(got["loss"]), float(want["loss"]), rtol=1e-5)
 
 
-@pytest.mark.parametrize("accum,pack", [(1, 0), (2, 0), (1, 48)])
-def test_compiled_ahead_shapes_need_no_compilation_in_the_loop(accum, pack):
+@pytest.mark.parametrize("accum,pack,optimizer", [(1, 0, "adam"), (2, 0, "adam"),
+                                                  (1, 48, "adam"), (2, 0, "schedule_free")])
+def test_compiled_ahead_shapes_need_no_compilation_in_the_loop(accum, pack, optimizer):
   # After `compile_ahead` on the templates of an epoch's shapes, the updates on that
-  # epoch's real batches (one of each bucket's shape) neither trace, lower nor compile.
-  cfg = tiny_config(SAMPLE, grad_accum_steps=accum)
+  # epoch's real batches (one of each bucket's shape) neither trace, lower nor compile
+  # (with micro-batches under schedule-free: nor its gradient point's program).
+  cfg = tiny_config(SAMPLE, grad_accum_steps=accum, optimizer=optimizer)
   cfg = dataclasses.replace(cfg, data=dataclasses.replace(
       cfg.data, pack_length=pack, max_tokens=256, bucket_boundaries=(12, 16, 20, 24, 32, 48)))
   ds = input_pipeline.load_split(cfg.data, "train")
