@@ -178,7 +178,7 @@ def schedule_free(base: optax.GradientTransformation, schedule: optax.Schedule,
     weight = max_lr ** weight_lr_power
     weight_sum = state.weight_sum + weight
     c = jnp.where(weight_sum > 0, weight / jnp.maximum(weight_sum, 1e-38), 0.0)
-    y = jax.tree_util.tree_map(lambda x, z: b1 * x + (1.0 - b1) * z, params, state.z)
+    y = _interpolate(params, state.z, b1)
     steps, base_state = base.update(updates, state.base, y)
     z = optax.apply_updates(state.z, steps)
     x_steps = jax.tree_util.tree_map(lambda x, z_: c * (z_ - x), params, z)
@@ -191,9 +191,12 @@ def gradient_point(opt_state, params, b1: float):
   """Where schedule-free training takes the gradient: b1 x + (1 - b1) z, x being `params`;
   `params` themselves without a schedule-free state in `opt_state`."""
   z = optax.tree_utils.tree_get(opt_state, "z")
-  if z is None:
-    return params
-  return jax.tree_util.tree_map(lambda x, z_: b1 * x + (1.0 - b1) * z_, params, z)
+  return params if z is None else _interpolate(params, z, b1)
+
+
+def _interpolate(x, z, b1: float):
+  """b1 x + (1 - b1) z, leaf by leaf: schedule-free's gradient point y."""
+  return jax.tree_util.tree_map(lambda xi, zi: b1 * xi + (1.0 - b1) * zi, x, z)
 
 
 def muon_labels(params):
