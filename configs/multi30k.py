@@ -98,7 +98,10 @@ measured runs behind them are in bench/README.md ("Quality"):
 - batches of 2,048 padded tokens per side (~1,800 real target tokens): 4,100-4,434
   updates (15-17 epochs) in the hour on slower machines (2,340-2,550 target tokens/s in
   the trainer's log), 7,070-7,144 (26 epochs, ~3,900 tokens/s) on session 15's. Length
-  buckets, not packed rows (bench/README.md: equal throughput). 1,024-token batches
+  buckets, not packed rows: rows of 48 pieces (`data.pack_length=48`, session 38) train
+  as many tokens/s, compile one update shape instead of 14 (~3 minutes less) and kept
+  validation NLL 0.01-0.03 ahead of the four seeds at 4,000 updates (two seeds, 4,043 /
+  4,121 updates), but tied on the beam (val 41.01 / 40.65). 1,024-token batches
   (twice the updates, the same schedule per token) were ahead early, behind by the end of
   the hour and lost (val 40.43, session 19); 4,096 lost in the proxy sweep.
 - peak learning rate 4e-3 after 800 warmup updates, inverse square root decay: in the
