@@ -101,7 +101,7 @@ measured runs behind them are in bench/README.md ("Quality"):
   buckets, not packed rows: rows of 48 pieces (`data.pack_length=48`, session 38) train
   as many tokens/s, compile one update shape instead of 14 (~3 minutes less) and kept
   validation NLL 0.01-0.03 ahead of the four seeds at 4,000 updates (two seeds, 4,043 /
-  4,121 updates; seeds 2 / 3 in session 39 likewise), but tied on the beam (val 41.01 /
+  4,121 updates; seeds 2 / 3, session 39: 0.04-0.06 ahead at 3,600), but tied on the beam (val 41.01 /
   40.65 / 40.90 / 41.54, mean 41.03 against the four seeds' 41.15). 1,024-token batches
   (twice the updates, the same schedule per token) were ahead early, behind by the end of
   the hour and lost (val 40.43, session 19); 4,096 lost in the proxy sweep.
