@@ -44,7 +44,7 @@ measured runs behind them are in bench/README.md ("Quality"):
   machine (3,735 updates, its NLL per update level with the first two) scored val
   41.02, test 39.64 / 39.99, and resumed to 90 minutes (5,477 updates) val 41.50, test
   41.17 / 41.53 (session 31): the updates a seed needs for 41.5 ranged from 5,477 to
-  8,919. On a machine 2.7x faster (session 40) the hour held 8,517 / 8,113 updates:
+  8,919. On a machine with 2.3x the throughput (session 40) the hour held 8,517 / 8,113 updates:
   seeds 0 / 1 scored val 42.32 / 42.37, test 40.54 / 40.49 sacreBLEU, 40.85 / 40.85
   lowercased-tokenized, still short of 41.5.
 - tied source/target/output embeddings: one 8,000-piece joint unigram vocabulary
