@@ -205,6 +205,12 @@ class TrainConfig:
   # 0 = the configured rates from the start.
   dropout_ramp_steps: int = 0
   label_smoothing: float = 0.1
+  # R-Drop (Liang et al. 2021): every batch goes through the model twice, with different
+  # dropout masks, and the loss adds this weight times the symmetric KL divergence of the
+  # two output distributions per target token (fairseq's `--reg-alpha`; the paper uses 5
+  # for IWSLT). Each update costs about twice as much; its full logits ignore loss_chunk.
+  # 0 = off.
+  rdrop_alpha: float = 0.0
   # Tokens per chunk of the output layer + loss in training (`loss.output_loss_sums`: the
   # [tokens, vocab] logits and their gradient are never held whole, which saves memory
   # for large batches and vocabularies at about the same speed); 0 = all logits at once.
@@ -233,6 +239,9 @@ class TrainConfig:
     if self.dropout_ramp_steps < 0:
       raise ValueError(f"train.dropout_ramp_steps={self.dropout_ramp_steps}: expected a "
                        "number of updates >= 0 (0 = no ramp)")
+    if self.rdrop_alpha < 0:
+      raise ValueError(f"train.rdrop_alpha={self.rdrop_alpha}: expected a weight >= 0 "
+                       "(0 = off)")
     if not 0.0 <= self.cooldown < 1.0:
       raise ValueError(f"train.cooldown={self.cooldown}: expected a fraction of the run in "
                        "[0, 1) (0 = off)")

@@ -39,6 +39,26 @@ def loss_sums(logits_BTV: jnp.ndarray, labels_BT: jnp.ndarray, smoothing: float
           "tokens": jnp.sum(weight_BT), "correct": jnp.sum(correct_BT * weight_BT)}
 
 
+def rdrop_loss_sums(logits_2BTV: jnp.ndarray, labels_BT: jnp.ndarray, smoothing: float,
+                    alpha: float) -> dict[str, jnp.ndarray]:
+  """R-Drop's loss (Liang et al. 2021) of one batch passed through the model twice.
+
+  `logits_2BTV` holds the first pass's rows, then the second's (`[2B, T, V]`). The sums
+  are the two passes' mean, and "loss" adds `alpha` times half their symmetric KL
+  divergence, KL(p1 || p2) + KL(p2 || p1), per non-pad token: per token, fairseq's
+  R-Drop loss over its doubled batch. "tokens" counts each target token once.
+  """
+  rows = labels_BT.shape[0]
+  pair = loss_sums(logits_2BTV, jnp.concatenate([labels_BT, labels_BT]), smoothing)
+  logp_2BTV = jax.nn.log_softmax(logits_2BTV.astype(jnp.float32), axis=-1)
+  logp1, logp2 = logp_2BTV[:rows], logp_2BTV[rows:]
+  kl_BT = jnp.sum((jnp.exp(logp1) - jnp.exp(logp2)) * (logp1 - logp2), axis=-1)
+  weight_BT = (labels_BT != PAD_ID).astype(jnp.float32)
+  sums = {k: v / 2 for k, v in pair.items()}
+  sums["loss"] = sums["loss"] + alpha / 2 * jnp.sum(kl_BT * weight_BT)
+  return sums
+
+
 def output_loss_sums(x_BTD: jnp.ndarray, w_VD: jnp.ndarray, b_V: jnp.ndarray,
                      labels_BT: jnp.ndarray, smoothing: float, chunk: int = 512
                      ) -> dict[str, jnp.ndarray]:

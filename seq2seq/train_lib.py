@@ -47,7 +47,7 @@ from seq2seq import (
   tokenizer,
 )
 from seq2seq.config import Config, TrainConfig
-from seq2seq.loss import SUM_KEYS, loss_sums, output_loss_sums
+from seq2seq.loss import SUM_KEYS, loss_sums, output_loss_sums, rdrop_loss_sums
 from seq2seq.model import Model, shift_right
 from seq2seq.translator import Translator
 
@@ -372,7 +372,13 @@ class Steps:
                   tgt_segments_BT=batch.tgt_segments, dropout_scale=self.dropout_scale(step))
       tgt_in = shift_right(batch.tgt, batch.tgt_segments)
       smoothing, chunk = self.cfg.train.label_smoothing, self.cfg.train.loss_chunk
-      if chunk:
+      if self.cfg.train.rdrop_alpha:  # both passes in one batch: distinct dropout masks
+        twice = lambda x: None if x is None else jnp.concatenate([x, x])
+        args.update(src_segments_BS=twice(batch.src_segments),
+                    tgt_segments_BT=twice(batch.tgt_segments))
+        logits = self.model.apply(p, twice(batch.src), twice(tgt_in), **args)
+        sums = rdrop_loss_sums(logits, batch.tgt, smoothing, self.cfg.train.rdrop_alpha)
+      elif chunk:
         x, w, b = self.model.apply_features(p, batch.src, tgt_in, **args)
         sums = output_loss_sums(x, w, b, batch.tgt, smoothing, chunk)
       else:

@@ -18,7 +18,7 @@ import pytest
 from seq2seq import checkpoint, input_pipeline, metrics, tokenizer, train_lib
 from seq2seq.config import PRESETS, Config, TrainConfig
 from seq2seq.input_pipeline import Batch, read_lines
-from seq2seq.loss import SUM_KEYS, output_loss_sums
+from seq2seq.loss import SUM_KEYS, output_loss_sums, rdrop_loss_sums
 from seq2seq.model import Model, shift_right
 from seq2seq.train_lib import Steps, learning_rate_schedule, loss_sums, train
 from seq2seq.translator import Translator
@@ -170,6 +170,58 @@ def test_label_smoothed_loss_matches_the_one_hot_definition():
   mask = labels != 0
   np.testing.assert_allclose(sums["loss"], per_token[mask].sum(), rtol=1e-5)
   assert sums["tokens"] == 3
+
+
+def test_rdrop_loss_adds_the_symmetric_kl_of_the_two_passes():
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(4, 3, 7)).astype(np.float32)  # passes 1 and 2 of 2 rows
+  labels = np.array([[4, 5, 0], [6, 0, 0]])
+  sums = rdrop_loss_sums(logits, labels, 0.1, alpha=5.0)
+  one, two = loss_sums(logits[:2], labels, 0.1), loss_sums(logits[2:], labels, 0.1)
+  p, q = jax.nn.softmax(logits[:2]), jax.nn.softmax(logits[2:])
+  kl = lambda a, b: (a * (np.log(a) - np.log(b))).sum(-1)
+  mask = labels != 0
+  symmetric = (kl(p, q) + kl(q, p))[mask].sum()
+  assert symmetric > 0.1
+  np.testing.assert_allclose(sums["loss"], (one["loss"] + two["loss"]) / 2 + 2.5 * symmetric,
+                             rtol=1e-5)
+  np.testing.assert_allclose(sums["nll"], (one["nll"] + two["nll"]) / 2, rtol=1e-6)
+  assert sums["tokens"] == 3
+  # two equal passes: no divergence, the loss of one
+  same = rdrop_loss_sums(np.concatenate([logits[:2]] * 2), labels, 0.1, alpha=5.0)
+  for k in SUM_KEYS:
+    np.testing.assert_allclose(same[k], one[k], rtol=1e-6)
+
+
+@pytest.mark.parametrize("pack", [False, True])
+def test_rdrop_update_is_the_plain_update_without_dropout_and_differs_with_it(pack):
+  """Without dropout both passes are the same model: the update equals the plain one
+  (also with packed rows, whose segments are doubled with the rows). With dropout the
+  two passes' masks differ, so the divergence term adds to the loss."""
+  base = tiny_config(SAMPLE, eps=1e-3)
+  def steps(dropout, alpha):
+    cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, dropout=dropout),
+                              train=dataclasses.replace(base.train, rdrop_alpha=alpha))
+    return Steps(cfg, Model(cfg.model))
+  rng = np.random.default_rng(2)
+  src = rng.integers(4, 400, (4, 12)).astype(np.int32)
+  tgt = rng.integers(4, 400, (4, 10)).astype(np.int32)
+  tgt[1:3, 6:] = 0
+  segments = lambda x: np.where(x > 0, 1 + (np.arange(x.shape[1]) >= 5), 0).astype(np.int32)
+  batch = (Batch(src, tgt, segments(src), segments(tgt)) if pack else Batch(src, tgt))
+  def run(s):
+    state, m = s.update(s.init_state(), [batch])
+    return jax.tree_util.tree_leaves(state.params), m
+  (plain, mp), (rdrop, mr) = run(steps(0.0, 0.0)), run(steps(0.0, 5.0))
+  assert float(mr["tokens"]) == float(mp["tokens"]) == float((tgt > 0).sum())
+  np.testing.assert_allclose(float(mr["loss"]), float(mp["loss"]), rtol=1e-5)
+  for x, y in zip(plain, rdrop):
+    np.testing.assert_allclose(x, y, atol=2e-6, rtol=1e-4)
+  _, m_drop = run(steps(0.3, 0.0))
+  _, m_rdrop = run(steps(0.3, 5.0))
+  assert float(m_rdrop["loss"]) > float(m_drop["loss"]) + 0.01 * float(mp["tokens"])
+  with pytest.raises(ValueError, match="rdrop_alpha=-1.0: expected a weight >= 0"):
+    TrainConfig(rdrop_alpha=-1.0)
 
 
 @pytest.mark.parametrize("tied,dtype", [(True, "float32"), (False, "float32"),
