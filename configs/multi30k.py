@@ -19,6 +19,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   in the hour) but learns less per update and lost (val 40.53, session 18). Not gated:
   ReGLU (`model.glu=True model.d_ff=352`, 3 % more feed-forward FLOPs) was ahead in validation NLL to
   ~2,000 updates, level after, and tied (val 40.98 with 3,671 updates, session 35).
+  Nor wider: d_ff 1024 cost 1.19x per token and was 0.003-0.031 validation NLL ahead per
+  update, but lost to the recipe run after it on the same machine (val 41.64 with 6,414
+  updates against 42.66 with 7,700, session 41).
 - pre-norm (layer norm before each sub-layer, the preset's default): post-norm, as in
   fairseq's `transformer_tiny`, stalls through this short warmup and ended the hour
   3.1 greedy / 4.1 averaged-beam val BLEU behind with 1,850 more updates (session 7).
@@ -46,7 +49,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   41.17 / 41.53 (session 31): the updates a seed needs for 41.5 ranged from 5,477 to
   8,919. On a machine with 2.3x the throughput (session 40) the hour held 8,517 / 8,113 updates:
   seeds 0 / 1 scored val 42.32 / 42.37, test 40.54 / 40.49 sacreBLEU, 40.85 / 40.85
-  lowercased-tokenized, still short of 41.5.
+  lowercased-tokenized, still short of 41.5; seed 0 on session 41's (7,700 updates) scored
+  val 42.66, test 40.59 / 40.93. R-Drop (`train.rdrop_alpha=5`) costs ~2.2x per update
+  and was behind per update at 1,200; stopped at 30 minutes (session 41).
 - tied source/target/output embeddings: one 8,000-piece joint unigram vocabulary
   shared by both languages; on small data sharing is a strong regulariser.
 - regularisation: dropout 0.2, label smoothing 0.2 and subword sampling
