@@ -206,9 +206,9 @@ class TrainConfig:
   dropout_ramp_steps: int = 0
   label_smoothing: float = 0.1
   # R-Drop (Liang et al. 2021): every batch goes through the model twice, with different
-  # dropout masks, and the loss adds this weight times the symmetric KL divergence of the
-  # two output distributions per target token (fairseq's `--reg-alpha`; the paper uses 5
-  # for IWSLT). Each update costs about twice as much; its full logits ignore loss_chunk.
+  # dropout masks; per target token the loss is the two passes' mean plus this weight
+  # times half the symmetric KL divergence of their output distributions (the paper
+  # uses 5 for IWSLT). Each update costs about twice as much; its full logits ignore loss_chunk.
   # 0 = off.
   rdrop_alpha: float = 0.0
   # Tokens per chunk of the output layer + loss in training (`loss.output_loss_sums`: the

@@ -45,8 +45,8 @@ def rdrop_loss_sums(logits_2BTV: jnp.ndarray, labels_BT: jnp.ndarray, smoothing:
 
   `logits_2BTV` holds the first pass's rows, then the second's (`[2B, T, V]`). The sums
   are the two passes' mean, and "loss" adds `alpha` times half their symmetric KL
-  divergence, KL(p1 || p2) + KL(p2 || p1), per non-pad token: per token, fairseq's
-  R-Drop loss over its doubled batch. "tokens" counts each target token once.
+  divergence, KL(p1 || p2) + KL(p2 || p1), per non-pad token. "tokens" counts each
+  target token once.
   """
   rows = labels_BT.shape[0]
   pair = loss_sums(logits_2BTV, jnp.concatenate([labels_BT, labels_BT]), smoothing)
