@@ -7,6 +7,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   at ~2,250 target tokens/s here against ~1,300 for `small` (d 256, 3+3), so the hour
   holds ~13 epochs instead of ~8, and its greedy validation BLEU runs ahead of
   `small`'s at every point of the hour (32.3 against 28.1 at 28 minutes).
+- 4 heads of width 32: 2 heads of width 64 (fewer heads, as some small-corpus studies
+  suggest) were level in validation NLL to 6,400 updates and lost on the beam (val
+  41.86 with 8,325 updates against the fast-machine recipe's 42.32-42.66, session 42).
 - 4+4 layers: 6+6 at d 128 was ahead per update but cost 1.27x per update; over the
   hour it tied (val 40.12, session 7), and so did 6+6 with label smoothing 0.2 (three
   seeds, val mean 39.87 against the previous recipe's 39.72, session 12), while
@@ -74,6 +77,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   40.38 / 40.94 / 40.63 (sessions 16-17), so more minutes alone do not reach 41.5.
   Dropout 0.15 with the same smoothing and sampling learned faster to ~4,000 updates,
   was level from ~5,600 and tied (val 41.02 with 7,481 updates, session 21).
+  Dropout 0.25 (ramped as below), for a fast machine's ~30 epochs in the hour, was
+  0.00-0.04 validation NLL behind the recipe's fast-machine runs per update and tied
+  (val 42.43 with 8,255 updates against their 42.32-42.66, session 42).
   Stronger sampling, α 0.3, was behind at every validation (NLL +0.14-0.19) and was
   stopped at 34 minutes (session 21). Label smoothing 0.3 (with the dropout ramp)
   learned at the same rate in greedy BLEU and tied (val 40.86 at alpha 1.3, 41.21 at
