@@ -30,6 +30,11 @@ class ModelConfig:
   # Word dropout (Sennrich and Zhang, 2019): in training, each source and decoder-input
   # token's embedding is zeroed with this probability (its position encoding stays).
   word_dropout: float = 0.0
+  # Stochastic depth (Huang et al. 2016, "Deep Networks with Stochastic Depth"; "drop
+  # path"): in training, each sub-layer's residual branch is dropped for a whole row of
+  # the batch, the kept rows scaled by 1 / (1 - rate). The rate grows linearly with depth
+  # within each stack, from drop_path / N at the first of N layers to drop_path at the last.
+  drop_path: float = 0.0
   max_len: int = 256  # longest sequence (pieces, EOS included) the model sees
   # "sinusoidal" or "learned" (added to the embeddings), or "rotary" (RoPE, Su et al. 2021:
   # queries and keys of every self-attention rotated by their positions; needs an even K).
@@ -65,7 +70,7 @@ class ModelConfig:
       raise ValueError(f"activation must be 'relu' or 'gelu', got {self.activation!r}")
     if self.dtype not in ("float32", "bfloat16"):
       raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {self.dtype!r}")
-    for field in ("dropout", "attention_dropout", "word_dropout"):
+    for field in ("dropout", "attention_dropout", "word_dropout", "drop_path"):
       if not 0.0 <= getattr(self, field) < 1.0:
         raise ValueError(f"model.{field} must be in [0, 1), got {getattr(self, field)!r}")
 

@@ -68,7 +68,7 @@ def check_supported(cfg: ModelConfig) -> None:
                         f"(supported: {', '.join(map(repr, values))})")
   mapped = set(known) | {"vocab_size", "d_model", "num_heads", "d_ff", "encoder_layers",
                          "decoder_layers", "dropout", "attention_dropout", "word_dropout",
-                         "max_len"}
+                         "drop_path", "max_len"}
   unmapped = {f.name for f in dataclasses.fields(cfg)} - mapped
   if unmapped:
     raise ExportError(f"model options {sorted(unmapped)} are not handled by the "

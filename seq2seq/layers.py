@@ -61,7 +61,7 @@ _DROPOUT_SCALE: contextvars.ContextVar = contextvars.ContextVar("dropout_scale",
 @contextlib.contextmanager
 def scaled_dropout(scale):
   """Inside the block, every dropout rate (residual, embedding, feed-forward, attention,
-  word) is the configured one times `scale`: a float or a traced scalar in [0, 1], such as
+  word, drop path) is the configured one times `scale`: a float or a traced scalar in [0, 1], such as
   a schedule's value at the current update (train.dropout_ramp_steps). None: as
   configured. A traced scale changes the rates without recompiling the step."""
   token = _DROPOUT_SCALE.set(scale)
@@ -83,6 +83,18 @@ def dropout(x: jnp.ndarray, rate: float, is_training: bool) -> jnp.ndarray:
     return x
   rate = scheduled_rate(rate)
   keep = keep_mask(hk.next_rng_key(), rate, x.shape)
+  return jnp.where(keep, x / jnp.asarray(1.0 - rate, x.dtype), jnp.zeros_like(x))
+
+
+def drop_path(x: jnp.ndarray, rate: float, is_training: bool) -> jnp.ndarray:
+  """Stochastic depth: each row of `x` (axis 0, a sequence) kept whole with probability
+  1 - rate and scaled by 1 / (1 - rate), or zeroed whole. Only draws a key when training
+  with rate > 0."""
+  if not is_training or rate == 0.0:
+    return x
+  rate = scheduled_rate(rate)
+  keep_B = keep_mask(hk.next_rng_key(), rate, x.shape[:1])
+  keep = keep_B.reshape(keep_B.shape + (1,) * (x.ndim - 1))
   return jnp.where(keep, x / jnp.asarray(1.0 - rate, x.dtype), jnp.zeros_like(x))
 
 

@@ -62,13 +62,25 @@ def shift_right(tgt_out_BT: jnp.ndarray, segments_BT: jnp.ndarray | None = None
   return jnp.where(masks.segment_positions(segments_BT) == 0, BOS_ID, shifted)
 
 
-class _Residual(hk.Module):
-  """Wraps a sub-layer with dropout, a residual connection and pre- or post-norm."""
+def drop_path_rates(rate: float, num_layers: int) -> list[float]:
+  """Stochastic depth's rate for each layer of a stack: linear in depth (Huang et al.
+  2016), `rate / N` at the first of N layers up to `rate` at the last."""
+  return [rate * (i + 1) / num_layers for i in range(num_layers)]
 
-  def __init__(self, cfg: ModelConfig, name: str | None = None):
+
+class _Residual(hk.Module):
+  """Wraps a sub-layer with dropout, stochastic depth (`drop_path`, the rate of this
+  layer), a residual connection and pre- or post-norm."""
+
+  def __init__(self, cfg: ModelConfig, drop_path: float = 0.0, name: str | None = None):
     super().__init__(name=name)
     self.cfg = cfg
+    self.drop_path = drop_path
     self.norm = norm_layer(cfg.norm, "norm")
+
+  def _branch(self, y: jnp.ndarray, is_training: bool) -> jnp.ndarray:
+    y = dropout(y, self.cfg.dropout, is_training)
+    return layers.drop_path(y, self.drop_path, is_training)
 
   def __call__(self, x: jnp.ndarray, sublayer: Callable[[jnp.ndarray], jnp.ndarray],
                is_training: bool) -> jnp.ndarray:
@@ -76,21 +88,22 @@ class _Residual(hk.Module):
       # one buffer per block for the residual stream and its gradient (XLA:CPU's fusion)
       x = layers.materialize(x, layers.key_words(hk.next_rng_key())[0].astype(jnp.float32))
     if self.cfg.pre_norm:
-      return x + dropout(sublayer(self.norm(x)), self.cfg.dropout, is_training)
-    return self.norm(x + dropout(sublayer(x), self.cfg.dropout, is_training))
+      return x + self._branch(sublayer(self.norm(x)), is_training)
+    return self.norm(x + self._branch(sublayer(x), is_training))
 
 
 class EncoderLayer(hk.Module):
-  """Self-attention and feed-forward, each with a residual."""
+  """Self-attention and feed-forward, each with a residual (`drop_path`: this layer's
+  stochastic depth rate)."""
 
-  def __init__(self, cfg: ModelConfig, name: str | None = None):
+  def __init__(self, cfg: ModelConfig, drop_path: float = 0.0, name: str | None = None):
     super().__init__(name=name)
     self.self_attention = MultiHeadAttention(cfg.num_heads, cfg.head_dim,
                                              cfg.attention_dropout, name="self_attention")
     self.feed_forward = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout,
                                     cfg.glu, name="feed_forward")
-    self.res_attention = _Residual(cfg, name="res_attention")
-    self.res_ff = _Residual(cfg, name="res_ff")
+    self.res_attention = _Residual(cfg, drop_path, name="res_attention")
+    self.res_ff = _Residual(cfg, drop_path, name="res_ff")
 
   def __call__(self, x_BSD, mask, is_training, rotation=None):
     """`rotation`: the self-attention's `rotary_tables` (None: not rotary)."""
@@ -101,9 +114,10 @@ class EncoderLayer(hk.Module):
 
 
 class DecoderLayer(hk.Module):
-  """Causal self-attention, cross-attention to the encoder, feed-forward."""
+  """Causal self-attention, cross-attention to the encoder, feed-forward (`drop_path`:
+  this layer's stochastic depth rate)."""
 
-  def __init__(self, cfg: ModelConfig, name: str | None = None):
+  def __init__(self, cfg: ModelConfig, drop_path: float = 0.0, name: str | None = None):
     super().__init__(name=name)
     self.cfg = cfg
     self.self_attention = MultiHeadAttention(cfg.num_heads, cfg.head_dim,
@@ -112,9 +126,9 @@ class DecoderLayer(hk.Module):
                                               cfg.attention_dropout, name="cross_attention")
     self.feed_forward = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout,
                                     cfg.glu, name="feed_forward")
-    self.res_self = _Residual(cfg, name="res_self")
-    self.res_cross = _Residual(cfg, name="res_cross")
-    self.res_ff = _Residual(cfg, name="res_ff")
+    self.res_self = _Residual(cfg, drop_path, name="res_self")
+    self.res_cross = _Residual(cfg, drop_path, name="res_cross")
+    self.res_ff = _Residual(cfg, drop_path, name="res_ff")
 
   def __call__(self, x_BTD, memory_BSD, self_mask, cross_mask, is_training, probs_sink=None,
                rotation=None):
@@ -183,10 +197,12 @@ class Transformer(hk.Module):
       projection = Dense(cfg.vocab_size, name="output_projection")
       self.output = lambda x: projection(x).astype(jnp.float32)
       self.output_weights = lambda: (lambda w, b: (w.T, b))(*projection.params(cfg.d_model))
-    self.encoder_layers = [EncoderLayer(cfg, name=f"encoder_layer_{i}")
-                           for i in range(cfg.encoder_layers)]
-    self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_layer_{i}")
-                           for i in range(cfg.decoder_layers)]
+    self.encoder_layers = [
+        EncoderLayer(cfg, rate, name=f"encoder_layer_{i}")
+        for i, rate in enumerate(drop_path_rates(cfg.drop_path, cfg.encoder_layers))]
+    self.decoder_layers = [
+        DecoderLayer(cfg, rate, name=f"decoder_layer_{i}")
+        for i, rate in enumerate(drop_path_rates(cfg.drop_path, cfg.decoder_layers))]
     # Pre-norm stacks need a final norm: their residual stream is never normalised.
     self.encoder_norm = norm_layer(cfg.norm, "encoder_norm") if cfg.pre_norm else (lambda x: x)
     self.decoder_norm = norm_layer(cfg.norm, "decoder_norm") if cfg.pre_norm else (lambda x: x)

@@ -132,6 +132,7 @@ def render(workdir: Path) -> str:
       f"({t.optimizer}, warmup {t.warmup_steps}), dropout {m.dropout}, label smoothing "
       f"{t.label_smoothing}"
       + (f", word dropout {m.word_dropout}" if m.word_dropout else "")
+      + (f", stochastic depth {m.drop_path}" if m.drop_path else "")
       + (f", subword sampling (alpha {d.sampling_alpha:g}, n-best {d.sampling_nbest})"
          if d.sampling_alpha else "")
       + (f", the first {d.bidirectional_epochs} epochs in both directions"

@@ -575,7 +575,7 @@ def check_resumable(workdir: Path, cfg: Config) -> None:
 
 
 # Fields that only change training, not the shapes or meaning of the parameters.
-_NOT_ARCHITECTURE = ("dropout", "attention_dropout", "word_dropout", "dtype")
+_NOT_ARCHITECTURE = ("dropout", "attention_dropout", "word_dropout", "drop_path", "dtype")
 
 
 def check_fine_tune_source(cfg: Config) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from seq2seq import layers
 from seq2seq.config import PRESETS, ModelConfig
-from seq2seq.model import Model, count_params, shift_right
+from seq2seq.model import Model, count_params, drop_path_rates, shift_right
 from seq2seq.vocab import PAD_ID
 
 TINY = PRESETS["tiny"]
@@ -304,10 +304,39 @@ def test_word_dropout_zeroes_whole_token_embeddings_in_training_only():
     dataclasses.replace(TINY, word_dropout=1.0)
 
 
+def test_drop_path_drops_whole_rows_of_a_branch_in_training_only():
+  rate = 0.3
+  x = jax.random.normal(jax.random.PRNGKey(0), (4096, 3, 8)) + 2.0  # no exact zeros
+  drop = hk.transform(lambda x, rate, training: layers.drop_path(x, rate, training))
+  y = np.asarray(drop.apply({}, jax.random.PRNGKey(1), x, rate, True))
+  kept = np.all(np.isclose(y, np.asarray(x) / (1 - rate)), axis=(1, 2))
+  zeroed = np.all(y == 0.0, axis=(1, 2))
+  assert np.all(kept ^ zeroed)  # every row either whole (rescaled) or gone
+  assert abs(zeroed.mean() - rate) < 5 * np.sqrt(rate * (1 - rate) / zeroed.size)
+  np.testing.assert_array_equal(drop.apply({}, None, x, rate, False), x)
+  np.testing.assert_array_equal(drop.apply({}, None, x, 0.0, True), x)
+  # linear in depth, reaching the configured rate at the last layer
+  np.testing.assert_allclose(drop_path_rates(0.2, 4), [0.05, 0.1, 0.15, 0.2])
+  # in the model: evaluation ignores it, training applies it
+  plain_cfg = dataclasses.replace(TINY, dropout=0.0)
+  model, params = _init(dataclasses.replace(plain_cfg, drop_path=0.5))
+  tgt_in = shift_right(TGT)
+  np.testing.assert_array_equal(model.apply(params, SRC, tgt_in),
+                                Model(plain_cfg).apply(params, SRC, tgt_in))
+  trained = [np.asarray(model.apply(params, SRC, tgt_in, rng=jax.random.PRNGKey(k),
+                                    is_training=True)) for k in range(8)]
+  evaluated = np.asarray(model.apply(params, SRC, tgt_in))
+  assert not all(np.allclose(t, evaluated) for t in trained)
+  with pytest.raises(ValueError, match="drop_path must be in"):
+    dataclasses.replace(TINY, drop_path=1.0)
+
+
 def test_dropout_scale_multiplies_every_rate_even_when_traced():
   # every kind of dropout on, so that a scale that missed one would show
-  cfg = dataclasses.replace(TINY, dropout=0.3, attention_dropout=0.2, word_dropout=0.1)
-  half = dataclasses.replace(TINY, dropout=0.15, attention_dropout=0.1, word_dropout=0.05)
+  cfg = dataclasses.replace(TINY, dropout=0.3, attention_dropout=0.2, word_dropout=0.1,
+                            drop_path=0.4)
+  half = dataclasses.replace(TINY, dropout=0.15, attention_dropout=0.1, word_dropout=0.05,
+                             drop_path=0.2)
   model, params = _init(cfg)
   tgt_in, rng = shift_right(TGT), jax.random.PRNGKey(4)
   train = jax.jit(lambda scale: model.apply(params, SRC, tgt_in, rng=rng, is_training=True,
