@@ -9,7 +9,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   `small`'s at every point of the hour (32.3 against 28.1 at 28 minutes).
 - 4 heads of width 32: 2 heads of width 64 (fewer heads, as some small-corpus studies
   suggest) were level in validation NLL to 6,400 updates and lost on the beam (val
-  41.86 with 8,325 updates against the fast-machine recipe's 42.32-42.66, session 42).
+  41.86 with 8,325 updates against the fast-machine recipe's 42.32-42.66, session 42);
+  8 heads of width 16 were level in NLL too and lost as well (val 41.74 with 7,784
+  updates, session 43).
 - 4+4 layers: 6+6 at d 128 was ahead per update but cost 1.27x per update; over the
   hour it tied (val 40.12, session 7), and so did 6+6 with label smoothing 0.2 (three
   seeds, val mean 39.87 against the previous recipe's 39.72, session 12), while
