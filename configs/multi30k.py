@@ -102,6 +102,9 @@ measured runs behind them are in bench/README.md ("Quality"):
 - no word dropout (`model.word_dropout`, Sennrich and Zhang 2019): 0.1 on top of this
   regularisation was behind at every validation (0.04-0.14 NLL) and lost (val 39.75,
   session 24).
+- no stochastic depth (`model.drop_path`, Huang et al. 2016): 0.1 on top of this
+  regularisation was level or just behind in validation NLL per update and lost (val
+  41.98 with 7,360 updates against the fast-machine recipe's 42.32-42.66, session 43).
 - no bidirectional training (`data.bidirectional_epochs`, Ding et al. 2021): with the
   first 4 epochs in both directions (~2,100 updates) the run caught up from 0.27 NLL
   behind to 0.01 and ended with the best greedy BLEU of any hour (39.58), but its
