@@ -59,6 +59,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   and was behind per update at 1,200; stopped at 30 minutes (session 41).
 - tied source/target/output embeddings: one 8,000-piece joint unigram vocabulary
   shared by both languages; on small data sharing is a strong regulariser.
+  8,000 pieces: 4k was behind and 12k tied with the first recipe (session 3); with this
+  recipe on a fast machine 6k was behind in greedy BLEU early, within ~1 after, and
+  lost (val 41.63 with 8,642 updates against 42.32-42.66, session 44).
 - regularisation: dropout 0.2, label smoothing 0.2 and subword sampling
   (`data.sampling_alpha=0.5`, every epoch segmented anew; Kudo 2018), all three together
   (session 15). Each alone tied or lost over one hour (dropout 0.2 alone lost 1.7 val
