@@ -55,7 +55,8 @@ measured runs behind them are in bench/README.md ("Quality"):
   8,919. On a machine with 2.3x the throughput (session 40) the hour held 8,517 / 8,113 updates:
   seeds 0 / 1 scored val 42.32 / 42.37, test 40.54 / 40.49 sacreBLEU, 40.85 / 40.85
   lowercased-tokenized, still short of 41.5; seed 0 on session 41's (7,700 updates) scored
-  val 42.66, test 40.59 / 40.93. R-Drop (`train.rdrop_alpha=5`) costs ~2.2x per update
+  val 42.66, test 40.59 / 40.93; seed 2 on session 45's (7,738 updates) val 42.46, test
+  40.61 / 40.91: four fast-machine hours within 0.08 of each other on test. R-Drop (`train.rdrop_alpha=5`) costs ~2.2x per update
   and was behind per update at 1,200; stopped at 30 minutes (session 41).
 - tied source/target/output embeddings: one 8,000-piece joint unigram vocabulary
   shared by both languages; on small data sharing is a strong regulariser.
@@ -156,7 +157,8 @@ measured runs behind them are in bench/README.md ("Quality"):
   minutes by the machine, where the learning rate has decayed enough for their mean to
   beat each of them). On seed 1's hour the last 5 / 10 / 20 / 30 scored val 40.75 /
   41.21 / 40.57 / 40.17; with the dropout ramp the last 10 / 20 / 30 / 50 scored 40.99 /
-  41.07 / 41.13 / 40.59 (session 27).
+  41.07 / 41.13 / 40.59 (session 27). On a fast machine's hour (seed 2, 7,738 updates,
+  session 45) the last 5 / 10 / 20 / 30 / 40 scored 42.50 / 42.46 / 41.95 / 41.87 / 41.69.
 - beam 5, length penalty alpha 1.3, outputs up to 1.5 x source + 10 pieces: alpha
   chosen on the validation set with bench/tune_decoding.py (bench/README.md). With label
   smoothing 0.2 the best alpha is lower than the previous recipe's 1.6 (val, seeds 0 / 1:
