@@ -144,6 +144,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   5,913 updates). With rotary positions on a slow machine (3,217 / 3,410 updates) it was
   0.04-0.06 NLL ahead at equal minutes but tied on the beam: val 41.32 / 40.98, test
   lowercased-tokenized 39.75 / 40.22 against the recipe's 39.74-40.98 (session 32).
+  On a fast machine Muon cost ~33 % per update (5,828 updates in the hour against
+  7,738 for Adam's seed 2 on the same machine) and tied again: val 42.40 against the
+  recipe's 42.32-42.66 there (session 45).
   No moving average of the weights:
   `train.ema_decay=0.999` lost 0.8 val BLEU to the averaged checkpoints of the same run
   (session 12). No learning-rate cooldown: `train.cooldown=0.2` (linear to 0 over the
