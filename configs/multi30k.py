@@ -56,8 +56,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   seeds 0 / 1 scored val 42.32 / 42.37, test 40.54 / 40.49 sacreBLEU, 40.85 / 40.85
   lowercased-tokenized, still short of 41.5; seed 0 on session 41's (7,700 updates) scored
   val 42.66, test 40.59 / 40.93; seed 2 on session 45's (7,738 updates) val 42.46, test
-  40.61 / 40.91: four fast-machine hours within 0.08 of each other on test. R-Drop (`train.rdrop_alpha=5`) costs ~2.2x per update
-  and was behind per update at 1,200; stopped at 30 minutes (session 41).
+  40.61 / 40.91: four fast-machine hours within 0.08 of each other on test. R-Drop
+  (`train.rdrop_alpha=5`) costs ~2.2x per update and was behind per update at 1,200;
+  stopped at 30 minutes (session 41).
 - tied source/target/output embeddings: one 8,000-piece joint unigram vocabulary
   shared by both languages; on small data sharing is a strong regulariser.
   8,000 pieces: 4k was behind and 12k tied with the first recipe (session 3); with this
