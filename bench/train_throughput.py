@@ -52,6 +52,8 @@ def main():
                  help="matmul GFLOP/s of this machine (default: measured in this run, "
                  "bench/matmul_ceiling.py's float32 figure)")
   p.add_argument("--dtype", default="float32")
+  p.add_argument("--matmul-dtype", default="float32",
+                 help="model.matmul_dtype: the dtype of every matmul's operands")
   p.add_argument("--positional", default=None,
                  help="model.positional instead of the preset's (sinusoidal, learned, rotary)")
   p.add_argument("--glu", action="store_true", help="gated feed-forward layers (model.glu)")
@@ -62,7 +64,8 @@ def main():
   args = p.parse_args()
   enable_compilation_cache()
 
-  model_cfg = dataclasses.replace(PRESETS[args.preset], dtype=args.dtype)
+  model_cfg = dataclasses.replace(PRESETS[args.preset], dtype=args.dtype,
+                                  matmul_dtype=args.matmul_dtype)
   if args.positional:
     model_cfg = dataclasses.replace(model_cfg, positional=args.positional)
   model_cfg = dataclasses.replace(model_cfg, glu=args.glu, d_ff=args.d_ff or model_cfg.d_ff)
@@ -103,6 +106,7 @@ def main():
   ceiling = args.ceiling or matmul_gflops(2048, jax.numpy.float32, 20)
   report({
       "benchmark": "train_throughput", "preset": args.preset, "dtype": args.dtype,
+      "matmul_dtype": args.matmul_dtype,
       "max_tokens": args.max_tokens, "pack_length": args.pack_length, "steps": n, "seconds": round(dt, 1),
       "tgt_tokens_per_s": round(tgt_tokens / dt), "src_tgt_tokens_per_s": round((src_tokens + tgt_tokens) / dt),
       "real_tgt_tokens_per_step": round(tgt_tokens / n), "ms_per_step": round(1000 * dt / n, 1),

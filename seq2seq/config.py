@@ -53,6 +53,10 @@ class ModelConfig:
   fix_norm: bool = False
   tied_embeddings: bool = True  # one embedding for source, target and output layer
   dtype: str = "float32"  # compute dtype, "float32" or "bfloat16"; params stay float32
+  # The dtype every matmul's operands are rounded to, forward and backward: "bfloat16"
+  # keeps activations, layer norm, softmax and the products float32 (bfloat16 x bfloat16
+  # -> float32, which CPUs with AMX run ~4x faster than float32; bench/README.md).
+  matmul_dtype: str = "float32"
 
   def __post_init__(self):
     if self.d_model % self.num_heads:
@@ -70,6 +74,8 @@ class ModelConfig:
       raise ValueError(f"activation must be 'relu' or 'gelu', got {self.activation!r}")
     if self.dtype not in ("float32", "bfloat16"):
       raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {self.dtype!r}")
+    if self.matmul_dtype not in ("float32", "bfloat16"):
+      raise ValueError(f"matmul_dtype must be 'float32' or 'bfloat16', got {self.matmul_dtype!r}")
     for field in ("dropout", "attention_dropout", "word_dropout", "drop_path"):
       if not 0.0 <= getattr(self, field) < 1.0:
         raise ValueError(f"model.{field} must be in [0, 1), got {getattr(self, field)!r}")

@@ -2,13 +2,15 @@
 
 Parameters are always float32; each module casts them to the compute dtype of its
 input (so `bfloat16` compute keeps float32 master weights). Layer norm and
-softmax run in float32.
+softmax run in float32. Every matmul goes through `matmul` or `einsum`, whose operands
+can be rounded to bfloat16 while the products stay float32 (`matmul_operands`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import math
 
 import haiku as hk
@@ -98,6 +100,125 @@ def drop_path(x: jnp.ndarray, rate: float, is_training: bool) -> jnp.ndarray:
   return jnp.where(keep, x / jnp.asarray(1.0 - rate, x.dtype), jnp.zeros_like(x))
 
 
+# The dtype matmul operands are rounded to while a `matmul_operands` block traces the model.
+_MATMUL_DTYPE: contextvars.ContextVar = contextvars.ContextVar("matmul_dtype", default=None)
+
+
+@contextlib.contextmanager
+def matmul_operands(dtype: str | None):
+  """Inside the block, `matmul` and `einsum` round their operands to `dtype`
+  ("bfloat16"), accumulate and return float32 products (cast to the first operand's
+  dtype), and their gradients do the same: each backward matmul takes the float32
+  cotangent rounded to bfloat16. CPUs with AMX (and GPUs) run such matmuls several
+  times faster than float32 ones; XLA:CPU runs bfloat16 x bfloat16 -> bfloat16 ones
+  *slower* (bench/README.md). None or "float32": plain matmuls in the operands' dtype."""
+  token = _MATMUL_DTYPE.set(None if dtype in (None, "float32") else jnp.dtype(dtype))
+  try:
+    yield
+  finally:
+    _MATMUL_DTYPE.reset(token)
+
+
+@functools.lru_cache(maxsize=None)
+def runs_rounded_products(dtype: str, backend: str) -> str | None:
+  """None if `backend` runs a matmul of `dtype` operands with float32 products, else why
+  not. XLA:CPU runs it in a library kernel (oneDNN / XNNPACK) and rejects it at run time
+  where none takes it ("Unsupported element type for DotThunk"); the probe runs once."""
+  x = jnp.ones((1, 8, 8), dtype)
+  product = jax.jit(lambda a, b: jax.lax.dot_general(
+      a, b, (((2,), (1,)), ((0,), (0,))), preferred_element_type=jnp.float32), backend=backend)
+  try:
+    product(x, x).block_until_ready()
+  except Exception as e:  # noqa: BLE001 (XLA's runtime error names no finer class)
+    return str(e).splitlines()[-1][-200:]
+  return None
+
+
+def einsum(spec: str, a: jnp.ndarray, b: jnp.ndarray) -> jnp.ndarray:
+  """`jnp.einsum(spec, a, b)` in `a`'s dtype, with operands rounded as the enclosing
+  `matmul_operands` block says. `spec` is explicit ("ab,bc->ac"), and every index of an
+  operand appears in the other one or in the output (so its gradient is an einsum too)."""
+  dtype = _MATMUL_DTYPE.get()
+  if dtype is None:
+    return jnp.einsum(spec, a, b.astype(a.dtype))
+  (ia, ib), out = spec.split("->")[0].split(","), spec.split("->")[1]
+  for own, other in ((ia, ib), (ib, ia)):
+    if set(own) - set(other) - set(out):
+      raise ValueError(f"layers.einsum({spec!r}): an index of {own!r} is summed away "
+                       "within that operand; its gradient is not one einsum")
+  return _rounded_einsum(spec, dtype, a.dtype, b.dtype, a, b).astype(a.dtype)
+
+
+def matmul(x: jnp.ndarray, w: jnp.ndarray) -> jnp.ndarray:
+  """`x @ w` for `x` `[..., K]` and a matrix `w` `[K, N]`, as `einsum`: one 2-D matmul
+  over the flattened leading axes."""
+  if _MATMUL_DTYPE.get() is None:
+    return x @ w.astype(x.dtype)
+  x_MK = x.reshape(-1, x.shape[-1])
+  return einsum("mk,kn->mn", x_MK, w).reshape(*x.shape[:-1], w.shape[-1])
+
+
+def _rounded_dot(spec: str, a: jnp.ndarray, b: jnp.ndarray) -> jnp.ndarray:
+  """`einsum(spec, a, b)` for operands already rounded, with float32 products, as one
+  batched matmul `[batch, M, K] x [batch, K, N]` in row-major layout.
+
+  XLA:CPU sends only that form to its fast bfloat16 kernels; any other (a contraction
+  over the first axis, a transposed operand) it converts to float32 and runs slower than
+  float32 itself (bench/README.md). It also folds a plain transpose into the matmul's
+  dimensions or layout, so there an operand that needs one is copied behind a fusion
+  boundary.
+  """
+  (ia, ib), out = spec.split("->")[0].split(","), spec.split("->")[1]
+  batch = [c for c in out if c in ia and c in ib]
+  free_a = [c for c in out if c in ia and c not in ib]
+  free_b = [c for c in out if c in ib and c not in ia]
+  if free_a and free_b and out.index(free_b[0]) < out.index(free_a[0]):
+    return _rounded_dot(f"{ib},{ia}->{out}", b, a)  # the product then needs no transpose
+  con = [c for c in ia if c in ib and c not in out]
+  size = {**dict(zip(ia, a.shape)), **dict(zip(ib, b.shape))}
+  token = a.reshape(-1)[0].astype(jnp.float32)  # never NaN for XLA to see: see materialize
+
+  def arrange(x, axes, order, rows, cols):
+    perm = [axes.index(c) for c in order]
+    if perm != sorted(perm):
+      x = x.transpose(perm)
+      if jax.default_backend() == "cpu":
+        x = _fusion_boundary(x, token)
+    n = lambda cs: math.prod(size[c] for c in cs)
+    return x.reshape(n(batch), n(rows), n(cols))
+
+  a3 = arrange(a, ia, batch + free_a + con, free_a, con)
+  b3 = arrange(b, ib, batch + con + free_b, con, free_b)
+  r = jax.lax.dot_general(a3, b3, (((2,), (1,)), ((0,), (0,))),
+                          preferred_element_type=jnp.float32)
+  order = batch + free_a + free_b
+  r = r.reshape([size[c] for c in order])
+  perm = [order.index(c) for c in out]
+  return r if perm == sorted(perm) else r.transpose(perm)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
+def _rounded_einsum(spec, dtype, a_dtype, b_dtype, a, b):
+  return _rounded_dot(spec, a.astype(dtype), b.astype(dtype))
+
+
+def _rounded_einsum_fwd(spec, dtype, a_dtype, b_dtype, a, b):
+  a_r, b_r = a.astype(dtype), b.astype(dtype)
+  return _rounded_dot(spec, a_r, b_r), (a_r, b_r)
+
+
+def _rounded_einsum_bwd(spec, dtype, a_dtype, b_dtype, residuals, g):
+  a_r, b_r = residuals
+  (ia, ib), out = spec.split("->")[0].split(","), spec.split("->")[1]
+  g_r = g.astype(dtype)
+  da = _rounded_dot(f"{out},{ib}->{ia}", g_r, b_r)
+  db = _rounded_dot(f"{out},{ia}->{ib}", g_r, a_r)
+  return da.astype(a_dtype), db.astype(b_dtype)
+
+
+_rounded_einsum.defvjp(_rounded_einsum_fwd, _rounded_einsum_bwd)
+
+
 def _fusion_boundary(x: jnp.ndarray, token: jnp.ndarray) -> jnp.ndarray:
   """`x`, passed through a conditional: XLA fuses nothing across it. `token` is a float
   scalar that XLA cannot see is never NaN, so it cannot remove the conditional; the
@@ -148,7 +269,7 @@ class Dense(hk.Module):
   def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
     w, b = self.params(x.shape[-1])
     b = b.reshape((1,) * (x.ndim - 1) + b.shape)  # broadcast explicitly over the leading axes
-    return x @ w.astype(x.dtype) + b.astype(x.dtype)
+    return matmul(x, w) + b.astype(x.dtype)
 
 
 class LayerNorm(hk.Module):
@@ -264,7 +385,7 @@ class Embedding(hk.Module):
     # A 2-D matmul on flattened tokens: XLA:CPU runs its backward pass about 1.5x faster
     # than the 3-D einsum's (bench/README.md).
     x_ND = x_BTD.reshape(-1, x_BTD.shape[-1])
-    logits_NV = x_ND @ table_VD.T
+    logits_NV = einsum("nd,vd->nv", x_ND, table_VD)
     return logits_NV.reshape(*x_BTD.shape[:-1], -1).astype(jnp.float32)
 
 
@@ -304,9 +425,9 @@ class MultiHeadAttention(hk.Module):
     With `rotation` (`rotary_tables`), queries and keys are rotated (`rotary`)."""
     d_in, inner = x_BTD.shape[-1], self.num_heads * self.head_dim
     (wq, bq), (wk, bk), (wv, bv) = (m.params(d_in) for m in (self.query, self.key, self.value))
-    w = jnp.concatenate([wq, wk, wv], axis=1).astype(x_BTD.dtype)
+    w = jnp.concatenate([wq, wk, wv], axis=1)
     b = jnp.concatenate([bq, bk, bv]).astype(x_BTD.dtype)
-    qkv = x_BTD @ w + b.reshape((1,) * (x_BTD.ndim - 1) + b.shape)
+    qkv = matmul(x_BTD, w) + b.reshape((1,) * (x_BTD.ndim - 1) + b.shape)
     q, k, v = (self._split(qkv[..., i * inner:(i + 1) * inner]) for i in range(3))
     if rotation is not None:
       q, k = rotary(q, rotation), rotary(k, rotation)
@@ -329,7 +450,7 @@ class MultiHeadAttention(hk.Module):
     """`attend` for queries already projected and split into heads, `[B, T, H, K]`."""
     kv = "bhsk" if head_major else "bshk"
     q_BTHK = q_BTHK * (self.head_dim ** -0.5)
-    scores_BHTS = jnp.einsum(f"bthk,{kv}->bhts", q_BTHK, k).astype(jnp.float32)
+    scores_BHTS = einsum(f"bthk,{kv}->bhts", q_BTHK, k).astype(jnp.float32)
     # finfo.min instead of -inf: a fully masked row gives a uniform distribution, not NaN.
     scores_BHTS = jnp.where(mask, scores_BHTS, jnp.finfo(jnp.float32).min)
     probs_BHTS = jax.nn.softmax(scores_BHTS, axis=-1)
@@ -340,9 +461,9 @@ class MultiHeadAttention(hk.Module):
       # Decoding: with the output head-major, XLA:CPU runs the cross-attention product as
       # one batched matmul instead of a slow strided one (beam 5 at 320 hypotheses: -6 %
       # per step, bench/README.md); the same sums, in another order of rounding.
-      out_BTHK = jnp.einsum("bhts,bhsk->bhtk", probs_BHTS, v).transpose(0, 2, 1, 3)
+      out_BTHK = einsum("bhts,bhsk->bhtk", probs_BHTS, v).transpose(0, 2, 1, 3)
     else:
-      out_BTHK = jnp.einsum("bhts,bshk->bthk", probs_BHTS, v)
+      out_BTHK = einsum("bhts,bshk->bthk", probs_BHTS, v)
     return self.out(out_BTHK.reshape(*out_BTHK.shape[:2], -1))
 
   def __call__(self, q_BTD: jnp.ndarray, kv_BSD: jnp.ndarray, mask: jnp.ndarray,
@@ -380,7 +501,7 @@ class FeedForward(hk.Module):
                             self.linear.params(x_BTD.shape[-1]))
       w, b = jnp.concatenate([w1, w2], axis=1), jnp.concatenate([b1, b2])
       b = b.reshape((1,) * (x_BTD.ndim - 1) + b.shape)
-      h_BT2F = x_BTD @ w.astype(x_BTD.dtype) + b.astype(x_BTD.dtype)
+      h_BT2F = matmul(x_BTD, w) + b.astype(x_BTD.dtype)
       F = self.inner.features
       h_BTF = self.activation(h_BT2F[..., :F]) * h_BT2F[..., F:]
     h_BTF = dropout(h_BTF, self.dropout_rate, is_training)

@@ -15,6 +15,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from seq2seq import layers
 from seq2seq.vocab import PAD_ID
 
 SUM_KEYS = ("loss", "nll", "tokens", "correct")
@@ -79,8 +80,9 @@ def output_loss_sums(x_BTD: jnp.ndarray, w_VD: jnp.ndarray, b_V: jnp.ndarray,
 
 
 def _logits(x_CD, w_VD, b_V):
-  """As the model's output layer: the matmul in the compute dtype, then float32."""
-  return (x_CD @ w_VD.astype(x_CD.dtype).T).astype(jnp.float32) + b_V[None, :]
+  """As the model's output layer: the matmul in the compute dtype (operands rounded as
+  `layers.matmul_operands` says), then float32."""
+  return layers.einsum("cd,vd->cv", x_CD, w_VD).astype(jnp.float32) + b_V[None, :]
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
@@ -120,8 +122,8 @@ def _chunked_sums_bwd(smoothing, residuals, cotangents):
     dlogits_CV = weight_C1 * ((g_loss + g_nll) * p_CV
                               - jnp.where(label_CV, (1.0 - smoothing) * g_loss + g_nll, 0.0)
                               - g_loss * smoothing / vocab)
-    dx_CD = dlogits_CV.astype(x_CD.dtype) @ w_VD.astype(x_CD.dtype)
-    dw_VD = dw_VD + dlogits_CV.T @ x_CD.astype(jnp.float32)
+    dx_CD = layers.einsum("cv,vd->cd", dlogits_CV.astype(x_CD.dtype), w_VD)
+    dw_VD = dw_VD + layers.einsum("cv,cd->vd", dlogits_CV, x_CD.astype(jnp.float32))
     return (dw_VD, db_V + jnp.sum(dlogits_CV, axis=0)), dx_CD
 
   (dw_VD, db_V), dx_GCD = jax.lax.scan(chunk_grads, (jnp.zeros_like(w_VD), jnp.zeros_like(b_V)),

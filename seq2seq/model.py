@@ -8,6 +8,7 @@ constructors so that every apply function finds them under the same names.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 import haiku as hk
@@ -331,11 +332,29 @@ class Model:
 
   def __init__(self, cfg: ModelConfig):
     self.cfg = cfg
+    # The dtype of every matmul's operands: cfg.matmul_dtype where this backend runs it
+    # with float32 products, else float32 (with a warning; the model is the same).
+    self.matmul_dtype = cfg.matmul_dtype
+    if cfg.matmul_dtype != "float32":
+      why = layers.runs_rounded_products(cfg.matmul_dtype, jax.default_backend())
+      if why is not None:
+        logging.getLogger(__name__).warning(
+            "model.matmul_dtype=%s: this %s backend does not run %s x %s -> float32 "
+            "matmuls (%s); using float32 operands", cfg.matmul_dtype,
+            jax.default_backend(), cfg.matmul_dtype, cfg.matmul_dtype, why)
+        self.matmul_dtype = "float32"
+
+    def scoped(f):  # traced with these matmul operands (layers.matmul_operands)
+      def call(*args, **kwargs):
+        with layers.matmul_operands(self.matmul_dtype):
+          return f(*args, **kwargs)
+      return call
 
     def fns():
       t = Transformer(cfg)
-      return t.__call__, (t.__call__, t.encode, t.init_cache, t.decode_step,
-                          t.cross_attention, t.features_and_output_weights)
+      return scoped(t.__call__), tuple(map(scoped, (
+          t.__call__, t.encode, t.init_cache, t.decode_step, t.cross_attention,
+          t.features_and_output_weights)))
 
     self._transformed = hk.multi_transform(fns)
 

@@ -40,6 +40,7 @@ from seq2seq import (
   checkpoint,
   distributed,
   input_pipeline,
+  layers,
   metrics,
   model_card,
   presets,
@@ -385,7 +386,10 @@ class Steps:
         sums = loss_sums(self.model.apply(p, batch.src, tgt_in, **args), batch.tgt, smoothing)
       return sums["loss"], sums
 
-    return jax.grad(loss_fn, has_aux=True)(params)
+    # the chunked loss's own backward pass (`output_loss_sums`) is traced by jax.grad
+    # after loss_fn returns: it must see the model's matmul operands too
+    with layers.matmul_operands(self.model.matmul_dtype):
+      return jax.grad(loss_fn, has_aux=True)(params)
 
   def dropout_scale(self, step):
     """The factor on the dropout rates at update `step` (traced): a linear ramp from 0 to

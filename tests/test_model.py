@@ -395,7 +395,95 @@ def test_bfloat16_compute_keeps_float32_params():
   np.testing.assert_allclose(logits, reference, atol=0.15)
 
 
+@pytest.mark.parametrize("spec,shape_a,shape_b", [
+    ("mk,kn->mn", (6, 8), (8, 5)),  # Dense
+    ("nd,vd->nv", (6, 8), (9, 8)),  # the tied output layer
+    ("bthk,bshk->bhts", (2, 3, 2, 4), (2, 5, 2, 4)),  # attention scores
+    ("bthk,bhsk->bhts", (2, 3, 2, 4), (2, 2, 5, 4)),  # ... over the head-major cache
+    ("bhts,bshk->bthk", (2, 2, 3, 5), (2, 5, 2, 4)),  # attention output
+    ("bhts,bhsk->bhtk", (2, 2, 3, 5), (2, 2, 5, 4)),  # ... head-major
+])
+def test_bfloat16_matmul_operands_round_operands_and_cotangents(spec, shape_a, shape_b):
+  """Under `matmul_operands("bfloat16")` an einsum is the float32 einsum of its operands
+  rounded to bfloat16; its gradients are the float32 einsums of the cotangent and the
+  other operand, both rounded; all under jit (XLA:CPU rejects some bfloat16 x bfloat16 ->
+  float32 matmul layouts at run time)."""
+  ka, kb, kg = jax.random.split(jax.random.PRNGKey(0), 3)
+  a, b = jax.random.normal(ka, shape_a), jax.random.normal(kb, shape_b)
+  rounded = lambda x: x.astype(jnp.bfloat16).astype(jnp.float32)
+
+  @jax.jit
+  def got(a, b, g):
+    def f(a, b):
+      with layers.matmul_operands("bfloat16"):
+        return layers.einsum(spec, a, b)
+    out, vjp = jax.vjp(f, a, b)
+    return out, *vjp(g)
+
+  def want(a, b, g):
+    out, vjp = jax.vjp(lambda a, b: jnp.einsum(spec, a, b), rounded(a), rounded(b))
+    return out, *vjp(rounded(g))
+
+  g = jax.random.normal(kg, jnp.einsum(spec, a, b).shape)
+  for x, y in zip(got(a, b, g), want(a, b, g)):
+    assert x.dtype == jnp.float32
+    np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-5)
+  # the rounding is real: the float32 einsum differs
+  assert float(jnp.max(jnp.abs(got(a, b, g)[0] - jnp.einsum(spec, a, b)))) > 1e-3
+
+
+def test_bfloat16_matmul_operands_model():
+  """`model.matmul_dtype="bfloat16"`: float32 params, activations and logits; the logits
+  and the loss gradient within bfloat16 rounding of float32's (10 % of the norm: the
+  rounding compounds over the layers); cached decoding still equal
+  to the teacher-forced logits."""
+  cfg = dataclasses.replace(TINY, matmul_dtype="bfloat16")
+  model, params = _init(cfg)
+  reference = Model(TINY)
+  logits = model.apply(params, SRC, shift_right(TGT))
+  want = reference.apply(params, SRC, shift_right(TGT))
+  assert logits.dtype == jnp.float32
+  np.testing.assert_allclose(logits, want, atol=0.05)
+  assert float(jnp.max(jnp.abs(logits - want))) > 1e-5  # the operands were rounded
+
+  def loss(m):
+    return jax.jit(jax.grad(lambda p: jnp.sum(jax.nn.log_softmax(m.apply(p, SRC, shift_right(TGT)))[..., 5])))
+  grads, grads_want = loss(model)(params), loss(reference)(params)
+  # relative to each gradient, or to 1 % of the largest (the key biases' true gradient
+  # is 0, and rounding is all there is of it)
+  leaves = list(zip(jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(grads_want)))
+  scale = max(float(jnp.linalg.norm(w)) for _, w in leaves)
+  for g, w in leaves:
+    assert g.dtype == jnp.float32
+    assert float(jnp.linalg.norm(g - w)) <= 0.1 * max(float(jnp.linalg.norm(w)), scale / 100)
+
+  memory = model.encode(params, SRC)
+  cache, source = model.init_cache(params, memory, SRC, max_len=TGT.shape[1])
+  tgt_in = shift_right(TGT)
+  for t in range(TGT.shape[1]):
+    step_logits, cache = model.decode_step(params, tgt_in[:, t], cache, source)
+    np.testing.assert_allclose(step_logits, logits[:, t], atol=0.05)
+
+
+def test_bfloat16_matmul_operands_probe_and_fallback(monkeypatch, caplog):
+  # This backend runs the products (the probe says None); one that does not (XLA:CPU
+  # without a library kernel for them) gets float32 operands and a warning, not a crash.
+  assert layers.runs_rounded_products("bfloat16", jax.default_backend()) is None
+  monkeypatch.setattr(layers, "runs_rounded_products", lambda dtype, backend: "no kernel")
+  cfg = dataclasses.replace(TINY, matmul_dtype="bfloat16")
+  with caplog.at_level("WARNING"):
+    model, params = _init(cfg)
+  assert model.matmul_dtype == "float32"
+  assert "model.matmul_dtype=bfloat16" in caplog.text and "no kernel" in caplog.text
+  np.testing.assert_array_equal(model.apply(params, SRC, shift_right(TGT)),
+                                Model(TINY).apply(params, SRC, shift_right(TGT)))
+
+
 def test_config_validation():
+  with pytest.raises(ValueError, match="matmul_dtype must be 'float32' or 'bfloat16'"):
+    ModelConfig(matmul_dtype="float16")
+  with layers.matmul_operands("bfloat16"), pytest.raises(ValueError, match="summed away"):
+    layers.einsum("ij,jk->k", jnp.ones((2, 3)), jnp.ones((3, 4)))
   with pytest.raises(ValueError, match="divisible"):
     ModelConfig(d_model=10, num_heads=3)
   with pytest.raises(ValueError, match="even head width"):

@@ -15,7 +15,7 @@ import numpy as np
 import optax
 import pytest
 
-from seq2seq import checkpoint, input_pipeline, metrics, tokenizer, train_lib
+from seq2seq import checkpoint, input_pipeline, layers, metrics, tokenizer, train_lib
 from seq2seq.config import PRESETS, Config, TrainConfig
 from seq2seq.input_pipeline import Batch, read_lines
 from seq2seq.loss import SUM_KEYS, output_loss_sums, rdrop_loss_sums
@@ -48,7 +48,8 @@ def test_smoke_run_writes_a_loadable_checkpoint_and_metrics(trained_run):
   assert "Best validation BLEU" in (trained_run / "train.log").read_text()
 
 
-def test_overfits_a_handful_of_pairs(tmp_path):
+@pytest.mark.parametrize("matmul_dtype", ["float32", "bfloat16"])
+def test_overfits_a_handful_of_pairs(tmp_path, matmul_dtype):
   src = read_lines(SAMPLE / "train.en")[:6]
   tgt = read_lines(SAMPLE / "train.de")[:6]
   write_corpus(tmp_path / "data", "train", src, tgt)
@@ -56,7 +57,8 @@ def test_overfits_a_handful_of_pairs(tmp_path):
   base = tiny_config(tmp_path / "data", max_steps=250, warmup_steps=30, learning_rate=3e-3,
                       label_smoothing=0.0, checkpoint_every=1000, log_every=50,
                       eval_every=250)
-  cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, dropout=0.0),
+  cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, dropout=0.0,
+                                                            matmul_dtype=matmul_dtype),
                             data=dataclasses.replace(base.data, max_tokens=256))
   # Six sentences cannot train a 400-piece vocabulary (byte fallback alone needs 260):
   # store one trained on the whole sample, registered for this corpus, as a user could.
@@ -224,12 +226,14 @@ def test_rdrop_update_is_the_plain_update_without_dropout_and_differs_with_it(pa
     TrainConfig(rdrop_alpha=-1.0)
 
 
-@pytest.mark.parametrize("tied,dtype", [(True, "float32"), (False, "float32"),
-                                         (True, "bfloat16")])
-def test_chunked_output_loss_equals_the_full_logits(tied, dtype):
+@pytest.mark.parametrize("tied,dtype,matmul_dtype", [
+    (True, "float32", "float32"), (False, "float32", "float32"),
+    (True, "bfloat16", "float32"), (True, "float32", "bfloat16")])
+def test_chunked_output_loss_equals_the_full_logits(tied, dtype, matmul_dtype):
   """Loss sums and gradients (of every parameter) of `output_loss_sums`, in chunks that
   do not divide the tokens, equal those of `loss_sums` on the full logits."""
-  cfg = dataclasses.replace(PRESETS["tiny"], tied_embeddings=tied, dtype=dtype)
+  cfg = dataclasses.replace(PRESETS["tiny"], tied_embeddings=tied, dtype=dtype,
+                            matmul_dtype=matmul_dtype)
   model = Model(cfg)
   rng = np.random.default_rng(0)
   src = jnp.asarray(rng.integers(4, cfg.vocab_size, (3, 9)))
@@ -248,14 +252,16 @@ def test_chunked_output_loss_equals_the_full_logits(tied, dtype):
     return sums["loss"] + 0.5 * sums["nll"], sums
 
   (_, want), grads_want = jax.value_and_grad(full, has_aux=True)(params)
-  (_, got), grads_got = jax.jit(jax.value_and_grad(chunked, has_aux=True))(params)
-  tol = 1e-4 if dtype == "float32" else 3e-2
+  with layers.matmul_operands(matmul_dtype):  # as Steps traces it
+    (_, got), grads_got = jax.jit(jax.value_and_grad(chunked, has_aux=True))(params)
+  low_precision = "bfloat16" in (dtype, matmul_dtype)
+  tol = 3e-2 if low_precision else 1e-4
   for k in SUM_KEYS:
     np.testing.assert_allclose(got[k], want[k], rtol=tol)
   assert got["tokens"] == 18
   with pytest.raises(ValueError, match="train.loss_chunk must be >= 0"):
     Steps(Config(model=cfg, train=TrainConfig(loss_chunk=-1)), model)
-  if dtype == "bfloat16":
+  if low_precision:
     return  # bfloat16 gradients of both forms differ by their own rounding: sums only
   # each parameter's gradient, to float rounding relative to its largest element (or to
   # 1 % of the largest of all: the key biases' true gradient is 0, theirs is rounding)
