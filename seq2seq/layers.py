@@ -120,13 +120,14 @@ def matmul_operands(dtype: str | None):
 
 
 @functools.lru_cache(maxsize=None)
-def runs_rounded_products(dtype: str, backend: str) -> str | None:
-  """None if `backend` runs a matmul of `dtype` operands with float32 products, else why
-  not. XLA:CPU runs it in a library kernel (oneDNN / XNNPACK) and rejects it at run time
-  where none takes it ("Unsupported element type for DotThunk"); the probe runs once."""
-  x = jnp.ones((1, 8, 8), dtype)
+def rounded_products_unsupported(dtype: str, backend: str) -> str | None:
+  """Why `backend` cannot run a matmul of `dtype` operands with float32 products, or
+  None if it can. XLA:CPU runs it in a library kernel (oneDNN / XNNPACK) and rejects it
+  at run time where none takes it ("Unsupported element type for DotThunk"); the probe
+  runs once per dtype and backend."""
+  x = jax.device_put(np.ones((1, 8, 8), jnp.dtype(dtype)), jax.devices(backend)[0])
   product = jax.jit(lambda a, b: jax.lax.dot_general(
-      a, b, (((2,), (1,)), ((0,), (0,))), preferred_element_type=jnp.float32), backend=backend)
+      a, b, (((2,), (1,)), ((0,), (0,))), preferred_element_type=jnp.float32))
   try:
     product(x, x).block_until_ready()
   except Exception as e:  # noqa: BLE001 (XLA's runtime error names no finer class)

@@ -336,7 +336,7 @@ class Model:
     # with float32 products, else float32 (with a warning; the model is the same).
     self.matmul_dtype = cfg.matmul_dtype
     if cfg.matmul_dtype != "float32":
-      why = layers.runs_rounded_products(cfg.matmul_dtype, jax.default_backend())
+      why = layers.rounded_products_unsupported(cfg.matmul_dtype, jax.default_backend())
       if why is not None:
         logging.getLogger(__name__).warning(
             "model.matmul_dtype=%s: this %s backend does not run %s x %s -> float32 "

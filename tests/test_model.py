@@ -395,6 +395,17 @@ def test_bfloat16_compute_keeps_float32_params():
   np.testing.assert_allclose(logits, reference, atol=0.15)
 
 
+# Where the backend cannot run bfloat16 x bfloat16 -> float32 matmuls (XLA:CPU on a CPU
+# without a library kernel for them), the model falls back to float32 operands: only the
+# fallback can be tested there.
+_NO_ROUNDED_PRODUCTS = layers.rounded_products_unsupported("bfloat16", jax.default_backend())
+needs_rounded_products = pytest.mark.skipif(
+    _NO_ROUNDED_PRODUCTS is not None,
+    reason=f"this backend does not run bfloat16 x bfloat16 -> float32 matmuls: "
+           f"{_NO_ROUNDED_PRODUCTS}")
+
+
+@needs_rounded_products
 @pytest.mark.parametrize("spec,shape_a,shape_b", [
     ("mk,kn->mn", (6, 8), (8, 5)),  # Dense
     ("nd,vd->nv", (6, 8), (9, 8)),  # the tied output layer
@@ -432,6 +443,7 @@ def test_bfloat16_matmul_operands_round_operands_and_cotangents(spec, shape_a, s
   assert float(jnp.max(jnp.abs(got(a, b, g)[0] - jnp.einsum(spec, a, b)))) > 1e-3
 
 
+@needs_rounded_products
 def test_bfloat16_matmul_operands_model():
   """`model.matmul_dtype="bfloat16"`: float32 params, activations and logits; the logits
   and the loss gradient within bfloat16 rounding of float32's (10 % of the norm: the
@@ -466,10 +478,9 @@ def test_bfloat16_matmul_operands_model():
 
 
 def test_bfloat16_matmul_operands_probe_and_fallback(monkeypatch, caplog):
-  # This backend runs the products (the probe says None); one that does not (XLA:CPU
-  # without a library kernel for them) gets float32 operands and a warning, not a crash.
-  assert layers.runs_rounded_products("bfloat16", jax.default_backend()) is None
-  monkeypatch.setattr(layers, "runs_rounded_products", lambda dtype, backend: "no kernel")
+  # A backend that cannot run the products gets float32 operands and a warning, not a
+  # crash at the first update.
+  monkeypatch.setattr(layers, "rounded_products_unsupported", lambda dtype, backend: "no kernel")
   cfg = dataclasses.replace(TINY, matmul_dtype="bfloat16")
   with caplog.at_level("WARNING"):
     model, params = _init(cfg)
