@@ -109,8 +109,8 @@ def matmul_operands(dtype: str | None):
   """Inside the block, `matmul` and `einsum` round their operands to `dtype`
   ("bfloat16"), accumulate and return float32 products (cast to the first operand's
   dtype), and their gradients do the same: each backward matmul takes the float32
-  cotangent rounded to bfloat16. CPUs with AMX (and GPUs) run such matmuls several
-  times faster than float32 ones; XLA:CPU runs bfloat16 x bfloat16 -> bfloat16 ones
+  cotangent rounded to bfloat16. CPUs with AMX run such matmuls several times faster
+  than float32 ones; XLA:CPU runs bfloat16 x bfloat16 -> bfloat16 ones
   *slower* (bench/README.md). None or "float32": plain matmuls in the operands' dtype."""
   token = _MATMUL_DTYPE.set(None if dtype in (None, "float32") else jnp.dtype(dtype))
   try:
@@ -135,6 +135,13 @@ def rounded_products_unsupported(dtype: str, backend: str) -> str | None:
   return None
 
 
+def _indices(spec: str) -> tuple[str, str, str]:
+  """The index letters of an explicit two-operand einsum: ("ab", "bc", "ac") for "ab,bc->ac"."""
+  operands, out = spec.split("->")
+  ia, ib = operands.split(",")
+  return ia, ib, out
+
+
 def einsum(spec: str, a: jnp.ndarray, b: jnp.ndarray) -> jnp.ndarray:
   """`jnp.einsum(spec, a, b)` in `a`'s dtype, with operands rounded as the enclosing
   `matmul_operands` block says. `spec` is explicit ("ab,bc->ac"), and every index of an
@@ -142,7 +149,7 @@ def einsum(spec: str, a: jnp.ndarray, b: jnp.ndarray) -> jnp.ndarray:
   dtype = _MATMUL_DTYPE.get()
   if dtype is None:
     return jnp.einsum(spec, a, b.astype(a.dtype))
-  (ia, ib), out = spec.split("->")[0].split(","), spec.split("->")[1]
+  ia, ib, out = _indices(spec)
   for own, other in ((ia, ib), (ib, ia)):
     if set(own) - set(other) - set(out):
       raise ValueError(f"layers.einsum({spec!r}): an index of {own!r} is summed away "
@@ -169,7 +176,7 @@ def _rounded_dot(spec: str, a: jnp.ndarray, b: jnp.ndarray) -> jnp.ndarray:
   dimensions or layout, so there an operand that needs one is copied behind a fusion
   boundary.
   """
-  (ia, ib), out = spec.split("->")[0].split(","), spec.split("->")[1]
+  ia, ib, out = _indices(spec)
   batch = [c for c in out if c in ia and c in ib]
   free_a = [c for c in out if c in ia and c not in ib]
   free_b = [c for c in out if c in ib and c not in ia]
@@ -200,7 +207,7 @@ def _rounded_dot(spec: str, a: jnp.ndarray, b: jnp.ndarray) -> jnp.ndarray:
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
 def _rounded_einsum(spec, dtype, a_dtype, b_dtype, a, b):
-  return _rounded_dot(spec, a.astype(dtype), b.astype(dtype))
+  return _rounded_einsum_fwd(spec, dtype, a_dtype, b_dtype, a, b)[0]
 
 
 def _rounded_einsum_fwd(spec, dtype, a_dtype, b_dtype, a, b):
@@ -210,7 +217,7 @@ def _rounded_einsum_fwd(spec, dtype, a_dtype, b_dtype, a, b):
 
 def _rounded_einsum_bwd(spec, dtype, a_dtype, b_dtype, residuals, g):
   a_r, b_r = residuals
-  (ia, ib), out = spec.split("->")[0].split(","), spec.split("->")[1]
+  ia, ib, out = _indices(spec)
   g_r = g.astype(dtype)
   da = _rounded_dot(f"{out},{ib}->{ia}", g_r, b_r)
   db = _rounded_dot(f"{out},{ia}->{ib}", g_r, a_r)
