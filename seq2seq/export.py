@@ -59,7 +59,8 @@ def check_supported(cfg: ModelConfig) -> None:
   """Refuses, by name, any architecture option the conversion does not map."""
   known = {"positional": ("sinusoidal", "learned", "rotary"), "activation": ("relu", "gelu"),
            "pre_norm": (True, False), "tied_embeddings": (True, False), "glu": (True, False),
-           "dtype": ("float32", "bfloat16"),  # dtype: compute only, params are float32
+           # compute only, the parameters are float32 either way:
+           "dtype": ("float32", "bfloat16"), "matmul_dtype": ("float32", "bfloat16"),
            "norm": ("layer",), "fix_norm": (False,)}
   for field, values in known.items():
     value = getattr(cfg, field)

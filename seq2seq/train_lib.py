@@ -579,7 +579,8 @@ def check_resumable(workdir: Path, cfg: Config) -> None:
 
 
 # Fields that only change training, not the shapes or meaning of the parameters.
-_NOT_ARCHITECTURE = ("dropout", "attention_dropout", "word_dropout", "drop_path", "dtype")
+_NOT_ARCHITECTURE = ("dropout", "attention_dropout", "word_dropout", "drop_path", "dtype",
+                     "matmul_dtype")
 
 
 def check_fine_tune_source(cfg: Config) -> None:

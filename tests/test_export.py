@@ -81,7 +81,8 @@ def test_int8_bleu_is_within_a_point_of_float32(exported):
 @pytest.mark.parametrize("option", [dict(pre_norm=False), dict(tied_embeddings=False),
                                     dict(positional="learned"), dict(positional="rotary"),
                                     dict(activation="gelu"), dict(glu=True),
-                                    dict(glu=True, activation="gelu")])
+                                    dict(glu=True, activation="gelu"),
+                                    dict(matmul_dtype="bfloat16")])
 def test_every_architecture_option_converts(tmp_path, option):
   cfg = tiny_config(SAMPLE, max_steps=2)
   cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, **option))
@@ -90,8 +91,11 @@ def test_every_architecture_option_converts(tmp_path, option):
   jax_t = Translator.load(tmp_path / "run", "latest")
   ct2_t = Translator.load(out, engine="ctranslate2")
   sources, targets = SOURCES[:16], REFERENCES[:16]
+  # bfloat16 matmul operands are a compute setting of the JAX engine; the exported float32
+  # weights score within its rounding.
+  rtol = 2e-2 if option.get("matmul_dtype") == "bfloat16" else 1e-4
   np.testing.assert_allclose([x.logprob for x in jax_t.score(sources, targets)],
-                             [x.logprob for x in ct2_t.score(sources, targets)], rtol=1e-4,
+                             [x.logprob for x in ct2_t.score(sources, targets)], rtol=rtol,
                              atol=1e-3)
 
 

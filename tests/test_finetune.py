@@ -74,8 +74,9 @@ def test_another_architecture_or_source_is_refused(source_run, in_domain, tmp_pa
   wider = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, d_ff=256))
   with pytest.raises(checkpoint.CheckpointError, match=r"model.d_ff 128 there, 256 here"):
     train(wider, tmp_path / "a")
-  # Dropout is not architecture: a fine-tuning run may change it.
-  more_dropout = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, dropout=0.3),
+  # Dropout and matmul precision are not architecture: a fine-tuning run may change them.
+  more_dropout = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, dropout=0.3,
+                                                                    matmul_dtype="bfloat16"),
                                      train=dataclasses.replace(cfg.train, max_steps=1))
   assert train(more_dropout, tmp_path / "b")["step"] == 1
   with pytest.raises(checkpoint.CheckpointError, match="is not a run directory"):
