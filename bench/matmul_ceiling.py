@@ -48,7 +48,8 @@ def main():
             "float32_gflops": round(measure(args.n, jnp.float32, args.repeats), 1),
             "bfloat16_gflops": round(measure(args.n, jnp.bfloat16, args.repeats), 1),
             # bfloat16 operands, float32 products: what model.matmul_dtype="bfloat16"
-            # runs (on CPUs with AMX, XLA:CPU's fast path; bfloat16 products are not)
+            # runs (on CPUs with AMX or AVX-512 BF16, XLA:CPU's fast path; bfloat16
+            # products are not)
             "bfloat16_to_float32_gflops": round(
                 measure(args.n, jnp.bfloat16, args.repeats, jnp.float32), 1),
             **({"shapes": shapes} if shapes else {}), **machine()}

@@ -55,7 +55,8 @@ class ModelConfig:
   dtype: str = "float32"  # compute dtype, "float32" or "bfloat16"; params stay float32
   # The dtype every matmul's operands are rounded to, forward and backward: "bfloat16"
   # keeps activations, layer norm, softmax and the products float32 (bfloat16 x bfloat16
-  # -> float32, which CPUs with AMX run ~4x faster than float32; bench/README.md).
+  # -> float32, which CPUs with AMX or AVX-512 BF16 run 1.9-4.5x faster than float32;
+  # bench/README.md).
   matmul_dtype: str = "float32"
 
   def __post_init__(self):
