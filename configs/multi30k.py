@@ -104,7 +104,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   was level from ~5,600 and tied (val 41.02 with 7,481 updates, session 21).
   Dropout 0.25 (ramped as below), for a fast machine's ~30 epochs in the hour, was
   0.00-0.04 validation NLL behind the recipe's fast-machine runs per update and tied
-  (val 42.43 with 8,255 updates against their 42.32-42.66, session 42).
+  (val 42.43 with 8,255 updates against their 42.32-42.66, session 42); with bfloat16
+  operands (8,969 updates, 33 epochs) it was level in NLL and lost (val 41.98 against
+  42.13-42.98, session 47).
   Stronger sampling, α 0.3, was behind at every validation (NLL +0.14-0.19) and was
   stopped at 34 minutes (session 21). Label smoothing 0.3 (with the dropout ramp)
   learned at the same rate in greedy BLEU and tied (val 40.86 at alpha 1.3, 41.21 at
