@@ -86,6 +86,12 @@ class ModelConfig:
     return self.d_model // self.num_heads
 
 
+# ModelConfig fields that change how the model trains or computes, not the shapes or
+# meaning of its parameters: a fine-tuning run may change them, an export ignores them.
+NOT_ARCHITECTURE = ("dropout", "attention_dropout", "word_dropout", "drop_path", "dtype",
+                    "matmul_dtype")
+
+
 PRESETS: dict[str, ModelConfig] = {
     # For tests and the demo: compiles in seconds, trains on data/ in a minute.
     "tiny": ModelConfig(vocab_size=512, d_model=64, num_heads=2, d_ff=128,

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from seq2seq import checkpoint
-from seq2seq.config import Config, ModelConfig
+from seq2seq.config import NOT_ARCHITECTURE, Config, ModelConfig
 from seq2seq.layers import sinusoidal_positions
 from seq2seq.tokenizer import MODEL_FILE, Tokenizer
 
@@ -59,17 +59,15 @@ def check_supported(cfg: ModelConfig) -> None:
   """Refuses, by name, any architecture option the conversion does not map."""
   known = {"positional": ("sinusoidal", "learned", "rotary"), "activation": ("relu", "gelu"),
            "pre_norm": (True, False), "tied_embeddings": (True, False), "glu": (True, False),
-           # compute only, the parameters are float32 either way:
-           "dtype": ("float32", "bfloat16"), "matmul_dtype": ("float32", "bfloat16"),
            "norm": ("layer",), "fix_norm": (False,)}
   for field, values in known.items():
     value = getattr(cfg, field)
     if value not in values:
       raise ExportError(f"model option {field}={value!r} has no CTranslate2 conversion "
                         f"(supported: {', '.join(map(repr, values))})")
-  mapped = set(known) | {"vocab_size", "d_model", "num_heads", "d_ff", "encoder_layers",
-                         "decoder_layers", "dropout", "attention_dropout", "word_dropout",
-                         "drop_path", "max_len"}
+  mapped = set(known) | set(NOT_ARCHITECTURE) | {
+      "vocab_size", "d_model", "num_heads", "d_ff", "encoder_layers", "decoder_layers",
+      "max_len"}
   unmapped = {f.name for f in dataclasses.fields(cfg)} - mapped
   if unmapped:
     raise ExportError(f"model options {sorted(unmapped)} are not handled by the "

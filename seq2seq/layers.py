@@ -111,7 +111,8 @@ def matmul_operands(dtype: str | None):
   dtype), and their gradients do the same: each backward matmul takes the float32
   cotangent rounded to bfloat16. CPUs with AMX or AVX-512 BF16 run such matmuls faster
   than float32 ones (4.5x and 1.9x measured); XLA:CPU runs bfloat16 x bfloat16 ->
-  bfloat16 ones *slower* (bench/README.md). None or "float32": plain matmuls in the operands' dtype."""
+  bfloat16 ones *slower* (bench/README.md). None or "float32": plain matmuls in the
+  operands' dtype."""
   token = _MATMUL_DTYPE.set(None if dtype in (None, "float32") else jnp.dtype(dtype))
   try:
     yield

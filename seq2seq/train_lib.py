@@ -47,7 +47,7 @@ from seq2seq import (
   runtime,
   tokenizer,
 )
-from seq2seq.config import Config, TrainConfig
+from seq2seq.config import NOT_ARCHITECTURE, Config, TrainConfig
 from seq2seq.loss import SUM_KEYS, loss_sums, output_loss_sums, rdrop_loss_sums
 from seq2seq.model import Model, shift_right
 from seq2seq.translator import Translator
@@ -578,18 +578,13 @@ def check_resumable(workdir: Path, cfg: Config) -> None:
           "use a new --workdir")
 
 
-# Fields that only change training, not the shapes or meaning of the parameters.
-_NOT_ARCHITECTURE = ("dropout", "attention_dropout", "word_dropout", "drop_path", "dtype",
-                     "matmul_dtype")
-
-
 def check_fine_tune_source(cfg: Config) -> None:
   """train.init_from must be a run whose model has this run's architecture."""
   source = Path(cfg.train.init_from)
   if not (source / checkpoint.CONFIG_FILE).is_file():
     raise checkpoint.CheckpointError(
         f"train.init_from={source} is not a run directory (no {checkpoint.CONFIG_FILE})")
-  diff = differences(checkpoint.load_config(source).model, cfg.model, _NOT_ARCHITECTURE)
+  diff = differences(checkpoint.load_config(source).model, cfg.model, NOT_ARCHITECTURE)
   if diff:
     fields = ", ".join(f"model.{k} {old!r} there, {new!r} here" for k, (old, new) in diff.items())
     raise checkpoint.CheckpointError(
