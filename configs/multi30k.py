@@ -147,7 +147,10 @@ measured runs behind them are in bench/README.md ("Quality"):
   4,121 updates; seeds 2 / 3, session 39: 0.04-0.06 ahead at 3,600), but tied on the beam (val 41.01 /
   40.65 / 40.90 / 41.54, mean 41.03 against the four seeds' 41.15). 1,024-token batches
   (twice the updates, the same schedule per token) were ahead early, behind by the end of
-  the hour and lost (val 40.43, session 19); 4,096 lost in the proxy sweep.
+  the hour and lost (val 40.43, session 19); 4,096 lost in the proxy sweep, and with
+  bfloat16 operands over the hour (session 48; 4,630 updates, 33 epochs, warmup, ramp and
+  checkpoints halved in updates so that they fall at the same tokens) it was 0.03-0.09
+  validation NLL behind at every validation and lost (val 41.58).
 - peak learning rate 4e-3 after 800 warmup updates, inverse square root decay: in the
   proxy sweep (bench/README.md, 3,900 updates each) 4e-3 beat 2.5e-3 by ~1 validation
   BLEU at every averaging span; warmup 400 did not help. 6e-3 for the full hour lost
