@@ -50,11 +50,14 @@ def summary(seconds: list, scale: float = 1000.0, unit: str = "ms", digits: int 
           f"rounds {[round(s * scale, digits) for s in seconds]}")
 
 
-def training_steps(preset: str, rows: int, length: int, steps: int = 3, **train_overrides):
-  """A jitted training step of `preset` (and `TrainConfig` fields `train_overrides`) on
-  one random `rows x length` batch, compiled and warmed up now (so with the package's
-  module globals as they are at this call).
+def training_steps(preset: str, rows: int, length: int, steps: int = 3,
+                   model: dict | None = None, **train_overrides):
+  """A jitted training step of `preset` (with `ModelConfig` fields `model` and
+  `TrainConfig` fields `train_overrides`) on one random `rows x length` batch, compiled
+  and warmed up now (so with the package's module globals as they are at this call).
   Returns a callable for `alternate` that runs `steps` steps and waits for them."""
+  import dataclasses
+
   import jax
   import numpy as np
 
@@ -62,7 +65,7 @@ def training_steps(preset: str, rows: int, length: int, steps: int = 3, **train_
   from seq2seq.input_pipeline import Batch
   from seq2seq.model import Model
   from seq2seq.train_lib import Steps
-  cfg = PRESETS[preset]
+  cfg = dataclasses.replace(PRESETS[preset], **(model or {}))
   rng = np.random.default_rng(0)
   ids = lambda: rng.integers(4, cfg.vocab_size, (rows, length)).astype(np.int32)
   train = Steps(Config(model=cfg, data=DataConfig(), train=TrainConfig(**train_overrides)),

@@ -1,6 +1,7 @@
 """Where a training step's time goes: a `jax.profiler` trace summed per XLA op kind.
 
   python bench/profile_train_step.py [--preset small] [--rows 64] [--length 28] [--dropout 0.1]
+      [--positional rotary] [--matmul-dtype bfloat16]
 
 Times the jitted train step on random ids (no padding), traces 5 steps, and sums each
 op's duration over all threads (an op split across both cores counts twice). Prints the
@@ -95,8 +96,16 @@ def main():
   p.add_argument("--rows", type=int, default=64)
   p.add_argument("--length", type=int, default=28)
   p.add_argument("--dropout", type=float, default=0.1)
+  p.add_argument("--positional", default=None, help="sinusoidal or rotary (default: the preset's)")
+  p.add_argument("--matmul-dtype", default=None,
+                 help="float32 or bfloat16 matmul operands (default: the preset's)")
   args = p.parse_args()
-  model_cfg = dataclasses.replace(PRESETS[args.preset], dropout=args.dropout)
+  overrides = {"dropout": args.dropout}
+  if args.positional:
+    overrides["positional"] = args.positional
+  if args.matmul_dtype:
+    overrides["matmul_dtype"] = args.matmul_dtype
+  model_cfg = dataclasses.replace(PRESETS[args.preset], **overrides)
   steps = Steps(Config(model=model_cfg, data=DataConfig(), train=TrainConfig()), Model(model_cfg))
   state = steps.init_state()
   rng = np.random.default_rng(0)
@@ -138,7 +147,9 @@ def main():
         f"{spans['one_op_ms']} ms with one (of it {spans['one_op_matmul_ms']} ms a matmul), "
         f"{spans['idle_ms']} ms with none")
   report({"benchmark": "profile_train_step", "preset": args.preset, "rows": args.rows,
-          "length": args.length, "dropout": args.dropout, "step_wall_ms": round(wall_ms),
+          "length": args.length, "dropout": args.dropout,
+          "positional": model_cfg.positional, "matmul_dtype": model_cfg.matmul_dtype,
+          "step_wall_ms": round(wall_ms),
           "summed_op_ms": round(summed), "matmul_op_ms": round(matmul),
           "other_op_ms": round(summed - matmul), **spans, **rates,
           "tgt_tokens_per_s": round(args.rows * args.length / wall_ms * 1000), **machine()})

@@ -26,7 +26,8 @@ def loss_sums(logits_BTV: jnp.ndarray, labels_BT: jnp.ndarray, smoothing: float
   """Label-smoothed cross entropy summed over non-pad tokens, without a one-hot `[B, T, V]`.
 
   With smoothing e the target distribution is (1 - e) on the label plus e / V on every
-  piece, so loss = -(1 - e) log p(label) - e * mean_v log p(v).
+  piece, so loss = -(1 - e) log p(label) - e * mean_v log p(v). "correct" counts the
+  tokens whose label has the largest logit (`_is_top`).
   """
   logits_BTV = logits_BTV.astype(jnp.float32)
   lse_BT = jax.nn.logsumexp(logits_BTV, axis=-1)
@@ -35,9 +36,21 @@ def loss_sums(logits_BTV: jnp.ndarray, labels_BT: jnp.ndarray, smoothing: float
   smooth_BT = lse_BT - jnp.mean(logits_BTV, axis=-1)
   loss_BT = (1.0 - smoothing) * nll_BT + smoothing * smooth_BT
   weight_BT = (labels_BT != PAD_ID).astype(jnp.float32)
-  correct_BT = (jnp.argmax(logits_BTV, axis=-1) == labels_BT).astype(jnp.float32)
+  correct_BT = _is_top(logits_BTV, label_logit_BT)
   return {"loss": jnp.sum(loss_BT * weight_BT), "nll": jnp.sum(nll_BT * weight_BT),
           "tokens": jnp.sum(weight_BT), "correct": jnp.sum(correct_BT * weight_BT)}
+
+
+def _is_top(logits_NV: jnp.ndarray, label_logit_N: jnp.ndarray) -> jnp.ndarray:
+  """1.0 where the label's logit is the largest, else 0.0 (no gradient).
+
+  The same as `argmax(logits) == label` except on exact ties, which count as correct
+  here. A max is a plain reduction; XLA:CPU runs argmax as a variadic (value, index)
+  reduction over the whole `[tokens, vocab]` array, ~12 % of the `compact` training
+  step (bench/README.md, "The loss without argmax").
+  """
+  top_N = jnp.max(jax.lax.stop_gradient(logits_NV), axis=-1)
+  return (jax.lax.stop_gradient(label_logit_N) >= top_N).astype(jnp.float32)
 
 
 def rdrop_loss_sums(logits_2BTV: jnp.ndarray, labels_BT: jnp.ndarray, smoothing: float,
@@ -95,10 +108,11 @@ def _chunked_sums_fwd(x_GCD, w_VD, b_V, labels_GC, smoothing):
     x_CD, labels_C = args
     logits_CV = _logits(x_CD, w_VD, b_V)
     lse_C = jax.nn.logsumexp(logits_CV, axis=-1)
-    nll_C = lse_C - jnp.take_along_axis(logits_CV, labels_C[:, None], axis=-1)[:, 0]
+    label_logit_C = jnp.take_along_axis(logits_CV, labels_C[:, None], axis=-1)[:, 0]
+    nll_C = lse_C - label_logit_C
     loss_C = (1.0 - smoothing) * nll_C + smoothing * (lse_C - jnp.mean(logits_CV, axis=-1))
     weight_C = (labels_C != PAD_ID).astype(jnp.float32)
-    correct_C = (jnp.argmax(logits_CV, axis=-1) == labels_C).astype(jnp.float32)
+    correct_C = _is_top(logits_CV, label_logit_C)
     return (jnp.sum(loss_C * weight_C), jnp.sum(nll_C * weight_C),
             jnp.sum(correct_C * weight_C), lse_C)
 

@@ -174,6 +174,20 @@ def test_label_smoothed_loss_matches_the_one_hot_definition():
   assert sums["tokens"] == 3
 
 
+def test_loss_counts_a_token_correct_when_its_label_is_the_argmax():
+  rng = np.random.default_rng(1)
+  logits = rng.normal(size=(2, 4, 7)).astype(np.float32)
+  top = logits.argmax(-1)
+  labels = np.array([[top[0, 0], (top[0, 1] + 1) % 7, top[0, 2], 0],
+                     [(top[1, 0] + 3) % 7, top[1, 1], 0, 0]])
+  labels = np.where(np.arange(4) < [[3], [2]], np.maximum(labels, 1), 0)  # ids 1..6 real
+  want = ((top == labels) & (labels != 0)).sum()
+  assert 0 < want < 5
+  for sums in (loss_sums(logits, labels, 0.1), jax.jit(loss_sums, static_argnums=2)(
+      logits, labels, 0.1)):
+    assert float(sums["correct"]) == want
+
+
 def test_rdrop_loss_adds_the_symmetric_kl_of_the_two_passes():
   rng = np.random.default_rng(0)
   logits = rng.normal(size=(4, 3, 7)).astype(np.float32)  # passes 1 and 2 of 2 rows
