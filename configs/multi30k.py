@@ -50,6 +50,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   40.98 / 41.33, 0.17 short. On an AMD EPYC without AMX (AVX-512 BF16; session 47)
   the products ran 1.9x faster than float32 and the step 1.32x (4,873 against 3,693
   tokens/s); seed 2's hour there (9,352 updates) scored val 42.98, test 40.81 / 41.18.
+  Run again after the loss stopped using argmax (the step 11 % faster, session 49), the
+  same seed trained 10,383 updates and scored val 42.49, test 40.84 / 41.20: past
+  ~9,000 updates more of them no longer raise test (four hours: 41.14-41.33).
   A backend that cannot run these products (the model probes once) falls back to
   float32 operands with a warning, and `--config.model.matmul_dtype=float32` restores
   the float32 recipe.
