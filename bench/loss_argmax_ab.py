@@ -14,9 +14,9 @@ import sys
 
 import jax.numpy as jnp
 
-from common import alternate, summary, training_steps
-
 from seq2seq import loss
+
+from common import alternate, summary, training_steps
 
 RECIPE_MODEL = {"positional": "rotary", "matmul_dtype": "bfloat16"}
 
