@@ -46,7 +46,7 @@ def _is_top(logits_NV: jnp.ndarray, label_logit_N: jnp.ndarray) -> jnp.ndarray:
 
   The same as `argmax(logits) == label` except on exact ties, which count as correct
   here. A max is a plain reduction; XLA:CPU runs argmax as a variadic (value, index)
-  reduction over the whole `[tokens, vocab]` array, ~12 % of the `compact` training
+  reduction over the whole `[tokens, vocab]` array, ~11 % of the `compact` training
   step (bench/README.md, "The loss without argmax").
   """
   top_N = jnp.max(jax.lax.stop_gradient(logits_NV), axis=-1)
