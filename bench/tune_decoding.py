@@ -3,18 +3,20 @@
   python bench/tune_decoding.py --workdir RUN_DIR [--checkpoint averaged]
       [--beams 4,5,8] [--alphas 0.6,1.0] [--len-a 1.5] [--beam-stops exact,current]
 
-Decodes the run's validation split once per setting and prints sacreBLEU for each, best
-last, with a JSON line. Only validation data is read: the test split is for the end.
+Decodes the run's validation split once per setting and prints sacreBLEU for each, with
+the output/reference length ratio and brevity penalty behind it, best last, with a JSON
+line. Only validation data is read: the test split is for the end.
 """
 
 import argparse
 import itertools
 import time
 
+import sacrebleu
+
 from seq2seq import checkpoint, input_pipeline
 from seq2seq.evaluate_lib import lowercase_tokenized_bleu
 from seq2seq.runtime import setup_cli_logging
-from seq2seq.train_lib import bleu
 from seq2seq.translator import Translator
 
 from common import machine, report
@@ -43,8 +45,10 @@ def main():
                                          (float(x) for x in args.alphas.split(","))):
       t = time.perf_counter()
       hyps = translator.translate(sources, beam_size=beam, alpha=alpha)
+      score = sacrebleu.corpus_bleu(hyps, [refs])
       rows.append({"beam": beam, "alpha": alpha, "max_len_a": len_a, "beam_stop": stop,
-                   "bleu": round(bleu(hyps, refs), 2),
+                   "bleu": round(score.score, 2), "length_ratio": round(score.ratio, 3),
+                   "bp": round(score.bp, 3),
                    "bleu_lc_tok": round(lowercase_tokenized_bleu(hyps, refs), 2),
                    "seconds": round(time.perf_counter() - t, 1)})
       print(rows[-1], flush=True)
