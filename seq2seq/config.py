@@ -151,6 +151,9 @@ class DataConfig:
   # (~3 s for Multi30k's 58,000 sentences): for corpora up to a few hundred thousand pairs.
   sampling_alpha: float = 0.0
   sampling_nbest: int = -1  # unigram: sample from the n best segmentations; -1 = all
+  # Which side is sampled: "both" (Kudo 2018), or "source", the target keeping its one
+  # deterministic segmentation, the one the model's decoded output is read in.
+  sampling_sides: str = "both"
   # Bidirectional training (Ding et al. 2021, "Improving Neural Machine Translation by
   # Bidirectional Training"): the first this-many epochs train on every pair in both
   # directions (source -> target and target -> source, so each such epoch is twice as
@@ -169,6 +172,9 @@ class DataConfig:
     if self.sampling_alpha < 0 or (self.spm_model_type == "bpe" and self.sampling_alpha >= 1):
       raise ValueError(f"data.sampling_alpha={self.sampling_alpha}: expected 0 (off) or "
                        "> 0 (unigram), in (0, 1) for a BPE model")
+    if self.sampling_sides not in ("both", "source"):
+      raise ValueError(f"data.sampling_sides={self.sampling_sides!r}: expected 'both' or "
+                       "'source'")
     if self.bidirectional_epochs < 0:
       raise ValueError(f"data.bidirectional_epochs={self.bidirectional_epochs}: expected 0 "
                        "(off) or a number of epochs")

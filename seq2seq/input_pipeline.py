@@ -368,11 +368,17 @@ class SubwordSampler:
   def __init__(self, tok: Tokenizer, ds: datasets.Dataset, cfg: DataConfig):
     self.tok, self.cfg = tok, cfg
     self.src, self.tgt = list(ds["src"]), list(ds["tgt"])
+    # `data.sampling_sides="source"`: the target's one segmentation, encoded once.
+    self.fixed_tgt = (Ragged.from_list(encode_texts(tok, self.tgt))
+                      if cfg.sampling_sides == "source" else None)
 
   def corpus(self, epoch: int) -> EncodedCorpus:
     seed = int(np.random.default_rng([self.cfg.seed, epoch, 11]).integers(2**31))
     sides = []
     for k, texts in enumerate((self.src, self.tgt)):
+      if k == 1 and self.fixed_tgt is not None:
+        sides.append(self.fixed_tgt)
+        continue
       ids = self.tok.sample_encode(texts, self.cfg.sampling_alpha, self.cfg.sampling_nbest,
                                    seed + k)
       sides.append(Ragged.from_list(with_eos(ids)))

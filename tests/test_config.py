@@ -48,6 +48,8 @@ def test_subword_sampling_and_bidirectional_settings_are_checked():
   with pytest.raises(ValueError, match=r"data.bidirectional_epochs=-1: expected 0"):
     DataConfig(bidirectional_epochs=-1)
   assert DataConfig(spm_model_type="bpe", sampling_alpha=0.1).sampling_alpha == 0.1
+  with pytest.raises(ValueError, match=r"data.sampling_sides='target': expected 'both' or"):
+    DataConfig(sampling_alpha=0.1, sampling_sides="target")
 
 
 def test_run_directories_from_before_one_vocabulary_field_still_load(tmp_path):

@@ -256,6 +256,19 @@ def test_subword_sampling_resegments_each_epoch_reproducibly():
   assert sorted(np.concatenate(a.epoch_batches(1)).tolist()) == list(range(len(corpus)))
 
 
+def test_source_only_sampling_keeps_the_target_segmentation():
+  cfg = DataConfig(dir=str(SAMPLE), max_tokens=300, sampling_alpha=0.1, sampling_sides="source")
+  ds = ip.load_split(cfg, "train")
+  tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
+  corpus = ip.encode_dataset(tok, ds)
+  sampler = ip.SubwordSampler(tok, ds, cfg)
+  for epoch in (0, 1):
+    seg = sampler.corpus(epoch)
+    assert all(np.array_equal(x, y) for x, y in zip(corpus.tgt, seg.tgt))
+    assert sum(not np.array_equal(x, y) for x, y in zip(corpus.src, seg.src)) > len(corpus) // 2
+    assert tok.decode(seg.src) == tok.decode(corpus.src)
+
+
 @pytest.mark.parametrize("sampling_alpha", [0.0, 0.1])
 def test_bidirectional_epochs_train_each_pair_both_ways_then_one_way(sampling_alpha):
   cfg = DataConfig(dir=str(SAMPLE), max_tokens=300, bidirectional_epochs=2,
