@@ -87,7 +87,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   shared by both languages; on small data sharing is a strong regulariser.
   8,000 pieces: 4k was behind and 12k tied with the first recipe (session 3); with this
   recipe on a fast machine 6k was behind in greedy BLEU early, within ~1 after, and
-  lost (val 41.63 with 8,642 updates against 42.32-42.66, session 44).
+  lost (val 41.63 with 8,642 updates against 42.32-42.66, session 44). 10k with bfloat16
+  operands cost ~7 % per sentence and tied (val 42.65 with 9,538 updates against the
+  four bfloat16 hours' 42.13-42.98, session 50).
 - regularisation: dropout 0.2, label smoothing 0.2 and subword sampling
   (`data.sampling_alpha=0.5`, every epoch segmented anew; Kudo 2018), all three together
   (session 15). Each alone tied or lost over one hour (dropout 0.2 alone lost 1.7 val
