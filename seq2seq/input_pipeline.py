@@ -374,15 +374,12 @@ class SubwordSampler:
 
   def corpus(self, epoch: int) -> EncodedCorpus:
     seed = int(np.random.default_rng([self.cfg.seed, epoch, 11]).integers(2**31))
-    sides = []
-    for k, texts in enumerate((self.src, self.tgt)):
-      if k == 1 and self.fixed_tgt is not None:
-        sides.append(self.fixed_tgt)
-        continue
-      ids = self.tok.sample_encode(texts, self.cfg.sampling_alpha, self.cfg.sampling_nbest,
-                                   seed + k)
-      sides.append(Ragged.from_list(with_eos(ids)))
-    return EncodedCorpus(*sides)
+    tgt = self.fixed_tgt if self.fixed_tgt is not None else self._sample(self.tgt, seed + 1)
+    return EncodedCorpus(self._sample(self.src, seed), tgt)
+
+  def _sample(self, texts: list[str], seed: int) -> Ragged:
+    ids = self.tok.sample_encode(texts, self.cfg.sampling_alpha, self.cfg.sampling_nbest, seed)
+    return Ragged.from_list(with_eos(ids))
 
 
 def _load_ragged(directory: Path, side: str) -> Ragged:
