@@ -59,7 +59,7 @@ def check_supported(cfg: ModelConfig) -> None:
   """Refuses, by name, any architecture option the conversion does not map."""
   known = {"positional": ("sinusoidal", "learned", "rotary"), "activation": ("relu", "gelu"),
            "pre_norm": (True, False), "tied_embeddings": (True, False), "glu": (True, False),
-           "norm": ("layer",), "fix_norm": (False,)}
+           "norm": ("layer",), "fix_norm": (False,), "qk_norm": (0.0,)}
   for field, values in known.items():
     value = getattr(cfg, field)
     if value not in values:

@@ -399,12 +399,20 @@ class Embedding(hk.Module):
 
 
 class MultiHeadAttention(hk.Module):
-  """Multi-head scaled dot-product attention (self, causal self, or cross)."""
+  """Multi-head scaled dot-product attention (self, causal self, or cross).
+
+  With `qk_norm` > 0 (QK-norm, Henry et al. 2020), queries and keys are scaled to unit
+  length per head and their dot products multiplied by one learned scalar, initialised to
+  `qk_norm`, instead of 1 / sqrt(K). Keys are normalised where they are projected, so a
+  KV cache holds them normalised."""
+
+  EPSILON = 1e-6  # the smallest query or key length divided by (QK-norm)
 
   def __init__(self, num_heads: int, head_dim: int, dropout_rate: float = 0.0,
-               name: str | None = None):
+               qk_norm: float = 0.0, name: str | None = None):
     super().__init__(name=name)
     self.num_heads, self.head_dim, self.dropout_rate = num_heads, head_dim, dropout_rate
+    self.qk_norm = qk_norm
     self.query = Dense(num_heads * head_dim, name="query")
     self.key = Dense(num_heads * head_dim, name="key")
     self.value = Dense(num_heads * head_dim, name="value")
@@ -412,6 +420,21 @@ class MultiHeadAttention(hk.Module):
 
   def _split(self, x_BTD: jnp.ndarray) -> jnp.ndarray:
     return x_BTD.reshape(*x_BTD.shape[:-1], self.num_heads, self.head_dim)
+
+  def _keys(self, k_BSHK: jnp.ndarray) -> jnp.ndarray:
+    """Keys as attention compares them: unit length per head with QK-norm, else as given."""
+    if not self.qk_norm:
+      return k_BSHK
+    return unit_length(k_BSHK.astype(jnp.float32), self.EPSILON).astype(k_BSHK.dtype)
+
+  def _scaled_queries(self, q_BTHK: jnp.ndarray) -> jnp.ndarray:
+    """Queries times the logit scale: 1 / sqrt(K), or with QK-norm unit length per head
+    times the learned scalar."""
+    if not self.qk_norm:
+      return q_BTHK * (self.head_dim ** -0.5)
+    g = hk.get_parameter("qk_scale", [], jnp.float32,
+                         init=hk.initializers.Constant(self.qk_norm))
+    return (g * unit_length(q_BTHK.astype(jnp.float32), self.EPSILON)).astype(q_BTHK.dtype)
 
   # Keys and values come in one of two layouts. Teacher forcing uses `[B, S, H, K]`
   # straight from the projection (head-major keys were not faster to train on
@@ -421,7 +444,7 @@ class MultiHeadAttention(hk.Module):
   def project_kv(self, kv_BSD: jnp.ndarray, head_major: bool = False
                  ) -> tuple[jnp.ndarray, jnp.ndarray]:
     """Keys and values `[B, S, H, K]`, or `[B, H, S, K]` with `head_major` (the cache)."""
-    k, v = self._split(self.key(kv_BSD)), self._split(self.value(kv_BSD))
+    k, v = self._keys(self._split(self.key(kv_BSD))), self._split(self.value(kv_BSD))
     if head_major:
       k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
     return k, v
@@ -440,7 +463,7 @@ class MultiHeadAttention(hk.Module):
     q, k, v = (self._split(qkv[..., i * inner:(i + 1) * inner]) for i in range(3))
     if rotation is not None:
       q, k = rotary(q, rotation), rotary(k, rotation)
-    return q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
+    return q, self._keys(k).transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
 
   def attend(self, q_BTD: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray,
              mask: jnp.ndarray, is_training: bool = False,
@@ -458,7 +481,7 @@ class MultiHeadAttention(hk.Module):
                    probs_sink: list | None = None, head_major: bool = False) -> jnp.ndarray:
     """`attend` for queries already projected and split into heads, `[B, T, H, K]`."""
     kv = "bhsk" if head_major else "bshk"
-    q_BTHK = q_BTHK * (self.head_dim ** -0.5)
+    q_BTHK = self._scaled_queries(q_BTHK)
     scores_BHTS = einsum(f"bthk,{kv}->bhts", q_BTHK, k).astype(jnp.float32)
     # finfo.min instead of -inf: a fully masked row gives a uniform distribution, not NaN.
     scores_BHTS = jnp.where(mask, scores_BHTS, jnp.finfo(jnp.float32).min)
@@ -483,7 +506,7 @@ class MultiHeadAttention(hk.Module):
     `rotary_tables` of their positions, which rotate both. Returns `[B, T, D]`."""
     k_BSHK, v_BSHK = self.project_kv(kv_BSD)
     q_BTHK = self._split(self.query(q_BTD))
-    if rotation is not None:
+    if rotation is not None:  # a rotation keeps each head's length (QK-norm's unit keys)
       q_BTHK, k_BSHK = rotary(q_BTHK, rotation), rotary(k_BSHK, rotation)
     return self.attend_heads(q_BTHK, k_BSHK, v_BSHK, mask, is_training, probs_sink)
 

@@ -100,7 +100,8 @@ class EncoderLayer(hk.Module):
   def __init__(self, cfg: ModelConfig, drop_path: float = 0.0, name: str | None = None):
     super().__init__(name=name)
     self.self_attention = MultiHeadAttention(cfg.num_heads, cfg.head_dim,
-                                             cfg.attention_dropout, name="self_attention")
+                                             cfg.attention_dropout, cfg.qk_norm,
+                                             name="self_attention")
     self.feed_forward = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout,
                                     cfg.glu, name="feed_forward")
     self.res_attention = _Residual(cfg, drop_path, name="res_attention")
@@ -122,9 +123,11 @@ class DecoderLayer(hk.Module):
     super().__init__(name=name)
     self.cfg = cfg
     self.self_attention = MultiHeadAttention(cfg.num_heads, cfg.head_dim,
-                                             cfg.attention_dropout, name="self_attention")
+                                             cfg.attention_dropout, cfg.qk_norm,
+                                             name="self_attention")
     self.cross_attention = MultiHeadAttention(cfg.num_heads, cfg.head_dim,
-                                              cfg.attention_dropout, name="cross_attention")
+                                              cfg.attention_dropout, cfg.qk_norm,
+                                              name="cross_attention")
     self.feed_forward = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout,
                                     cfg.glu, name="feed_forward")
     self.res_self = _Residual(cfg, drop_path, name="res_self")

@@ -99,7 +99,8 @@ def render(workdir: Path) -> str:
       f"{'gated ' if m.glu else ''}{m.activation} feed-forward {m.d_ff}, "
       f"{m.encoder_layers} encoder + {m.decoder_layers} decoder layers, "
       f"{'pre' if m.pre_norm else 'post'}-norm ({m.norm} norm"
-      f"{', FixNorm embeddings' if m.fix_norm else ''}), {m.positional} positions, "
+      f"{', FixNorm embeddings' if m.fix_norm else ''}), "
+      f"{'QK-norm attention, ' if m.qk_norm else ''}{m.positional} positions, "
       f"{'tied' if m.tied_embeddings else 'untied'} embeddings)",
       f"- parameters: {params:,}",
       f"- vocabulary: {m.vocab_size:,} joint SentencePiece pieces "

@@ -36,6 +36,8 @@ def test_unknown_fields_and_sections_are_named():
     default_config("huge")
   with pytest.raises(ValueError, match="norm must be 'layer' or 'scale', got 'rms'"):
     Config.from_dict({"model": {"norm": "rms"}})
+  with pytest.raises(ValueError, match=r"model.qk_norm must be 0 \(off\) or the positive"):
+    Config.from_dict({"model": {"qk_norm": -1.0}})
 
 
 def test_subword_sampling_and_bidirectional_settings_are_checked():

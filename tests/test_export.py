@@ -132,7 +132,8 @@ def test_options_without_a_conversion_are_refused_by_name():
   object.__setattr__(cfg, "positional", "alibi")  # what a newer config could hold
   with pytest.raises(export.ExportError, match="positional='alibi'"):
     export.check_supported(cfg)
-  for option, match in ((dict(norm="scale"), "norm='scale'"), (dict(fix_norm=True), "fix_norm")):
+  for option, match in ((dict(norm="scale"), "norm='scale'"), (dict(fix_norm=True), "fix_norm"),
+                        (dict(qk_norm=10.0), "qk_norm=10.0")):
     with pytest.raises(export.ExportError, match=match):
       export.check_supported(dataclasses.replace(tiny_config(SAMPLE).model, **option))
 

@@ -175,15 +175,17 @@ def test_cross_attention_is_used():
   np.testing.assert_array_equal(logits[1], logits2[1])  # the other sentence is untouched
 
 
-@pytest.mark.parametrize("pre_norm,positional,tied,norm,glu", [
-    (True, "sinusoidal", True, "layer", False), (False, "sinusoidal", True, "layer", False),
-    (True, "learned", False, "layer", False), (False, "learned", True, "layer", False),
-    (True, "sinusoidal", True, "scale", False), (True, "rotary", True, "layer", False),
-    (False, "rotary", False, "layer", False), (True, "rotary", True, "layer", True),
-    (False, "sinusoidal", False, "layer", True)])
-def test_incremental_decoding_matches_forward(pre_norm, positional, tied, norm, glu):
+@pytest.mark.parametrize("pre_norm,positional,tied,norm,glu,qk_norm", [
+    (True, "sinusoidal", True, "layer", False, 0.0), (False, "sinusoidal", True, "layer", False, 0.0),
+    (True, "learned", False, "layer", False, 0.0), (False, "learned", True, "layer", False, 0.0),
+    (True, "sinusoidal", True, "scale", False, 0.0), (True, "rotary", True, "layer", False, 0.0),
+    (False, "rotary", False, "layer", False, 0.0), (True, "rotary", True, "layer", True, 0.0),
+    (False, "sinusoidal", False, "layer", True, 0.0), (True, "rotary", True, "layer", False, 10.0),
+    (True, "sinusoidal", False, "layer", False, 3.0)])
+def test_incremental_decoding_matches_forward(pre_norm, positional, tied, norm, glu, qk_norm):
   cfg = dataclasses.replace(TINY, pre_norm=pre_norm, activation="gelu", positional=positional,
-                            tied_embeddings=tied, norm=norm, fix_norm=norm == "scale", glu=glu)
+                            tied_embeddings=tied, norm=norm, fix_norm=norm == "scale", glu=glu,
+                            qk_norm=qk_norm)
   model, params = _init(cfg)
   tgt_in = shift_right(TGT)
   full = np.asarray(model.apply(params, SRC, tgt_in))
@@ -209,6 +211,26 @@ def test_scale_norm_gives_every_row_the_learned_length_whatever_its_scale():
   # only the direction matters: a positive rescaling of a row changes nothing
   np.testing.assert_allclose(np.asarray(norm.apply(params, None, 7.0 * x)), y, rtol=1e-5)
   assert np.asarray(norm.apply(params, None, jnp.zeros((2, 16)))).tolist() == [[0.0] * 16] * 2
+
+
+@pytest.mark.parametrize("positional", ["rotary", "sinusoidal"])
+def test_qk_norm_attention_ignores_the_length_of_queries_and_keys(positional):
+  """With QK-norm each attention logit is the learned scale times a cosine: scaling the
+  query and key projections (weights and biases) of every attention changes nothing,
+  while without it the same scaling sharpens every attention."""
+  def scaled(params, factor):
+    return {module: {name: value * factor if module.endswith(("/query", "/key")) else value
+                     for name, value in leaves.items()} for module, leaves in params.items()}
+  tgt_in = shift_right(TGT)
+  for qk_norm, invariant in ((4.0, True), (0.0, False)):
+    model, params = _init(dataclasses.replace(TINY, positional=positional, qk_norm=qk_norm))
+    scales = {m: v["qk_scale"] for m, v in params.items() if "qk_scale" in v}
+    # one learned scalar per attention: encoder self, decoder self and cross
+    assert len(scales) == (TINY.encoder_layers + 2 * TINY.decoder_layers if qk_norm else 0)
+    assert all(float(g) == qk_norm for g in scales.values())
+    logits = np.asarray(model.apply(params, SRC, tgt_in))
+    rescaled = np.asarray(model.apply(scaled(params, 7.0), SRC, tgt_in))
+    assert np.allclose(rescaled, logits, atol=1e-4) == invariant
 
 
 def test_fix_norm_bounds_each_logit_by_the_decoder_output_length():
