@@ -37,7 +37,11 @@ measured runs behind them are in bench/README.md ("Quality"):
   model.fix_norm=True`, Nguyen and Salazar 2019, proposed for low-resource
   translation): ~3 % faster per update (7,410 updates against 7,066 on the same
   machine), 0.03-0.07 NLL behind per update to 3,200 updates and level after ~5,000, and
-  a tie (val 40.96, session 27).
+  a tie (val 40.96, session 27). Nor QK-norm (`model.qk_norm=10`, Henry et al. 2020:
+  unit-length queries and keys times a learned scale, also proposed for low-resource
+  translation): with bfloat16 operands ~6 % more per update (9,730 updates), level or up
+  to 0.02 validation NLL ahead per update, and lost on the beam (val 41.85 against the
+  four bfloat16 hours' 42.13-42.98, session 51).
 - bfloat16 matmul operands (`model.matmul_dtype=bfloat16`; session 46): every matmul,
   forward and backward, rounds its operands to bfloat16 and keeps float32 products;
   parameters, activations, layer norm, softmax and the loss stay float32. On a CPU with
