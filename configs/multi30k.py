@@ -175,7 +175,11 @@ measured runs behind them are in bench/README.md ("Quality"):
   (val 39.59 against 41.20, session 20); 3e-3 lost too (val 39.47, session 21).
   With rotary positions 5e-3 was ahead to ~2,000 updates (0.02-0.13 validation NLL),
   level after, and tied (val 41.13 with 4,350 updates, session 36).
-  (Published: 5e-3 for 4x larger batches.)
+  (Published: 5e-3 for 4x larger batches.) Warmup over 2,000 updates (published) at the
+  same peak, which keeps the late rate 1.58x higher, was far behind through warmup,
+  level in validation NLL from ~7,200 updates, and tied on val at alpha 1.3 (42.92 with
+  10,310 updates). Its val-best alpha, 1.6 (43.23), lost on test: 40.27 / 40.64
+  lowercased-tokenized, with outputs 2.8 % longer than the references (session 51).
 - Adam (0.9, 0.98), gradient clipping at norm 1, no weight decay: AdamW with decay 0.05
   was ahead to ~2,800 updates, behind by 0.01-0.03 NLL at the end and tied (val 40.50,
   session 24). Muon on the weight matrices (`train.optimizer=muon`) learned much more
