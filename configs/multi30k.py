@@ -182,16 +182,20 @@ measured runs behind them are in bench/README.md ("Quality"):
   lowercased-tokenized, with outputs 2.8 % longer than the references (session 51).
 - Adam (0.9, 0.98), gradient clipping at norm 1, no weight decay: AdamW with decay 0.05
   was ahead to ~2,800 updates, behind by 0.01-0.03 NLL at the end and tied (val 40.50,
-  session 24). Muon on the weight matrices (`train.optimizer=muon`) learned much more
-  per update (0.15-0.28 NLL ahead to 1,600 updates, its 6,000 matching the recipe's
-  7,200) but its Newton-Schulz iterations cost ~16 % per update, and it tied over the
-  hour (val 41.05 with 6,275 updates, session 25); with dropout 0.25 it lost (val 40.09,
-  5,913 updates). With rotary positions on a slow machine (3,217 / 3,410 updates) it was
-  0.04-0.06 NLL ahead at equal minutes but tied on the beam: val 41.32 / 40.98, test
-  lowercased-tokenized 39.75 / 40.22 against the recipe's 39.74-40.98 (session 32).
-  On a fast machine Muon cost ~33 % per update (5,828 updates in the hour against
-  7,738 for Adam's seed 2 on the same machine) and tied again: val 42.40 against the
-  recipe's 42.32-42.66 there (session 45).
+  session 24). Adam b2 0.995 (a longer second-moment average for these small
+  batches) with bfloat16 operands had the lowest validation NLL of any hour (below the
+  four bfloat16 hours' range at every validation, 1.589 at 10,000 updates against
+  1.598-1.611) and tied on the beam (val 42.35 with 10,592 updates, session 52).
+  Muon on the weight matrices (`train.optimizer=muon`) learned much more per update
+  (0.15-0.28 NLL ahead to 1,600 updates, its 6,000 matching the recipe's 7,200) but its
+  Newton-Schulz iterations cost ~16 % per update, and it tied over the hour (val 41.05
+  with 6,275 updates, session 25); with dropout 0.25 it lost (val 40.09, 5,913 updates).
+  With rotary positions on a slow machine (3,217 / 3,410 updates) it was 0.04-0.06 NLL
+  ahead at equal minutes but tied on the beam: val 41.32 / 40.98, test
+  lowercased-tokenized 39.75 / 40.22 against the recipe's 39.74-40.98 (session 32). On a
+  fast machine Muon cost ~33 % per update (5,828 updates in the hour against 7,738 for
+  Adam's seed 2 on the same machine) and tied again: val 42.40 against the recipe's
+  42.32-42.66 there (session 45).
   No moving average of the weights:
   `train.ema_decay=0.999` lost 0.8 val BLEU to the averaged checkpoints of the same run
   (session 12). No learning-rate cooldown: `train.cooldown=0.2` (linear to 0 over the
