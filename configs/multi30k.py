@@ -7,6 +7,10 @@ measured runs behind them are in bench/README.md ("Quality"):
   at ~2,250 target tokens/s here against ~1,300 for `small` (d 256, 3+3), so the hour
   holds ~13 epochs instead of ~8, and its greedy validation BLEU runs ahead of
   `small`'s at every point of the hour (32.3 against 28.1 at 28 minutes).
+  Not wider: d_model 192 (4 heads of 48; session 52) cost 1.40x per update (7,768
+  updates in the hour) and was 0.04-0.06 validation NLL ahead per update, ahead per
+  minute by the end, but tied on the beam (val 42.31 against the four bfloat16 hours'
+  42.13-42.98) and decodes val ~3.5x slower.
 - 4 heads of width 32: 2 heads of width 64 (fewer heads, as some small-corpus studies
   suggest) were level in validation NLL to 6,400 updates and lost on the beam (val
   41.86 with 8,325 updates against the fast-machine recipe's 42.32-42.66, session 42);
@@ -183,8 +187,8 @@ measured runs behind them are in bench/README.md ("Quality"):
 - Adam (0.9, 0.98), gradient clipping at norm 1, no weight decay: AdamW with decay 0.05
   was ahead to ~2,800 updates, behind by 0.01-0.03 NLL at the end and tied (val 40.50,
   session 24). Adam b2 0.995 (a longer second-moment average for these small
-  batches) with bfloat16 operands had the lowest validation NLL of any hour (below the
-  four bfloat16 hours' range at every validation, 1.589 at 10,000 updates against
+  batches) with bfloat16 operands was ahead in validation NLL (below the four
+  bfloat16 hours' range at every validation, 1.589 at 10,000 updates against
   1.598-1.611) and tied on the beam (val 42.35 with 10,592 updates, session 52).
   Muon on the weight matrices (`train.optimizer=muon`) learned much more per update
   (0.15-0.28 NLL ahead to 1,600 updates, its 6,000 matching the recipe's 7,200) but its
