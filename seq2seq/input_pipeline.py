@@ -362,8 +362,10 @@ def encode_dataset(tok: Tokenizer, ds: datasets.Dataset, cache_path: Path | None
 
 class SubwordSampler:
   """The training pairs segmented anew for each epoch (`data.sampling_alpha`): the
-  corpus of epoch e is a pure function of (data.seed, e), so a resumed run and every
-  process of a cluster see the same pieces."""
+  corpus of epoch e is meant to be a pure function of (data.seed, e), so that a resumed
+  run and every process of a cluster see the same pieces. Within one process it is; in
+  another process SentencePiece samples other pieces for the same seed (a known bug,
+  bench/README.md "Subword sampling is not reproducible across processes")."""
 
   def __init__(self, tok: Tokenizer, ds: datasets.Dataset, cfg: DataConfig):
     self.tok, self.cfg = tok, cfg
