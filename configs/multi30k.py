@@ -62,8 +62,12 @@ measured runs behind them are in bench/README.md ("Quality"):
   the products ran 1.9x faster than float32 and the step 1.32x (4,873 against 3,693
   tokens/s); seed 2's hour there (9,352 updates) scored val 42.98, test 40.81 / 41.18.
   Run again after the loss stopped using argmax (the step 11 % faster, session 49), the
-  same seed trained 10,383 updates and scored val 42.49, test 40.84 / 41.20: past
-  ~9,000 updates more of them no longer raise test (four hours: 41.14-41.33).
+  same seed trained 10,383 updates and scored val 42.49, test 40.84 / 41.20: within the
+  hour's 9,352-11,411 updates test stayed flat (four hours: 41.14-41.33). The hour is
+  not enough for 41.5. With ~3,000 more updates the recipe gets there: those two AMD
+  EPYC hours, resumed to 80 minutes (13,600 / 12,400 updates), scored test 41.61 / 41.63
+  lowercased-tokenized, and 41.57 / 41.81 at 90; the first, resumed again, 41.64 at 70
+  and 41.27 at 75 (session 53): ~80 minutes, with ~0.2 of noise per measurement.
   A backend that cannot run these products (the model probes once) falls back to
   float32 operands with a warning, and `--config.model.matmul_dtype=float32` restores
   the float32 recipe.
