@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 import jax
 import numpy as np
 
+from seq2seq import subword_sampling
 from seq2seq.config import DataConfig
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.vocab import EOS_ID, PAD_ID, truncate_keeping_eos
@@ -362,26 +363,35 @@ def encode_dataset(tok: Tokenizer, ds: datasets.Dataset, cache_path: Path | None
 
 class SubwordSampler:
   """The training pairs segmented anew for each epoch (`data.sampling_alpha`): the
-  corpus of epoch e is meant to be a pure function of (data.seed, e), so that a resumed
-  run and every process of a cluster see the same pieces. Within one process it is; in
-  another process SentencePiece samples other pieces for the same seed (a known bug,
-  bench/README.md "Subword sampling is not reproducible across processes")."""
+  corpus of epoch e is a pure function of (data.seed, e), in any process, so a resumed
+  run and every process of a cluster see the same pieces (`seq2seq.subword_sampling`;
+  BPE-dropout excepted, which SentencePiece draws)."""
 
   def __init__(self, tok: Tokenizer, ds: datasets.Dataset, cfg: DataConfig):
-    self.tok, self.cfg = tok, cfg
-    self.src, self.tgt = list(ds["src"]), list(ds["tgt"])
+    self.cfg = cfg
+    make = lambda texts: subword_sampling.make_sampler(
+        tok, texts, cfg.sampling_alpha, cfg.sampling_nbest, cfg.spm_model_type)
+    self.src = make(list(ds["src"]))
     # `data.sampling_sides="source"`: the target's one segmentation, encoded once.
-    self.fixed_tgt = (Ragged.from_list(encode_texts(tok, self.tgt))
-                      if cfg.sampling_sides == "source" else None)
+    if cfg.sampling_sides == "source":
+      self.tgt, self.fixed_tgt = None, Ragged.from_list(encode_texts(tok, list(ds["tgt"])))
+    else:
+      self.tgt, self.fixed_tgt = make(list(ds["tgt"])), None
 
   def corpus(self, epoch: int) -> EncodedCorpus:
     seed = int(np.random.default_rng([self.cfg.seed, epoch, 11]).integers(2**31))
-    tgt = self.fixed_tgt if self.fixed_tgt is not None else self._sample(self.tgt, seed + 1)
-    return EncodedCorpus(self._sample(self.src, seed), tgt)
+    tgt = self.fixed_tgt if self.tgt is None else _with_eos(*self.tgt.sample(seed + 1))
+    return EncodedCorpus(_with_eos(*self.src.sample(seed)), tgt)
 
-  def _sample(self, texts: list[str], seed: int) -> Ragged:
-    ids = self.tok.sample_encode(texts, self.cfg.sampling_alpha, self.cfg.sampling_nbest, seed)
-    return Ragged.from_list(with_eos(ids))
+
+def _with_eos(flat: np.ndarray, offsets: np.ndarray) -> Ragged:
+  """Sequences given as flat ids and offsets, each followed by EOS."""
+  ends = offsets[1:] + np.arange(1, len(offsets))  # each sequence's end, EOS included
+  out = np.full(int(ends[-1]) if len(ends) else 0, EOS_ID, np.int32)
+  keep = np.ones(len(out), bool)
+  keep[ends - 1] = False
+  out[keep] = flat
+  return Ragged(out, np.concatenate([[0], ends]).astype(np.int64))
 
 
 def _load_ragged(directory: Path, side: str) -> Ragged:

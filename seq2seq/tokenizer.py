@@ -55,12 +55,14 @@ class Tokenizer:
 
   def sample_encode(self, texts: Sequence[str], alpha: float, nbest: int, seed: int
                     ) -> list[list[int]]:
-    """Pieces of each text with a segmentation sampled from the unigram model's lattice
-    (subword regularization, Kudo 2018): smaller `alpha` flattens the distribution,
-    `nbest` -1 samples from all segmentations. Within one process the same (texts,
-    seed) give the same pieces: one thread, SentencePiece's generator seeded first
-    (process-wide, so two threads must not sample at once). Another process gives other
-    pieces for the same seed (sentencepiece 0.2.3; tests/test_input_pipeline.py)."""
+    """Pieces of each text with a segmentation sampled by SentencePiece (subword
+    regularization, Kudo 2018; BPE-dropout for a BPE model, `alpha` the drop rate):
+    smaller `alpha` flattens a unigram model's distribution, `nbest` -1 samples from all
+    segmentations. Within one process the same (texts, seed) give the same pieces: one
+    thread, SentencePiece's generator seeded first (process-wide, so two threads must
+    not sample at once). Another process gives other pieces for the same seed
+    (sentencepiece 0.2.3), which is why training samples unigram models with
+    `seq2seq.subword_sampling` instead."""
     spm.set_random_generator_seed(seed)
     return self.sp.encode(list(texts), out_type=int, enable_sampling=True, alpha=alpha,
                           nbest_size=nbest, num_threads=1)

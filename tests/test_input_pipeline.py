@@ -256,32 +256,6 @@ def test_subword_sampling_resegments_each_epoch_reproducibly():
   assert sorted(np.concatenate(a.epoch_batches(1)).tolist()) == list(range(len(corpus)))
 
 
-_SAMPLE_IN_A_PROCESS = """
-import hashlib, sys
-from seq2seq import tokenizer
-from seq2seq.input_pipeline import read_lines
-tok = tokenizer.Tokenizer(open(sys.argv[1], "rb").read())
-ids = tok.sample_encode(read_lines(sys.argv[2]), 0.1, -1, seed=7)
-print(hashlib.sha256(repr(ids).encode()).hexdigest())
-"""
-
-
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "known bug (bench/README.md, 'Subword sampling is not reproducible across processes'): "
-    "SentencePiece's sampling depends on the process, not only on the seed, so a resumed "
-    "run or another process of a cluster segments an epoch differently"))
-def test_subword_sampling_is_the_same_in_another_process(tmp_path):
-  """What SubwordSampler assumes: the same seed gives the same pieces in any process."""
-  lines = ip.read_lines(SAMPLE / "train.en") + ip.read_lines(SAMPLE / "train.de")
-  model = tmp_path / "spm.model"
-  model.write_bytes(tokenizer.train(lines, vocab_size=400).model_proto)
-  run = lambda: subprocess.run(
-      [sys.executable, "-c", _SAMPLE_IN_A_PROCESS, str(model), str(SAMPLE / "train.en")],
-      cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
-  first, second = run(), run()
-  assert first and first == second
-
-
 def test_source_only_sampling_keeps_the_target_segmentation():
   cfg = DataConfig(dir=str(SAMPLE), max_tokens=300, sampling_alpha=0.1, sampling_sides="source")
   ds = ip.load_split(cfg, "train")
