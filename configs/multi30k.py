@@ -67,7 +67,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   not enough for 41.5. With ~3,000 more updates the recipe gets there: those two AMD
   EPYC hours, resumed to 80 minutes (13,600 / 12,400 updates), scored test 41.61 / 41.63
   lowercased-tokenized, and 41.57 / 41.81 at 90; the first, resumed again, 41.64 at 70
-  and 41.27 at 75 (session 53): ~80 minutes, with ~0.2 of noise per measurement.
+  and 41.27 at 75 (session 53). A third hour (seed 3, session 54: 9,904 updates, test
+  40.87 / 41.20) scored 41.47 at 80 minutes and 41.56 at 90: ~80 minutes on average
+  (mean 41.57), 90 for every run so far, with ~0.2 of noise per measurement.
   A backend that cannot run these products (the model probes once) falls back to
   float32 operands with a warning, and `--config.model.matmul_dtype=float32` restores
   the float32 recipe.
@@ -103,7 +105,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   operands cost ~7 % per sentence and tied (val 42.65 with 9,538 updates against the
   four bfloat16 hours' 42.13-42.98, session 50).
 - regularisation: dropout 0.2, label smoothing 0.2 and subword sampling
-  (`data.sampling_alpha=0.5`, every epoch segmented anew; Kudo 2018), all three together
+  (`data.sampling_alpha=0.5`, every epoch segmented anew; Kudo 2018; drawn by
+  seq2seq/subword_sampling.py since session 54, SentencePiece's distribution from a
+  seed that means the same in every process), all three together
   (session 15). Each alone tied or lost over one hour (dropout 0.2 alone lost 1.7 val
   BLEU; smoothing 0.2 and sampling tied), and the 100-minute run of the previous recipe
   (dropout 0.1, smoothing 0.1) overfit after ~18 epochs. Together, on a machine that ran

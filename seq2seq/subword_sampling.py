@@ -75,7 +75,9 @@ class _Pieces:
       if WORD_MARK in piece[1:]:
         raise UnsupportedModelError(
             f"piece {i} {piece!r} holds the word mark {WORD_MARK!r} after its first "
-            "character; subword sampling needs pieces that never span two words")
+            "character (a model trained with split_by_whitespace=false?); subword "
+            "sampling needs pieces that never span two words: use a model seq2seq "
+            "trained, or data.sampling_alpha=0")
       self.score[piece] = (i, sp.get_score(i))
     if not self.score:
       raise UnsupportedModelError("the SentencePiece model has no normal pieces")

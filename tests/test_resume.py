@@ -32,9 +32,8 @@ def test_exact_resume(tmp_path, pack_length, sampling, accum, ema, cooldown, opt
   same parameters and per-update losses, bit for bit, each update recorded once; with
   length buckets, packed rows under schedule-free AdamW, and two micro-batches per update with a moving average
   and pairs segmented anew each epoch, its learning rate cooled down over updates 16-40
-  (a window the checkpoint at 20 holds). Both runs are in this process: with subword
-  sampling a resume in a new process is not bit for bit (SentencePiece samples other
-  pieces there; test_input_pipeline.py's xfail test)."""
+  (a window the checkpoint at 20 holds). Both runs are in this process; that another
+  process samples the same pieces is test_subword_sampling.py's."""
   def cfg(max_steps):
     c = tiny_config(SAMPLE, max_steps=max_steps, checkpoint_every=10, grad_accum_steps=accum,
                     ema_decay=ema, cooldown=cooldown, optimizer=optimizer)
