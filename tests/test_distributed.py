@@ -2,7 +2,8 @@
 
 Two train.py processes (one CPU device each, a coordinator on 127.0.0.1) must train the
 same model as one process with two host devices, and a two-process run killed mid-way and
-restarted must end bit-identical to one that was not.
+restarted must end bit-identical to one that was not. Subword sampling is on, so every
+process, and every restarted one, must draw the same pieces.
 """
 
 import json
@@ -25,7 +26,8 @@ STEPS = 12
 TRAIN_ARGS = ("--config", "configs/tiny.py", f"--config.train.max_steps={STEPS}",
               "--config.train.checkpoint_every=1", "--config.train.keep_checkpoints=3",
               "--config.train.eval_every=6", "--config.train.eval_max_sentences=24",
-              "--config.train.log_every=3", "--config.train.average_last=1")
+              "--config.train.log_every=3", "--config.train.average_last=1",
+              "--config.data.sampling_alpha=0.1")
 TIMEOUT = 600  # seconds for any one run (about 30 s each on an idle 2-core machine)
 
 
