@@ -1,25 +1,37 @@
 """Training step with the chunked output layer + loss against the full logits, in one process.
 
-  python bench/loss_chunk_ab.py [PRESET ROWS LENGTH]      # default: compact 128 16
+  python bench/loss_chunk_ab.py [PRESET ROWS LENGTH] [--matmul-dtype bfloat16]
+      [--positional rotary] [--chunks 0,256,512,1024]       # default: compact 128 16
 
-Builds jitted training steps on the same random batch with `train.loss_chunk` 0 (all
-`[tokens, vocab]` logits at once, the package before the chunked loss), 256 and 512
-(the default), then times them alternately, 10 rounds of 3 steps each. Prints each
-variant's median and minimum milliseconds per step and every round.
+Builds jitted training steps on the same random batch with each `train.loss_chunk` of
+`--chunks` (0: all `[tokens, vocab]` logits at once; n: n tokens at a time, forward and
+again backward), then times them alternately, 10 rounds of 3 steps each. The model is
+the Multi30k recipe's by default (rotary positions, bfloat16 matmul operands, dropout
+0.2, label smoothing 0.2). Prints each variant's median and minimum milliseconds per
+step and every round, and the peak RSS of the process.
 """
 
-import sys
+import argparse
 
 from common import alternate, peak_rss_mib, summary, training_steps
 
 
 def main():
-  preset, rows, length = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3])) if len(
-      sys.argv) > 1 else ("compact", 128, 16)
-  variants = {f"loss_chunk={chunk}": training_steps(preset, rows, length, loss_chunk=chunk)
-              for chunk in (0, 256, 512)}
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("shape", nargs="*", default=["compact", "128", "16"],
+                 help="PRESET ROWS LENGTH of the random batch")
+  p.add_argument("--matmul-dtype", default="bfloat16")
+  p.add_argument("--positional", default="rotary")
+  p.add_argument("--chunks", default="0,256,512,1024")
+  args = p.parse_args()
+  preset, rows, length = args.shape[0], int(args.shape[1]), int(args.shape[2])
+  model = {"positional": args.positional, "matmul_dtype": args.matmul_dtype, "dropout": 0.2}
+  variants = {f"loss_chunk={chunk}": training_steps(preset, rows, length, model=model,
+                                                    loss_chunk=chunk, label_smoothing=0.2)
+              for chunk in map(int, args.chunks.split(","))}
   for name, s in alternate(variants).items():
-    print(f"{preset} {rows}x{length} {name}, per step: {summary([x / 3 for x in s])}")
+    print(f"{preset} {rows}x{length} {args.matmul_dtype} {name}, per step: "
+          f"{summary([x / 3 for x in s])}")
   print(f"peak RSS of the process (all variants): {peak_rss_mib()} MiB")
 
 
