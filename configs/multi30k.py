@@ -73,6 +73,16 @@ measured runs behind them are in bench/README.md ("Quality"):
   A backend that cannot run these products (the model probes once) falls back to
   float32 operands with a warning, and `--config.model.matmul_dtype=float32` restores
   the float32 recipe.
+- the output layer and loss 512 tokens at a time (`train.loss_chunk=512`, session 55):
+  the same loss and gradients to float rounding, 1.13-1.15x per update with bfloat16
+  operands (bench/loss_chunk_ab.py: 202 against 233 ms per step), because one
+  [2048, 128] x [128, 8000] product with its 62.5 MiB result runs ~5x slower than the
+  same work in smaller pieces here. On an Intel Xeon with AMX the hour then held 15,200 /
+  14,329 updates (56 / 53 epochs; seeds 0 / 1): val 43.47 / 42.17 (the first the best of
+  any hour), test 40.46 / 41.11 sacreBLEU, 40.73 / 41.42 lowercased-tokenized. More
+  updates than any hour before, and still short of 41.5: at ~15,000 updates test spreads
+  over ~1.1 (these two and session 53-54's 90-minute runs, 41.56-41.81) while val does
+  not predict where a run lands.
 - rotary positions (`model.positional=rotary`, RoPE, Su et al. 2021; session 29), not
   the preset's sinusoidal ones: every self-attention rotates its queries and keys by
   their positions. They learn ~1.5x as much per update (validation NLL 0.08-0.18 ahead
