@@ -31,8 +31,8 @@ measured runs behind them are in bench/README.md ("Quality"):
   Nor wider: d_ff 1024 cost 1.19x per token and was 0.003-0.031 validation NLL ahead per
   update, but lost to the recipe run after it on the same machine (val 41.64 with 6,414
   updates against 42.66 with 7,700, session 41). With bfloat16 operands (8,495 updates,
-  session 49) it was 0.01-0.04 validation NLL ahead per update and scored the best val
-  of any hour (43.09) but lost on test: 40.35 / 40.65 lowercased-tokenized against the
+  session 49) it was 0.01-0.04 validation NLL ahead per update and scored val 43.09 (then
+  the best of any hour) but lost on test: 40.35 / 40.65 lowercased-tokenized against the
   recipe's 40.81-40.98 / 41.14-41.33.
 - pre-norm (layer norm before each sub-layer, the preset's default): post-norm, as in
   fairseq's `transformer_tiny`, stalls through this short warmup and ended the hour
