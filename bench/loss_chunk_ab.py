@@ -18,13 +18,14 @@ from common import alternate, peak_rss_mib, summary, training_steps
 
 def main():
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("shape", nargs="*", default=["compact", "128", "16"],
-                 help="PRESET ROWS LENGTH of the random batch")
+  p.add_argument("preset", nargs="?", default="compact")
+  p.add_argument("rows", nargs="?", type=int, default=128)
+  p.add_argument("length", nargs="?", type=int, default=16)
   p.add_argument("--matmul-dtype", default="bfloat16")
   p.add_argument("--positional", default="rotary")
   p.add_argument("--chunks", default="0,256,512,1024")
   args = p.parse_args()
-  preset, rows, length = args.shape[0], int(args.shape[1]), int(args.shape[2])
+  preset, rows, length = args.preset, args.rows, args.length
   model = {"positional": args.positional, "matmul_dtype": args.matmul_dtype, "dropout": 0.2}
   variants = {f"loss_chunk={chunk}": training_steps(preset, rows, length, model=model,
                                                     loss_chunk=chunk, label_smoothing=0.2)
