@@ -1,7 +1,7 @@
 """Where a training step's time goes: a `jax.profiler` trace summed per XLA op kind.
 
   python bench/profile_train_step.py [--preset small] [--rows 64] [--length 28] [--dropout 0.1]
-      [--positional rotary] [--matmul-dtype bfloat16]
+      [--positional rotary] [--matmul-dtype bfloat16] [--loss-chunk 512]
 
 Times the jitted train step on random ids (no padding), traces 5 steps, and sums each
 op's duration over all threads (an op split across both cores counts twice). Prints the
@@ -99,6 +99,8 @@ def main():
   p.add_argument("--positional", default=None, help="sinusoidal or rotary (default: the preset's)")
   p.add_argument("--matmul-dtype", default=None,
                  help="float32 or bfloat16 matmul operands (default: the preset's)")
+  p.add_argument("--loss-chunk", type=int, default=0,
+                 help="train.loss_chunk: the output layer and loss this many tokens at a time")
   args = p.parse_args()
   overrides = {"dropout": args.dropout}
   if args.positional:
@@ -106,7 +108,8 @@ def main():
   if args.matmul_dtype:
     overrides["matmul_dtype"] = args.matmul_dtype
   model_cfg = dataclasses.replace(PRESETS[args.preset], **overrides)
-  steps = Steps(Config(model=model_cfg, data=DataConfig(), train=TrainConfig()), Model(model_cfg))
+  steps = Steps(Config(model=model_cfg, data=DataConfig(), train=TrainConfig(loss_chunk=args.loss_chunk)),
+                Model(model_cfg))
   state = steps.init_state()
   rng = np.random.default_rng(0)
   ids = lambda: rng.integers(4, model_cfg.vocab_size, (args.rows, args.length)).astype(np.int32)
@@ -147,7 +150,7 @@ def main():
         f"{spans['one_op_ms']} ms with one (of it {spans['one_op_matmul_ms']} ms a matmul), "
         f"{spans['idle_ms']} ms with none")
   report({"benchmark": "profile_train_step", "preset": args.preset, "rows": args.rows,
-          "length": args.length, "dropout": args.dropout,
+          "length": args.length, "dropout": args.dropout, "loss_chunk": args.loss_chunk,
           "positional": model_cfg.positional, "matmul_dtype": model_cfg.matmul_dtype,
           "step_wall_ms": round(wall_ms),
           "summed_op_ms": round(summed), "matmul_op_ms": round(matmul),
