@@ -11,9 +11,9 @@ measured runs behind them are in bench/README.md ("Quality"):
   updates in the hour) and was 0.04-0.06 validation NLL ahead per update, ahead per
   minute by the end, but tied on the beam (val 42.31 against the four bfloat16 hours'
   42.13-42.98) and decodes val ~3.5x slower. With the chunked loss on an Intel Xeon
-  with AMX (8,285 updates against the d 128 hours' 14,329-15,200, session 56) it ended
-  level in validation NLL per minute (1.568 against 1.572 / 1.580) and tied again (val
-  42.39 against 42.17 / 43.47), decoding val ~4x slower.
+  with AMX (8,285 updates, session 56) it was again 0.05-0.06 validation NLL ahead per
+  update and tied again (val 42.39 against 41.73 for the recipe's hour after it on the
+  same machine and 42.17 / 43.47 for session 55's), decoding val ~4x slower.
 - 4 heads of width 32: 2 heads of width 64 (fewer heads, as some small-corpus studies
   suggest) were level in validation NLL to 6,400 updates and lost on the beam (val
   41.86 with 8,325 updates against the fast-machine recipe's 42.32-42.66, session 42);
