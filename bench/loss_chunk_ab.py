@@ -25,13 +25,13 @@ def main():
   p.add_argument("--positional", default="rotary")
   p.add_argument("--chunks", default="0,256,512,1024")
   args = p.parse_args()
-  preset, rows, length = args.preset, args.rows, args.length
   model = {"positional": args.positional, "matmul_dtype": args.matmul_dtype, "dropout": 0.2}
-  variants = {f"loss_chunk={chunk}": training_steps(preset, rows, length, model=model,
-                                                    loss_chunk=chunk, label_smoothing=0.2)
+  variants = {f"loss_chunk={chunk}": training_steps(args.preset, args.rows, args.length,
+                                                    model=model, loss_chunk=chunk,
+                                                    label_smoothing=0.2)
               for chunk in map(int, args.chunks.split(","))}
   for name, s in alternate(variants).items():
-    print(f"{preset} {rows}x{length} {args.matmul_dtype} {name}, per step: "
+    print(f"{args.preset} {args.rows}x{args.length} {args.matmul_dtype} {name}, per step: "
           f"{summary([x / 3 for x in s])}")
   print(f"peak RSS of the process (all variants): {peak_rss_mib()} MiB")
 
