@@ -167,6 +167,28 @@ def matmul(x: jnp.ndarray, w: jnp.ndarray) -> jnp.ndarray:
   return einsum("mk,kn->mn", x_MK, w).reshape(*x.shape[:-1], w.shape[-1])
 
 
+def _dot_axes(ia: str, ib: str, out: str) -> tuple[list, list, list, list]:
+  """The batch, free-in-`a`, free-in-`b` and contracted indices of `ia,ib->out`."""
+  batch = [c for c in out if c in ia and c in ib]
+  free_a = [c for c in out if c in ia and c not in ib]
+  free_b = [c for c in out if c in ib and c not in ia]
+  con = [c for c in ia if c in ib and c not in out]
+  return batch, free_a, free_b, con
+
+
+def _transposed_elements(ia: str, ib: str, out: str, size: dict) -> int:
+  """How many elements `_rounded_dot` moves to bring `ia,ib->out` into row-major
+  `[batch, M, K] x [batch, K, N]` form with `a` on the left: each operand whose axes
+  are out of that order, and the product if its `[batch, M, N]` order is not `out`'s."""
+  batch, free_a, free_b, con = _dot_axes(ia, ib, out)
+  moved = 0
+  for axes, order in ((ia, batch + free_a + con), (ib, batch + con + free_b),
+                      (batch + free_a + free_b, list(out))):
+    if list(axes) != order:
+      moved += math.prod(size[c] for c in axes)
+  return moved
+
+
 def _rounded_dot(spec: str, a: jnp.ndarray, b: jnp.ndarray) -> jnp.ndarray:
   """`einsum(spec, a, b)` for operands already rounded, with float32 products, as one
   batched matmul `[batch, M, K] x [batch, K, N]` in row-major layout.
@@ -175,16 +197,15 @@ def _rounded_dot(spec: str, a: jnp.ndarray, b: jnp.ndarray) -> jnp.ndarray:
   over the first axis, a transposed operand) it converts to float32 and runs slower than
   float32 itself (bench/README.md). It also folds a plain transpose into the matmul's
   dimensions or layout, so there an operand that needs one is copied behind a fusion
-  boundary.
+  boundary. Of the two operand orders it takes the one that copies fewer elements: for a
+  weight gradient (a contraction over the tokens) it transposes the smaller operand and
+  the weight-sized product, not a `[tokens, vocab]` cotangent (bench/README.md).
   """
   ia, ib, out = _indices(spec)
-  batch = [c for c in out if c in ia and c in ib]
-  free_a = [c for c in out if c in ia and c not in ib]
-  free_b = [c for c in out if c in ib and c not in ia]
-  if free_a and free_b and out.index(free_b[0]) < out.index(free_a[0]):
-    return _rounded_dot(f"{ib},{ia}->{out}", b, a)  # the product then needs no transpose
-  con = [c for c in ia if c in ib and c not in out]
   size = {**dict(zip(ia, a.shape)), **dict(zip(ib, b.shape))}
+  if _transposed_elements(ib, ia, out, size) < _transposed_elements(ia, ib, out, size):
+    a, b, ia, ib = b, a, ib, ia
+  batch, free_a, free_b, con = _dot_axes(ia, ib, out)
   token = a.reshape(-1)[0].astype(jnp.float32)  # never NaN for XLA to see: see materialize
 
   def arrange(x, axes, order, rows, cols):
@@ -203,7 +224,17 @@ def _rounded_dot(spec: str, a: jnp.ndarray, b: jnp.ndarray) -> jnp.ndarray:
   order = batch + free_a + free_b
   r = r.reshape([size[c] for c in order])
   perm = [order.index(c) for c in out]
-  return r if perm == sorted(perm) else r.transpose(perm)
+  return r if perm == sorted(perm) else transpose_product(r, perm)
+
+
+def transpose_product(r: jnp.ndarray, perm) -> jnp.ndarray:
+  """`r.transpose(perm)` of a matmul's product `r`, as a copy: on the CPU behind a fusion
+  boundary, as XLA would otherwise make the transpose the product's layout, or swap the
+  product's operands into a contraction over their first axis, neither of which its fast
+  bfloat16 kernels take."""
+  if jax.default_backend() == "cpu":
+    r = _fusion_boundary(r, r.reshape(-1)[0].astype(jnp.float32))
+  return r.transpose(perm)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))

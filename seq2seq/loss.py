@@ -127,7 +127,7 @@ def _chunked_sums_bwd(smoothing, residuals, cotangents):
   vocab = w_VD.shape[0]
 
   def chunk_grads(acc, args):
-    dw_VD, db_V = acc
+    dw_DV, db_V = acc
     x_CD, labels_C, lse_C = args
     p_CV = jnp.exp(_logits(x_CD, w_VD, b_V) - lse_C[:, None])
     label_CV = jnp.arange(vocab)[None, :] == labels_C[:, None]
@@ -137,12 +137,14 @@ def _chunked_sums_bwd(smoothing, residuals, cotangents):
                               - jnp.where(label_CV, (1.0 - smoothing) * g_loss + g_nll, 0.0)
                               - g_loss * smoothing / vocab)
     dx_CD = layers.einsum("cv,vd->cd", dlogits_CV.astype(x_CD.dtype), w_VD)
-    dw_VD = dw_VD + layers.einsum("cv,cd->vd", dlogits_CV, x_CD.astype(jnp.float32))
-    return (dw_VD, db_V + jnp.sum(dlogits_CV, axis=0)), dx_CD
+    # Summed as [D, V]: a product in that order needs only the small x transposed
+    # (`layers._rounded_dot`); the sum is transposed once, after the last chunk.
+    dw_DV = dw_DV + layers.einsum("cd,cv->dv", x_CD.astype(jnp.float32), dlogits_CV)
+    return (dw_DV, db_V + jnp.sum(dlogits_CV, axis=0)), dx_CD
 
-  (dw_VD, db_V), dx_GCD = jax.lax.scan(chunk_grads, (jnp.zeros_like(w_VD), jnp.zeros_like(b_V)),
+  (dw_DV, db_V), dx_GCD = jax.lax.scan(chunk_grads, (jnp.zeros_like(w_VD.T), jnp.zeros_like(b_V)),
                                        (x_GCD, labels_GC, lse_GC))
-  return dx_GCD, dw_VD, db_V, None
+  return dx_GCD, layers.transpose_product(dw_DV, (1, 0)), db_V, None
 
 
 _chunked_sums.defvjp(_chunked_sums_fwd, _chunked_sums_bwd)

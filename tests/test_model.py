@@ -435,6 +435,9 @@ needs_rounded_products = pytest.mark.skipif(
     ("bthk,bhsk->bhts", (2, 3, 2, 4), (2, 2, 5, 4)),  # ... over the head-major cache
     ("bhts,bshk->bthk", (2, 2, 3, 5), (2, 5, 2, 4)),  # attention output
     ("bhts,bhsk->bhtk", (2, 2, 3, 5), (2, 2, 5, 4)),  # ... head-major
+    # its gradient for the wide operand, "nv,nd->vd", is cheapest with the operands
+    # swapped and the small product transposed
+    ("nd,vd->nv", (16, 4), (40, 4)),
 ])
 def test_bfloat16_matmul_operands_round_operands_and_cotangents(spec, shape_a, shape_b):
   """Under `matmul_operands("bfloat16")` an einsum is the float32 einsum of its operands
@@ -463,6 +466,19 @@ def test_bfloat16_matmul_operands_round_operands_and_cotangents(spec, shape_a, s
     np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-5)
   # the rounding is real: the float32 einsum differs
   assert float(jnp.max(jnp.abs(got(a, b, g)[0] - jnp.einsum(spec, a, b)))) > 1e-3
+
+
+def test_rounded_products_move_the_fewest_elements():
+  """A weight gradient contracts over the tokens, the first axis of both operands: one
+  of them must be transposed. For the output layer's (`[tokens, vocab]` cotangent,
+  `[tokens, d]` input) `_rounded_dot` moves the input and the `[d, vocab]` product
+  rather than the cotangent."""
+  size = {"c": 512, "v": 8000, "d": 128}
+  as_given = layers._transposed_elements("cv", "cd", "vd", size)
+  swapped = layers._transposed_elements("cd", "cv", "vd", size)
+  assert (as_given, swapped) == (512 * 8000, 512 * 128 + 128 * 8000)
+  assert layers._transposed_elements("mk", "kn", "mn",
+                                     {"m": 4, "k": 3, "n": 2}) == 0  # already row-major
 
 
 @needs_rounded_products
