@@ -254,6 +254,13 @@ class TrainConfig:
   # as long as eight [256, 128] x [128, 8000] ones here; bench/README.md); 0 = all at once.
   loss_chunk: int = 0
   grad_accum_steps: int = 1  # micro-batches per optimizer update
+  # Each (micro-)batch's rows in this many parts whose losses and gradients one program
+  # computes side by side and adds up: the same gradient (up to float rounding and the
+  # dropout masks), and on a 2-core CPU the parts' single-threaded element-wise ops run
+  # at the same time: 2 gives the Multi30k recipe 1.06x target tokens/s, but each part is
+  # compiled anew and compilation takes 2.2x as long (bench/README.md, bench/
+  # batch_parts_ab.py), which a one-hour run does not win back. 1 = the whole batch.
+  batch_parts: int = 1
   max_steps: int = 100_000  # optimizer updates
   max_minutes: float = 0.0  # stop after this much training wall time; 0 = no limit
   log_every: int = 100  # steps between log lines / metrics.jsonl records
@@ -280,6 +287,9 @@ class TrainConfig:
     if self.rdrop_alpha < 0:
       raise ValueError(f"train.rdrop_alpha={self.rdrop_alpha}: expected a weight >= 0 "
                        "(0 = off)")
+    if self.batch_parts < 1:
+      raise ValueError(f"train.batch_parts={self.batch_parts}: expected a number of parts "
+                       ">= 1 (1 = the whole batch at once)")
     if not 0.0 <= self.cooldown < 1.0:
       raise ValueError(f"train.cooldown={self.cooldown}: expected a fraction of the run in "
                        "[0, 1) (0 = off)")

@@ -365,8 +365,23 @@ class Steps:
     yield self._apply.lower(state, *acc, np.float32(1.0))
 
   def _loss_grads(self, params, batch: input_pipeline.Batch, step, micro):
-    """Gradient of the summed label-smoothed loss of one micro-batch, and its sums."""
+    """Gradient of the summed label-smoothed loss of one micro-batch, and its sums: of
+    the whole batch, or added up over its `train.batch_parts` parts."""
     rng = jax.random.fold_in(jax.random.fold_in(self.base_key, step), micro)
+    parts = batch_parts(batch, self.cfg.train.batch_parts, self.num_devices)
+    if len(parts) == 1:
+      return self._part_loss_grads(params, batch, step, rng)
+    # Part i draws its dropout masks from its own key; XLA schedules the parts'
+    # programs side by side, so their one-thread ops can share the cores.
+    outs = [self._part_loss_grads(params, part, step, jax.random.fold_in(rng, i))
+            for i, part in enumerate(parts)]
+    grads = jax.tree_util.tree_map(lambda *g: functools.reduce(jnp.add, g),
+                                   *(g for g, _ in outs))
+    return grads, {k: functools.reduce(jnp.add, (sums[k] for _, sums in outs))
+                   for k in outs[0][1]}
+
+  def _part_loss_grads(self, params, batch: input_pipeline.Batch, step, rng):
+    """Gradient of the summed label-smoothed loss of `batch`, and its sums."""
 
     def loss_fn(p):
       args = dict(rng=rng, is_training=True, src_segments_BS=batch.src_segments,
@@ -427,6 +442,25 @@ class Steps:
   def _eval_step(self, params, batch: input_pipeline.Batch):
     logits = self.model.apply(params, batch.src, shift_right(batch.tgt))
     return loss_sums(logits, batch.tgt, self.cfg.train.label_smoothing)
+
+
+def batch_parts(batch: input_pipeline.Batch, parts: int, devices: int
+                ) -> list[input_pipeline.Batch]:
+  """`batch` (traced, rows split over `devices`) as up to `parts` batches of about equal
+  rows. Every part takes its rows from each device's share of the batch, so no row moves
+  between devices; a batch with fewer rows per device than `parts` has fewer parts."""
+  per_device = batch.src.shape[0] // devices
+  parts = min(parts, per_device)
+  if parts <= 1:
+    return [batch]
+  bounds = [round(i * per_device / parts) for i in range(parts + 1)]
+
+  def part(x, lo, hi):
+    x = x.reshape(devices, per_device, *x.shape[1:])[:, lo:hi]
+    return x.reshape(devices * (hi - lo), *x.shape[2:])
+
+  return [jax.tree_util.tree_map(lambda x, lo=lo, hi=hi: part(x, lo, hi), batch)
+          for lo, hi in zip(bounds, bounds[1:])]
 
 
 # ------------------------------------------------------------------------- data

@@ -101,6 +101,41 @@ def test_accumulated_update_equals_one_batch_of_all_rows(optimizer):
     np.testing.assert_allclose(x, y, atol=2e-6, rtol=1e-4)
 
 
+@pytest.mark.parametrize("rows,parts", [(8, 2), (7, 3), (2, 4)])
+def test_batch_in_parts_gives_the_update_of_the_whole_batch(rows, parts):
+  # train.batch_parts: the parts' gradients, added up in one program, are the whole
+  # batch's (dropout off), also for rows that do not divide evenly and for fewer rows
+  # than parts (each row then a part of its own).
+  base = tiny_config(SAMPLE, eps=1e-3)
+  cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, dropout=0.0))
+  rng = np.random.default_rng(3)
+  src = rng.integers(4, 400, (rows, 12)).astype(np.int32)
+  tgt = rng.integers(4, 400, (rows, 10)).astype(np.int32)
+  src[::3, 7:] = 0
+  tgt[1::2, 4:] = 0
+  parted_cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_parts=parts))
+  whole, parted = Steps(cfg, Model(cfg.model)), Steps(parted_cfg, Model(cfg.model))
+  a, b = whole.init_state(), parted.init_state()
+  for _ in range(3):
+    a, ma = whole.update(a, [Batch(src, tgt)])
+    b, mb = parted.update(b, [Batch(src, tgt)])
+  assert float(ma["tokens"]) == float(mb["tokens"]) == float((tgt > 0).sum())
+  np.testing.assert_allclose(float(ma["loss"]), float(mb["loss"]), rtol=1e-5)
+  for x, y in zip(jax.tree_util.tree_leaves(a.params), jax.tree_util.tree_leaves(b.params)):
+    np.testing.assert_allclose(x, y, atol=2e-6, rtol=1e-4)
+  assert len(train_lib.batch_parts(Batch(src, tgt), parts, 1)) == min(rows, parts)
+  with pytest.raises(ValueError, match="batch_parts=0: expected a number of parts >= 1"):
+    TrainConfig(batch_parts=0)
+
+
+def test_batch_parts_keep_each_devices_rows():
+  """With the rows split over 2 devices, every part takes its rows from both devices'
+  halves of the batch, so no row changes device."""
+  x = np.arange(8)[:, None] * np.ones((1, 3), np.int32)
+  got = [p.src[:, 0].tolist() for p in train_lib.batch_parts(Batch(x, x), 2, 2)]
+  assert got == [[0, 1, 4, 5], [2, 3, 6, 7]]
+
+
 def test_dropout_ramp_starts_without_dropout_and_reaches_the_configured_rate():
   """train.dropout_ramp_steps=4: update 0 is the dropout-free model's update, update 2 is
   neither, and from update 4 on it is the unramped model's, from the same state."""
