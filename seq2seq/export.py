@@ -31,7 +31,7 @@ import numpy as np
 
 from seq2seq import checkpoint
 from seq2seq.config import NOT_ARCHITECTURE, Config, ModelConfig
-from seq2seq.layers import sinusoidal_positions
+from seq2seq.layers import LAYER_NORM_EPSILON, sinusoidal_positions
 from seq2seq.tokenizer import MODEL_FILE, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,6 @@ log = logging.getLogger(__name__)
 EXPORT_FILE = "seq2seq.json"  # what the CTranslate2 engine needs besides the model
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
                  "int16", "float16", "bfloat16")
-LAYER_NORM_EPSILON = 1e-5  # hk.LayerNorm's default, used by seq2seq.layers.LayerNorm
 
 
 class ExportError(ValueError):

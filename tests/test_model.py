@@ -468,6 +468,29 @@ def test_bfloat16_matmul_operands_round_operands_and_cotangents(spec, shape_a, s
   assert float(jnp.max(jnp.abs(got(a, b, g)[0] - jnp.einsum(spec, a, b)))) > 1e-3
 
 
+def test_layer_norm_is_haiku_s_in_value_gradient_and_parameter_names():
+  """`layers.LayerNorm` computes `hk.LayerNorm`'s function with its own gradient: the
+  same outputs and gradients for x, scale and offset (random non-trivial scale and
+  offset), and the same parameter names, so checkpoints of either load in the other."""
+  x = jax.random.normal(jax.random.PRNGKey(0), (3, 5, 16)) * 3 + 1
+  ours = hk.without_apply_rng(hk.transform(lambda x: layers.LayerNorm(name="norm")(x)))
+  class HaikuNorm(hk.Module):  # layers.LayerNorm before it had its own gradient
+    def __call__(self, x):
+      return hk.LayerNorm(axis=-1, create_scale=True, create_offset=True, name="ln")(x)
+  theirs = hk.without_apply_rng(hk.transform(lambda x: HaikuNorm(name="norm")(x)))
+  params = ours.init(jax.random.PRNGKey(1), x)
+  assert jax.tree_util.tree_structure(params) == jax.tree_util.tree_structure(
+      theirs.init(jax.random.PRNGKey(1), x))
+  params = jax.tree_util.tree_map(
+      lambda v: v + jax.random.normal(jax.random.PRNGKey(2), v.shape), params)
+  w = jax.random.normal(jax.random.PRNGKey(3), x.shape)
+  loss = lambda f: lambda p, x: jnp.sum(jnp.sin(f.apply(p, x)) * w)
+  got = jax.value_and_grad(loss(ours), argnums=(0, 1))(params, x)
+  want = jax.value_and_grad(loss(theirs), argnums=(0, 1))(params, x)
+  for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
 def test_rounded_products_move_the_fewest_elements():
   """A weight gradient contracts over the tokens, the first axis of both operands: one
   of them must be transposed. For the output layer's (`[tokens, vocab]` cotangent,
