@@ -1,0 +1,92 @@
+"""The recipe's training step at a git revision against the working tree, in one process.
+
+  python bench/step_vs_revision.py REV [ROWS LENGTH] [--preset compact]   # default 128 16
+
+Extracts `seq2seq/` at REV (`git archive`) into a temporary folder as the package
+`seq2seq_at_rev`, builds the jitted training step of both packages on the same random
+batch with the Multi30k recipe's model and training settings (rotary positions, bfloat16
+matmul operands, dropout 0.2, label smoothing 0.2, the loss 512 tokens at a time), then
+times them alternately, 10 rounds of 3 steps each, so that the machine's drift hits both
+alike. Prints each one's median and minimum milliseconds per step, every round, and the
+ratio of the medians.
+"""
+
+import argparse
+import dataclasses
+import importlib
+import io
+import re
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from common import alternate, summary
+
+ROOT = Path(__file__).resolve().parents[1]
+RENAMED = "seq2seq_at_rev"
+
+
+def extract(rev: str, into: Path) -> None:
+  """`seq2seq/` at `rev` as the package `RENAMED` under `into`, its imports renamed."""
+  archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "seq2seq"], check=True,
+                           capture_output=True).stdout
+  with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+    tar.extractall(into, filter="data")
+  (into / "seq2seq").rename(into / RENAMED)
+  for f in (into / RENAMED).rglob("*.py"):
+    f.write_text(re.sub(r"\b(from|import) seq2seq\b", rf"\1 {RENAMED}", f.read_text()))
+
+
+def training_step(package: str, preset: str, rows: int, length: int):
+  """A callable that runs 3 of `package`'s recipe training steps and waits for them."""
+  config = importlib.import_module(f"{package}.config")
+  model = importlib.import_module(f"{package}.model")
+  pipeline = importlib.import_module(f"{package}.input_pipeline")
+  train_lib = importlib.import_module(f"{package}.train_lib")
+  model_cfg = dataclasses.replace(config.PRESETS[preset], positional="rotary",
+                                  matmul_dtype="bfloat16", dropout=0.2)
+  rng = np.random.default_rng(0)
+  ids = lambda: rng.integers(4, model_cfg.vocab_size, (rows, length)).astype(np.int32)
+  train = config.TrainConfig(loss_chunk=512, label_smoothing=0.2)
+  steps = train_lib.Steps(config.Config(model=model_cfg, data=config.DataConfig(),
+                                        train=train), model.Model(model_cfg))
+  box = {"state": steps.init_state()}
+  batch = steps.put_batch(pipeline.Batch(ids(), ids()))
+
+  def run():
+    for _ in range(3):
+      box["state"], metrics = steps.train_step(box["state"], batch)
+    jax.block_until_ready(metrics)
+
+  run()  # compile and warm up
+  return run
+
+
+def main():
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("rev")
+  p.add_argument("rows", nargs="?", type=int, default=128)
+  p.add_argument("length", nargs="?", type=int, default=16)
+  p.add_argument("--preset", default="compact")
+  args = p.parse_args()
+  with tempfile.TemporaryDirectory() as tmp:
+    extract(args.rev, Path(tmp))
+    sys.path.insert(0, tmp)
+    variants = {args.rev: training_step(RENAMED, args.preset, args.rows, args.length),
+                "working tree": training_step("seq2seq", args.preset, args.rows, args.length)}
+    seconds = alternate(variants)
+  for name, s in seconds.items():
+    print(f"{args.preset} {args.rows}x{args.length} {name}, per step: "
+          f"{summary([x / 3 for x in s])}")
+  before, now = (statistics.median(s) for s in seconds.values())
+  print(f"{args.rev} / working tree: {before / now:.3f}")
+
+
+if __name__ == "__main__":
+  main()
