@@ -8,7 +8,7 @@ positions, bfloat16 matmul operands, dropout 0.2, label smoothing 0.2, the loss 
 tokens at a time, 2,048-token batches) once per `--parts` value, compiles every batch
 shape for each (timed, without the disk cache), then runs the same `--batches`
 length-bucketed batches of epoch 0 through each variant in turn, `--rounds` times.
-Prints each variant's compile seconds and its median and minimum target tokens/s over
+Prints each variant's compile seconds and its median and maximum target tokens/s over
 the rounds, and every round.
 """
 
@@ -48,8 +48,7 @@ def main():
 
   variants, compile_s, tokens = {}, {}, 0
   for parts in map(int, args.parts.split(",")):
-    cfg = dataclasses.replace(recipe, data=data_cfg,
-                              train=dataclasses.replace(recipe.train, batch_parts=parts))
+    cfg = dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, batch_parts=parts))
     steps = Steps(cfg, Model(cfg.model))
     batches = input_pipeline.TrainBatches(corpus, data_cfg, steps.num_devices)
     host = [batches.make_batch(i) for i in batches.epoch_batches(0)[:args.batches]]

@@ -51,20 +51,25 @@ def summary(seconds: list, scale: float = 1000.0, unit: str = "ms", digits: int 
 
 
 def training_steps(preset: str, rows: int, length: int, steps: int = 3,
-                   model: dict | None = None, **train_overrides):
+                   model: dict | None = None, package: str = "seq2seq", **train_overrides):
   """A jitted training step of `preset` (with `ModelConfig` fields `model` and
   `TrainConfig` fields `train_overrides`) on one random `rows x length` batch, compiled
   and warmed up now (so with the package's module globals as they are at this call).
-  Returns a callable for `alternate` that runs `steps` steps and waits for them."""
+  `package`: the importable name of the seq2seq package to build it from (another
+  revision's, for bench/step_vs_revision.py). Returns a callable for `alternate` that
+  runs `steps` steps and waits for them."""
   import dataclasses
+  import importlib
 
   import jax
   import numpy as np
 
-  from seq2seq.config import PRESETS, Config, DataConfig, TrainConfig
-  from seq2seq.input_pipeline import Batch
-  from seq2seq.model import Model
-  from seq2seq.train_lib import Steps
+  config = importlib.import_module(f"{package}.config")
+  PRESETS, Config, DataConfig, TrainConfig = (
+      config.PRESETS, config.Config, config.DataConfig, config.TrainConfig)
+  Batch = importlib.import_module(f"{package}.input_pipeline").Batch
+  Model = importlib.import_module(f"{package}.model").Model
+  Steps = importlib.import_module(f"{package}.train_lib").Steps
   cfg = dataclasses.replace(PRESETS[preset], **(model or {}))
   rng = np.random.default_rng(0)
   ids = lambda: rng.integers(4, cfg.vocab_size, (rows, length)).astype(np.int32)

@@ -12,8 +12,6 @@ ratio of the medians.
 """
 
 import argparse
-import dataclasses
-import importlib
 import io
 import re
 import statistics
@@ -23,10 +21,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-import jax
-import numpy as np
-
-from common import alternate, summary
+from common import alternate, summary, training_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 RENAMED = "seq2seq_at_rev"
@@ -43,31 +38,6 @@ def extract(rev: str, into: Path) -> None:
     f.write_text(re.sub(r"\b(from|import) seq2seq\b", rf"\1 {RENAMED}", f.read_text()))
 
 
-def training_step(package: str, preset: str, rows: int, length: int):
-  """A callable that runs 3 of `package`'s recipe training steps and waits for them."""
-  config = importlib.import_module(f"{package}.config")
-  model = importlib.import_module(f"{package}.model")
-  pipeline = importlib.import_module(f"{package}.input_pipeline")
-  train_lib = importlib.import_module(f"{package}.train_lib")
-  model_cfg = dataclasses.replace(config.PRESETS[preset], positional="rotary",
-                                  matmul_dtype="bfloat16", dropout=0.2)
-  rng = np.random.default_rng(0)
-  ids = lambda: rng.integers(4, model_cfg.vocab_size, (rows, length)).astype(np.int32)
-  train = config.TrainConfig(loss_chunk=512, label_smoothing=0.2)
-  steps = train_lib.Steps(config.Config(model=model_cfg, data=config.DataConfig(),
-                                        train=train), model.Model(model_cfg))
-  box = {"state": steps.init_state()}
-  batch = steps.put_batch(pipeline.Batch(ids(), ids()))
-
-  def run():
-    for _ in range(3):
-      box["state"], metrics = steps.train_step(box["state"], batch)
-    jax.block_until_ready(metrics)
-
-  run()  # compile and warm up
-  return run
-
-
 def main():
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("rev")
@@ -78,8 +48,11 @@ def main():
   with tempfile.TemporaryDirectory() as tmp:
     extract(args.rev, Path(tmp))
     sys.path.insert(0, tmp)
-    variants = {args.rev: training_step(RENAMED, args.preset, args.rows, args.length),
-                "working tree": training_step("seq2seq", args.preset, args.rows, args.length)}
+    model = {"positional": "rotary", "matmul_dtype": "bfloat16", "dropout": 0.2}
+    build = lambda package: training_steps(args.preset, args.rows, args.length, model=model,
+                                           package=package, loss_chunk=512,
+                                           label_smoothing=0.2)
+    variants = {args.rev: build(RENAMED), "working tree": build("seq2seq")}
     seconds = alternate(variants)
   for name, s in seconds.items():
     print(f"{args.preset} {args.rows}x{args.length} {name}, per step: "
