@@ -5,10 +5,10 @@ programs are compiled ahead.
   SEQ2SEQ_XLA_CACHE= python bench/compile_ahead.py --strategy pipelined
   SEQ2SEQ_XLA_CACHE= python bench/compile_ahead.py --strategy pipelined-updates
 
-- `sequential` (sessions 29-33): the update of each batch shape is lowered, one after
+- `sequential`: the update of each batch shape is lowered, one after
   another, then all are compiled on `--workers` threads; the first validation compiles
   its loss and greedy-search programs as it meets them.
-- `pipelined` (the trainer since session 34, `Steps.compile_ahead(..., also=
+- `pipelined` (what the trainer does, `Steps.compile_ahead(..., also=
   Trainer.lower_validation())`): each program goes to the compiling threads as soon as
   it is lowered, the validation's among them, before the first update.
 - `pipelined-updates`: the same for the update's programs only (the validation's

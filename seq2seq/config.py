@@ -317,7 +317,7 @@ class DecodeConfig:
   max_len_b: int = 10
   batch_size: int = 64  # sentences per decoding batch
   # Batches searched at once, each on its own thread: XLA:CPU runs most of a search step
-  # on one core, so a second batch in flight uses the other (bench/README.md, Decoding).
+  # on one core, so a second batch in flight uses the other (bench/README.md, "Decoding").
   workers: int = 2
   # A batch shrinks as its sentences finish: once the unfinished fit in half its rows it
   # goes on with those, down to this many rows (0: never; bench/README.md, Decoding).
@@ -325,7 +325,7 @@ class DecodeConfig:
   # Minimum Bayes risk: "" (off: the beam's best hypothesis), "bleu" or "chrf": of the
   # beam's W finished hypotheses, the one that agrees most with the others under that
   # utility, each weighted by `mbr_weights`: "model" (softmax of the beam scores) or
-  # "uniform" (seq2seq/mbr.py; bench/README.md, "Minimum Bayes risk").
+  # "uniform" (seq2seq/mbr.py; docs/translating.md).
   mbr: str = ""
   mbr_weights: str = "model"
 

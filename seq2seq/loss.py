@@ -47,7 +47,7 @@ def _is_top(logits_NV: jnp.ndarray, label_logit_N: jnp.ndarray) -> jnp.ndarray:
   The same as `argmax(logits) == label` except on exact ties, which count as correct
   here. A max is a plain reduction; XLA:CPU runs argmax as a variadic (value, index)
   reduction over the whole `[tokens, vocab]` array, ~11 % of the `compact` training
-  step (bench/README.md, "The loss without argmax").
+  step (bench/loss_argmax_ab.py).
   """
   top_N = jnp.max(jax.lax.stop_gradient(logits_NV), axis=-1)
   return (jax.lax.stop_gradient(label_logit_N) >= top_N).astype(jnp.float32)

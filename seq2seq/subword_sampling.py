@@ -4,9 +4,8 @@ Each epoch of `data.sampling_alpha` > 0 segments the training text anew (Kudo 20
 Provilkov et al. 2020 for BPE). The segmentation of epoch e must be a pure function of
 (data.seed, e): a resumed run continues the run it resumes, and every process of a
 cluster builds the same batch plan. SentencePiece's own sampling is not: sentencepiece
-0.2.3 draws other pieces in every process for the same `set_random_generator_seed`
-(bench/README.md, "Subword sampling is not reproducible across processes"). So the
-unigram model's distributions are sampled here, with numpy generators:
+0.2.3 draws other pieces in every process for the same `set_random_generator_seed`.
+So the unigram model's distributions are sampled here, with numpy generators:
 
 - `LatticeSampler` (`data.sampling_nbest=-1`, the default): every segmentation, drawn
   from the unigram lattice with probability proportional to exp(alpha * its score),

@@ -691,8 +691,8 @@ class Trainer:
     # Validation's greedy batches do not shrink as sentences finish (decode.min_rows):
     # on 1,014 sentences shrinking saves under half a second a validation, while its
     # copies of the decoder step (one per size, 64 / 32 / 16 / 8 rows) cost ~50 s of
-    # compilation before the first update on 2 cores (bench/README.md, "Validation
-    # batches that do not shrink"). Translations are the same either way.
+    # compilation before the first update on 2 cores (bench/compile_ahead.py).
+    # Translations are the same either way.
     self.translator = Translator(cfg.model, self.state.params, self.tok,
                                  dataclasses.replace(cfg.decode, min_rows=0), self.eval_lengths)
     n = cfg.train.eval_max_sentences or len(self.val_corpus)

@@ -12,9 +12,9 @@ import pytest
 
 # Tests run on the CPU whatever is installed.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# One persistent XLA cache for the session, shared with the CLI subprocesses, so a shape
+# One persistent XLA cache for the test run, shared with the CLI subprocesses, so a shape
 # compiled by one test is not compiled again by the next (seconds each on 2 cores). One
-# this session made is removed when it ends (~50 MB after the whole suite).
+# this run made is removed when it ends (~50 MB after the whole suite).
 if "SEQ2SEQ_XLA_CACHE" not in os.environ:
   os.environ["SEQ2SEQ_XLA_CACHE"] = tempfile.mkdtemp(prefix="seq2seq-xla-")
   atexit.register(shutil.rmtree, os.environ["SEQ2SEQ_XLA_CACHE"], ignore_errors=True)

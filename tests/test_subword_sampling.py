@@ -145,7 +145,7 @@ print(hashlib.sha256(flat.tobytes() + offsets.tobytes()).hexdigest())
 @pytest.mark.parametrize("nbest", [-1, 3])
 def test_another_process_draws_the_same_pieces(tok, tmp_path, nbest):
   """What a resumed run and every process of a cluster rely on (SentencePiece's own
-  sampling gives other pieces in each process: bench/README.md)."""
+  sampling gives other pieces in each process)."""
   model = tmp_path / "spm.model"
   model.write_bytes(tok.model_proto)
   run = lambda: subprocess.run(

@@ -1,0 +1,256 @@
+"""Generates the documentation's result tables and curves from bench/results.jsonl.
+
+    python bench/report.py            # rewrite the tables in README.md and docs/, and the curves
+    python bench/report.py --check    # exit 1 if a table in the Markdown is not what the file gives
+
+Each table sits in a Markdown file between `<!-- results:NAME -->` and `<!-- /results -->`;
+this script owns what lies between and nothing else. The test suite runs the check, so a
+results row without its table, or a table edited by hand, fails CI.
+
+bench/results.jsonl holds one JSON object per line. Training runs (`kind` "hour": a run
+of `minutes` from scratch; "longer": the same run resumed to `minutes`) carry: `recipe`
+(the recipe version the run starts from, r1 to r7, see RECIPES), `change` (config
+overrides against it; "" for the recipe itself), `seed`, `cpu` (null where the machine
+was not recorded), `updates`, `epochs`, `tokens_per_s` (median target tokens/s),
+`compile_s`, `val_greedy` (best greedy val BLEU during training), `alpha`, `val_bleu` /
+`val_lc_tok` (the averaged checkpoint, beam 5, sacreBLEU / lowercased-tokenized BLEU),
+`test_bleu` / `test_lc_tok` (test_2016_flickr, null where not scored), `verdict`
+(adopted, ahead, tied, lost, stopped, interrupted, recipe), `note`, `commit` (the commit
+that recorded the run) and `curve` (validations: [update, minutes, val NLL, greedy val
+BLEU]). Decoding measurements (`kind` "decode") carry `engine`, `search`,
+`sentences_per_s`, `bleu` and `ratio` (JAX's sentences/s over CTranslate2 float32's
+in the same run).
+"""
+
+import argparse
+import json
+import math
+import pathlib
+import re
+import statistics
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results.jsonl"
+CURVES = ROOT / "docs" / "images" / "recipe_curves.png"
+
+# Each recipe version: the one before it plus one change (the `adopted` rows).
+RECIPES = {
+  "r1": "the `compact` preset (d 128, 4+4 layers, ff 512), Adam, lr 2.5e-3, warmup 800, "
+        "dropout 0.1, label smoothing 0.1, average of the last 10 checkpoints",
+  "r2": "r1 with peak learning rate 4e-3",
+  "r3": "r2 with dropout 0.2, label smoothing 0.2 and subword sampling α 0.5",
+  "r4": "r3 with dropout ramped up from 0 over the first 3,000 updates",
+  "r5": "r4 with rotary positions",
+  "r6": "r5 with bfloat16 matmul operands (float32 products)",
+  "r7": "r6 with the output layer and loss in chunks of 512 tokens (`configs/multi30k.py`)",
+}
+CURRENT = "r7"
+NOT_COMPARABLE = "n/c"
+MARK = re.compile(r"(<!-- results:([a-z_]+) -->\n)(.*?)(<!-- /results -->)", re.S)
+
+
+def load(path=RESULTS):
+  with open(path, encoding="utf-8") as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def training(runs):
+  return [r for r in runs if r["kind"] in ("hour", "longer")]
+
+
+def version(run):
+  """The recipe a run trained: the next version for the run that adopted a change."""
+  if run["verdict"] == "adopted":
+    return f"r{int(run['recipe'][1:]) + 1}"
+  return run["recipe"] if not run["change"] else None
+
+
+def fmt(x, digits=2):
+  return "—" if x is None else f"{x:,.{digits}f}"
+
+
+def mean_spread(values, digits=2):
+  values = [v for v in values if v is not None]
+  if not values:
+    return "—"
+  if len(values) == 1:
+    return fmt(values[0], digits)
+  return f"{fmt(statistics.mean(values), digits)} ({fmt(min(values), digits)}–{fmt(max(values), digits)})"
+
+
+def table(header, rows):
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+  return "\n".join(lines) + "\n"
+
+
+def hour_by_cpu(runs):
+  """The recipe's hour (r6 and r7: the same model, r7's step faster) by CPU."""
+  groups = {}
+  for r in training(runs):
+    if r["kind"] == "hour" and r["minutes"] == 60 and version(r) in ("r6", CURRENT) and r["cpu"]:
+      groups.setdefault((r["cpu"], version(r)), []).append(r)
+  rows = []
+  for (cpu, ver), rs in sorted(groups.items(), key=lambda kv: (kv[0][1] != CURRENT, kv[0][0])):
+    rows.append([cpu, ver, len(rs), mean_spread([r["updates"] for r in rs], 0),
+                 mean_spread([r["val_bleu"] for r in rs]), mean_spread([r["test_bleu"] for r in rs]),
+                 mean_spread([r["test_lc_tok"] for r in rs])])
+  return table(["CPU", "recipe", "runs", "updates in the hour", "val sacreBLEU",
+                "test sacreBLEU", "test lowercased-tokenized"], rows)
+
+
+def past_the_hour(runs):
+  runs, rows = training(runs), []
+  for r in runs:
+    if r["kind"] == "longer" or (r["kind"] == "hour" and any(
+        o["kind"] == "longer" and o["name"].startswith(r["name"]) for o in runs)):
+      rows.append([r["name"].removesuffix("-60min"), r["recipe"], r["minutes"], f"{r['updates']:,}",
+                   fmt(r["val_bleu"]), fmt(r["test_bleu"]), fmt(r["test_lc_tok"])])
+  rows.sort(key=lambda row: (row[1], re.sub(r"-\d+min$", "", row[0]), row[2]))
+  return table(["run", "recipe", "minutes", "updates", "val sacreBLEU", "test sacreBLEU",
+                "test lowercased-tokenized"], rows)
+
+
+def nll_at(curve, step):
+  """Validation NLL at `step`, interpolated between validations; None outside the curve."""
+  for (s0, _, n0, _), (s1, _, n1, _) in zip(curve, curve[1:]):
+    if s0 <= step <= s1:
+      return n0 + (n1 - n0) * (step - s0) / (s1 - s0)
+  return curve[-1][2] if curve and curve[-1][0] == step else None
+
+
+def nll_difference(runs, base, change):
+  """Mean val NLL of the change minus the base recipe's runs', per update.
+
+  Each pair of curves is compared at the last update both reached, so machines of
+  different speed compare. None where no base run has a curve; NOT_COMPARABLE across
+  vocabularies (NLL per piece) or label smoothing (which trades NLL for accuracy).
+  """
+  if any(k in change for k in ("vocab_size", "spm_model_type", "bidirectional", "label_smoothing", "max_tokens")):
+    return NOT_COMPARABLE
+  runs = training(runs)
+  mine = [r["curve"] for r in runs if r["recipe"] == base and r["change"] == change and r["curve"]
+          and r["kind"] == "hour" and r["verdict"] != "interrupted"]
+  refs = [r["curve"] for r in runs if version(r) == base and r["curve"] and r["kind"] == "hour"
+          and r["verdict"] != "interrupted"]
+  diffs = []
+  for c in mine:
+    for ref in refs:
+      step = min(c[-1][0], ref[-1][0])
+      a, b = nll_at(c, step), nll_at(ref, step)
+      if a is not None and b is not None:
+        diffs.append(a - b)
+  return statistics.mean(diffs) if diffs else None
+
+
+def ablations(runs):
+  groups = {}
+  interrupted = {}
+  for r in training(runs):
+    if r["kind"] == "hour" and r["change"]:
+      if r["verdict"] == "interrupted":
+        interrupted[(r["recipe"], r["change"])] = interrupted.get((r["recipe"], r["change"]), 0) + 1
+      else:
+        groups.setdefault((r["recipe"], r["change"]), []).append(r)
+  rows = []
+  for (base, change), rs in groups.items():
+    scored = [r for r in rs if r["val_bleu"] is not None]
+    d = nll_difference(runs, base, change)
+    alphas = sorted({r["alpha"] for r in scored})
+    val = mean_spread([r["val_bleu"] for r in scored])
+    if alphas and alphas != [1.3]:
+      val += " (α " + ", ".join(f"{a:g}" for a in alphas) + ")"
+    tests = [r for r in rs if r["test_lc_tok"] is not None]
+    test = mean_spread([r["test_lc_tok"] for r in tests]) if tests else "—"
+    verdicts = [r["verdict"] for r in rs]
+    notes = [r["note"] for r in rs if r["note"]]
+    if (base, change) in interrupted:
+      notes.append(f"{interrupted[base, change]} more run interrupted and rerun")
+    rows.append([base, f"`{change}`", len(rs), mean_spread([r["updates"] for r in rs], 0),
+                 d if d in (None, NOT_COMPARABLE) else f"{d:+.3f}", val, test,
+                 max(set(verdicts), key=verdicts.count), "; ".join(dict.fromkeys(notes))])
+  rows.sort(key=lambda row: (int(row[0][1:]), row[1]))
+  return table(["from", "change", "runs", "updates", "val NLL Δ", "val sacreBLEU",
+                "test lc-tok", "verdict", "note"], rows)
+
+
+def recipe_versions(runs):
+  rows = []
+  for ver, text in RECIPES.items():
+    rs = [r for r in training(runs) if r["kind"] == "hour" and r["minutes"] == 60 and version(r) == ver]
+    rows.append([ver, text, len(rs), mean_spread([r["updates"] for r in rs], 0),
+                 mean_spread([r["val_bleu"] for r in rs]),
+                 mean_spread([r["test_lc_tok"] for r in rs])])
+  return table(["version", "recipe", "hours", "updates", "val sacreBLEU", "test lc-tok"], rows)
+
+
+def decoding(runs):
+  rows = [[r["cpu"] or "not recorded", r["engine"], r["search"], fmt(r["sentences_per_s"], 1),
+           fmt(r["bleu"]), fmt(r.get("ratio"))] for r in runs if r["kind"] == "decode"]
+  return table(["CPU", "engine", "search", "sentences/s", "BLEU", "JAX / CTranslate2 float32"], rows)
+
+
+TABLES = {"hour_by_cpu": hour_by_cpu, "past_the_hour": past_the_hour, "ablations": ablations,
+          "recipe_versions": recipe_versions, "decoding": decoding}
+DOCS = [ROOT / "README.md", ROOT / "docs" / "recipe.md", ROOT / "bench" / "README.md"]
+
+
+def render(text, runs):
+  """`text` with every marked table regenerated from `runs`."""
+  def sub(m):
+    if m.group(2) not in TABLES:
+      raise SystemExit(f"unknown results table {m.group(2)!r}; known: {', '.join(TABLES)}")
+    return m.group(1) + TABLES[m.group(2)](runs) + m.group(4)
+  return MARK.sub(sub, text)
+
+
+def stale(runs=None):
+  """The Markdown files whose tables differ from what the results give."""
+  runs = load() if runs is None else runs
+  return [p for p in DOCS if p.exists() and render(p.read_text(encoding="utf-8"), runs)
+          != p.read_text(encoding="utf-8")]
+
+
+def plot_curves(runs, path=CURVES):
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, (ax_nll, ax_bleu) = plt.subplots(1, 2, figsize=(10, 3.8))
+  for r in training(runs):
+    if r["kind"] == "hour" and version(r) == CURRENT and r["curve"]:
+      steps, minutes, nll, bleu = zip(*r["curve"])
+      label = f"seed {r['seed']}, {r['cpu'] or 'CPU not recorded'}"
+      ax_nll.plot(steps, nll, label=label)
+      ax_bleu.plot(minutes, [b if not math.isnan(b) else None for b in bleu], label=label)
+  ax_nll.set(xlabel="update", ylabel="validation NLL per piece", ylim=(1.5, 2.5))
+  ax_bleu.set(xlabel="minutes", ylabel="greedy validation sacreBLEU", ylim=(30, 44))
+  ax_nll.legend(fontsize=7)
+  for ax in (ax_nll, ax_bleu):
+    ax.grid(alpha=0.3)
+  fig.suptitle(f"configs/multi30k.py ({CURRENT}), Multi30k en→de, 2 CPU cores")
+  fig.tight_layout()
+  path.parent.mkdir(parents=True, exist_ok=True)
+  fig.savefig(path, dpi=100)
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--check", action="store_true", help="exit 1 if a table is stale")
+  args = parser.parse_args(argv)
+  runs = load()
+  if args.check:
+    bad = stale(runs)
+    for p in bad:
+      print(f"{p.relative_to(ROOT)}: tables differ from bench/results.jsonl; "
+            "run python bench/report.py", file=sys.stderr)
+    return 1 if bad else 0
+  for p in DOCS:
+    if p.exists():
+      p.write_text(render(p.read_text(encoding="utf-8"), runs), encoding="utf-8")
+  plot_curves(runs)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

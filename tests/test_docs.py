@@ -1,0 +1,101 @@
+"""The documentation: links that resolve, result tables that match their data."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+import report  # noqa: E402
+
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def tracked(*patterns):
+  try:
+    out = subprocess.run(["git", "ls-files", *patterns], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+  except (OSError, subprocess.CalledProcessError):
+    pytest.skip("not a git checkout")
+  return [ROOT / p for p in out.split()]
+
+
+def anchors(markdown: str) -> set[str]:
+  """GitHub's heading anchors: lowercase, punctuation dropped, spaces to hyphens."""
+  slugs = set()
+  for line in markdown.splitlines():
+    if m := re.match(r"#{1,6} (.*)", line):
+      slugs.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))
+  return slugs
+
+
+def test_every_relative_link_resolves():
+  broken = []
+  for md in tracked("*.md"):
+    text = md.read_text(encoding="utf-8")
+    for target in LINK.findall(re.sub(r"```.*?```", "", text, flags=re.S)):
+      if re.match(r"[a-z]+:", target):
+        continue  # http(s), mailto
+      path, _, anchor = target.partition("#")
+      dest = (md.parent / path).resolve() if path else md
+      if not dest.exists():
+        broken.append(f"{md.relative_to(ROOT)}: {target} (no such file)")
+      elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text("utf-8")):
+        broken.append(f"{md.relative_to(ROOT)}: {target} (no such heading)")
+  assert not broken, "\n".join(broken)
+
+
+def test_anchor_slugs_follow_github():
+  assert anchors("## Past the hour\n### HTTP server\n## CTranslate2") == {
+      "past-the-hour", "http-server", "ctranslate2"}
+
+
+def test_result_tables_are_generated_from_the_results_file():
+  stale = report.stale()
+  assert not stale, f"run python bench/report.py: {[str(p) for p in stale]}"
+
+
+def test_a_hand_edited_table_is_stale(tmp_path):
+  runs = report.load()
+  doc = "<!-- results:decoding -->\n| edited by hand |\n<!-- /results -->\n"
+  assert report.render(doc, runs) != doc
+  assert report.render(report.render(doc, runs), runs) == report.render(doc, runs)
+
+
+def test_results_rows_are_complete_and_consistent():
+  runs = report.load()
+  names = [r["name"] for r in runs]
+  assert len(names) == len(set(names)), "run names must be unique"
+  for r in runs:
+    assert r["kind"] in ("hour", "longer", "decode"), r["name"]
+    assert r["commit"] and re.fullmatch(r"[0-9a-f]{7,40}", r["commit"]), r["name"]
+    if r["kind"] == "decode":
+      assert r["sentences_per_s"] > 0, r["name"]
+      continue
+    assert r["recipe"] in report.RECIPES, r["name"]
+    assert r["verdict"] in ("adopted", "ahead", "tied", "lost", "stopped", "interrupted",
+                            "recipe"), r["name"]
+    assert (r["change"] == "") == (r["verdict"] == "recipe"), r["name"]
+    assert 0 < r["minutes"] <= 120 and r["updates"] > 0, r["name"]
+    steps = [p[0] for p in r["curve"] or []]
+    assert steps == sorted(steps), f"{r['name']}: curve out of order"
+
+
+def test_recipe_versions_chain_through_adopted_changes():
+  runs = report.load()
+  adopted = {r["recipe"] for r in runs if r.get("verdict") == "adopted"}
+  versions = list(report.RECIPES)
+  assert adopted == set(versions[:-1]), "each version but the last adopts one change"
+  assert report.CURRENT == versions[-1]
+
+
+def test_no_numbered_work_labels_in_tracked_files():
+  label = re.compile(r"\bsessions? \d+", re.I)
+  hits = [f"{p.relative_to(ROOT)}:{i}" for p in tracked() if p.is_file()
+          and p.suffix in (".py", ".md", ".toml", ".txt", ".cfg", ".jsonl", "")
+          for i, line in enumerate(p.read_text("utf-8", errors="replace").splitlines(), 1)
+          if label.search(line)]
+  assert not hits, hits
