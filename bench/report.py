@@ -19,7 +19,11 @@ was not recorded), `updates`, `epochs`, `tokens_per_s` (median target tokens/s),
 that recorded the run) and `curve` (validations: [update, minutes, val NLL, greedy val
 BLEU]). Decoding measurements (`kind` "decode") carry `engine`, `search`,
 `sentences_per_s`, `bleu` and `ratio` (JAX's sentences/s over CTranslate2 float32's
-in the same run).
+in the same run). Validation-only choices for a trained run (`kind` "setting": the
+averaging span, beam, α, float32 decoding, ensembles) carry `run` (the row they decode),
+`setting`, `val_bleu` and `val_lc_tok`. Proxy runs on a GPU (`kind` "proxy": a fixed
+number of updates instead of a fixed time) carry greedy val BLEU of the last checkpoint
+and of averages of 5, 10 and 20.
 """
 
 import argparse
@@ -191,7 +195,21 @@ def decoding(runs):
   return table(["CPU", "engine", "search", "sentences/s", "BLEU", "JAX / CTranslate2 float32"], rows)
 
 
-TABLES = {"hour_by_cpu": hour_by_cpu, "past_the_hour": past_the_hour, "ablations": ablations,
+def settings(runs):
+  """Decoding, averaging and ensembling choices scored on validation for trained runs."""
+  rows = [[r["run"], r["setting"], fmt(r["val_bleu"]), fmt(r["val_lc_tok"]), r["note"]]
+          for r in runs if r["kind"] == "setting"]
+  return table(["run", "setting", "val sacreBLEU", "val lc-tok", "note"], rows)
+
+
+def proxies(runs):
+  rows = [[f"`{r['change']}`" if r["change"] else "r1 itself", f"{r['updates']:,}", fmt(r["val_greedy"]),
+           fmt(r["val_avg5"]), fmt(r["val_avg10"]), fmt(r["val_avg20"])]
+          for r in runs if r["kind"] == "proxy"]
+  return table(["change", "updates", "greedy val BLEU", "average of 5", "of 10", "of 20"], rows)
+
+
+TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "past_the_hour": past_the_hour, "ablations": ablations,
           "recipe_versions": recipe_versions, "decoding": decoding}
 DOCS = [ROOT / "README.md", ROOT / "docs" / "recipe.md", ROOT / "bench" / "README.md"]
 

@@ -70,10 +70,16 @@ def test_results_rows_are_complete_and_consistent():
   names = [r["name"] for r in runs]
   assert len(names) == len(set(names)), "run names must be unique"
   for r in runs:
-    assert r["kind"] in ("hour", "longer", "decode"), r["name"]
+    assert r["kind"] in ("hour", "longer", "decode", "setting", "proxy"), r["name"]
     assert r["commit"] and re.fullmatch(r"[0-9a-f]{7,40}", r["commit"]), r["name"]
     if r["kind"] == "decode":
       assert r["sentences_per_s"] > 0, r["name"]
+      continue
+    if r["kind"] == "proxy":
+      assert r["recipe"] in report.RECIPES and r["updates"] > 0, r["name"]
+      continue
+    if r["kind"] == "setting":
+      assert r["run"] in names and r["val_bleu"] > 0, r["name"]
       continue
     assert r["recipe"] in report.RECIPES, r["name"]
     assert r["verdict"] in ("adopted", "ahead", "tied", "lost", "stopped", "interrupted",
