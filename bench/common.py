@@ -69,7 +69,10 @@ def training_steps(preset: str, rows: int, length: int, steps: int = 3,
       config.PRESETS, config.Config, config.DataConfig, config.TrainConfig)
   Batch = importlib.import_module(f"{package}.input_pipeline").Batch
   Model = importlib.import_module(f"{package}.model").Model
-  Steps = importlib.import_module(f"{package}.train_lib").Steps
+  try:
+    Steps = importlib.import_module(f"{package}.train_step").DataParallelSteps
+  except ModuleNotFoundError:  # a revision from before the training step had its module
+    Steps = importlib.import_module(f"{package}.train_lib").Steps
   cfg = dataclasses.replace(PRESETS[preset], **(model or {}))
   rng = np.random.default_rng(0)
   ids = lambda: rng.integers(4, cfg.vocab_size, (rows, length)).astype(np.int32)

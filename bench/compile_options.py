@@ -24,10 +24,8 @@ import time
 from pathlib import Path
 
 import jax
-import numpy as np
-from compile_ahead import load_config
 
-from seq2seq import input_pipeline, train_lib
+from seq2seq import cli, input_pipeline
 from seq2seq.runtime import enable_compilation_cache, quiet_libraries
 
 from common import ROOT, alternate, machine, report, summary
@@ -50,17 +48,18 @@ def main():
   args = p.parse_args()
   quiet_libraries()
   enable_compilation_cache()
-  cfg = load_config(args.config)
+  cfg = cli.training_config(args.config, [])
   names = args.variants.split(",")
   with tempfile.TemporaryDirectory() as workdir:
-    trainer = train_lib.Trainer(cfg, Path(workdir))
+    from seq2seq.trainer import Trainer
+    trainer = Trainer(cfg, Path(workdir))
     steps = trainer.steps
     batches = input_pipeline.TrainBatches(trainer.train_corpus, cfg.data, steps.num_devices)
     templates = batches.templates()
     picks = sorted({round(i * (len(templates) - 1) / max(args.shapes - 1, 1))
                     for i in range(args.shapes)})
-    lowered = {i: steps.train_step.lower(trainer.state, steps.put_batch(templates[i]),
-                                         np.float32(1.0)) for i in picks}
+    lowered = {i: steps.train_step.lower(trainer.state, steps.put_batch(templates[i]))
+               for i in picks}
     middle = picks[len(picks) // 2]
     compile_s, executables = {}, {}
     for name in names:
@@ -81,7 +80,7 @@ def main():
     def runner(compiled):
       def run():
         for _ in range(args.steps):
-          box["state"], m = compiled(box["state"], batch, np.float32(1.0))
+          box["state"], m = compiled(box["state"], batch)
         jax.block_until_ready(m)
       return run
 

@@ -7,7 +7,7 @@ Each phase runs in its own process, so each reports its own peak resident memory
    drawn from Multi30k's training set: its length pair, and words sampled by frequency
    from Multi30k's English and German vocabularies (never committed; deleted at the end
    unless --keep). val.{en,de} are Multi30k's own.
-2. prepare: the steps of `train_lib.prepare_data` (what train.py does before the first
+2. prepare: the steps of `corpus.prepare` (what train.py does before the first
    update), each timed: the text files streamed into an on-disk `datasets` table, empty pairs dropped, SentencePiece
    trained on a sample of `--spm-sentences` drawn from the whole corpus, both sides
    encoded by one streaming pass into memory-mapped id arrays.
@@ -47,7 +47,7 @@ def config(args):
 
 
 def generate(args) -> dict:
-  from seq2seq.input_pipeline import read_lines
+  from seq2seq.corpus import read_lines
   t0 = time.time()
   src = [s.split() for s in read_lines(Path(args.multi30k) / "train.en.gz")]
   tgt = [s.split() for s in read_lines(Path(args.multi30k) / "train.de.gz")]
@@ -81,27 +81,27 @@ def generate(args) -> dict:
 
 
 def prepare(args) -> dict:
-  """The steps of `train_lib.prepare_data`, each timed."""
-  from seq2seq import input_pipeline, tokenizer
+  """The steps of `corpus.prepare`, each timed."""
+  from seq2seq import corpus, tokenizer
   cfg = config(args)
   t = {}
   t0 = time.time()
-  ds = input_pipeline.drop_empty(input_pipeline.load_split(cfg.data, "train"))
+  ds = corpus.drop_empty(corpus.load_split(cfg.data, "train"))
   t["to_datasets_s"] = time.time() - t0
   t["peak_rss_mib_after_datasets"] = peak_rss_mib()
   t0 = time.time()
-  sample = input_pipeline.tokenizer_sample(ds, cfg.data.spm_max_sentences, cfg.data.seed)
+  sample = corpus.tokenizer_sample(ds, cfg.data.spm_max_sentences, cfg.data.seed)
   tok = tokenizer.train(sample, cfg.model.vocab_size, max_sentences=len(sample))
   del sample
   t["tokenizer_s"] = time.time() - t0
   t["peak_rss_mib_after_tokenizer"] = peak_rss_mib()
   Path(args.workdir, "spm.model").write_bytes(tok.model_proto)
   t0 = time.time()
-  corpus = input_pipeline.encode_dataset(tok, ds, ids_dir(args))
+  encoded = corpus.encode_dataset(tok, ds, ids_dir(args))
   t["encode_s"] = time.time() - t0
-  return {"phase": "prepare", **t, "pairs": len(corpus),
-          "encode_sentences_per_s": 2 * len(corpus) / t["encode_s"],
-          "pieces": int(corpus.src.offsets[-1] + corpus.tgt.offsets[-1]),
+  return {"phase": "prepare", **t, "pairs": len(encoded),
+          "encode_sentences_per_s": 2 * len(encoded) / t["encode_s"],
+          "pieces": int(encoded.src.offsets[-1] + encoded.tgt.offsets[-1]),
           "ids_mib": du_mib(ids_dir(args)),
           "datasets_cache_mib": du_mib(Path(os.environ["HF_DATASETS_CACHE"])),
           "peak_rss_mib": peak_rss_mib()}
@@ -112,11 +112,11 @@ def ids_dir(args) -> Path:
 
 
 def iterate(args) -> dict:
-  from seq2seq import input_pipeline
+  from seq2seq import corpus, input_pipeline
   cfg = config(args)
   t0 = time.time()
-  corpus = input_pipeline.encode_dataset(None, None, ids_dir(args))  # memory-mapped
-  batches = input_pipeline.TrainBatches(corpus, cfg.data)
+  encoded = corpus.encode_dataset(None, None, ids_dir(args))  # memory-mapped
+  batches = input_pipeline.TrainBatches(encoded, cfg.data)
   order = batches.epoch_batches(0)
   plan_s = time.time() - t0
   t0 = time.time()
@@ -133,18 +133,19 @@ def iterate(args) -> dict:
 def train(args) -> dict:
   import jax
 
-  from seq2seq import input_pipeline, train_lib
+  from seq2seq import corpus, input_pipeline
   from seq2seq.config import PRESETS
   from seq2seq.model import Model
+  from seq2seq.train_step import DataParallelSteps
   cfg = config(args)
   model_cfg = dataclasses.replace(PRESETS["small"], vocab_size=args.vocab_size)
-  corpus = input_pipeline.encode_dataset(None, None, ids_dir(args))
-  batches = input_pipeline.TrainBatches(corpus, cfg.data)
+  encoded = corpus.encode_dataset(None, None, ids_dir(args))
+  batches = input_pipeline.TrainBatches(encoded, cfg.data)
   host = [batches.make_batch(i) for i in batches.epoch_batches(0)[:400]]
   shapes = [b.shape for b in host]
   common = max(set(shapes), key=shapes.count)
   host = [b for b in host if b.shape == common]
-  steps = train_lib.Steps(cfg, Model(model_cfg))
+  steps = DataParallelSteps(cfg, Model(model_cfg))
   state = steps.init_state()
   state, m = steps.train_step(state, steps.put_batch(host[0]))  # compile
   jax.block_until_ready(m)

@@ -29,7 +29,7 @@ from pathlib import Path
 import sacrebleu
 
 from seq2seq import export
-from seq2seq.input_pipeline import read_lines
+from seq2seq.corpus import read_lines
 from seq2seq.runtime import enable_compilation_cache
 from seq2seq.translator import Translator
 

@@ -29,7 +29,7 @@ from seq2seq import flops
 from seq2seq.config import PRESETS, Config, DataConfig, TrainConfig
 from seq2seq.input_pipeline import Batch
 from seq2seq.model import Model
-from seq2seq.train_lib import Steps
+from seq2seq.train_step import DataParallelSteps as Steps
 
 from common import machine, report
 

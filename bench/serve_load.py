@@ -20,7 +20,7 @@ import urllib.request
 
 import numpy as np
 
-from seq2seq.input_pipeline import read_lines
+from seq2seq.corpus import read_lines
 
 from common import MULTI30K, ROOT, machine, report
 

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from seq2seq.input_pipeline import read_lines
+from seq2seq.corpus import read_lines
 from seq2seq.runtime import enable_compilation_cache
 from seq2seq.translator import Translator
 

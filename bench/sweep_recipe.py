@@ -46,15 +46,17 @@ def read_spec(path: Path) -> list[tuple[str, list[str]]]:
 
 def score(workdir: str, spans: list[int], beam: int, alpha: float) -> dict:
   """Validation BLEU of the run: greedy during training, and averaged + beam at the end."""
-  from seq2seq import checkpoint, input_pipeline
-  from seq2seq.train_lib import bleu
+  import sacrebleu
+
+  from seq2seq import checkpoint, corpus
+  bleu = lambda hyps, refs: sacrebleu.corpus_bleu(hyps, [refs]).score
   from seq2seq.translator import Translator
 
   rows = [json.loads(x) for x in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
   val = [r for r in rows if r["kind"] == "val"]
   train = [r for r in rows if r["kind"] == "train"]
   cfg = checkpoint.load_config(workdir)
-  ds = input_pipeline.load_split(cfg.data, cfg.data.val_split)
+  ds = corpus.load_split(cfg.data, cfg.data.val_split)
   sources, refs = list(ds["src"]), list(ds["tgt"])
   result = {"steps": train[-1]["step"], "epochs": train[-1]["epoch"],
             "minutes": round(train[-1]["elapsed"] / 60, 1),

@@ -1,7 +1,7 @@
 """Training throughput on real Multi30k batches, after compilation.
 
   python bench/train_throughput.py [--preset small] [--seconds 60] [--max-tokens 4096]
-      [--positional rotary] [--glu --d-ff 352] [--compile-workers N]
+      [--positional rotary] [--d-ff 1024] [--compile-workers N]
 
 Prints real target tokens/s, source+target tokens/s, useful model GFLOP/s (counted from
 the architecture over non-pad tokens), the jitted float32 matmul ceiling measured in the
@@ -20,11 +20,12 @@ import jax
 import numpy as np
 from matmul_ceiling import measure as matmul_gflops
 
-from seq2seq import flops, input_pipeline, tokenizer
+from seq2seq import corpus, flops, input_pipeline, tokenizer
 from seq2seq.config import PRESETS, Config, DataConfig, TrainConfig
 from seq2seq.model import Model
 from seq2seq.runtime import enable_compilation_cache
-from seq2seq.train_lib import Steps
+from seq2seq.train_step import DataParallelSteps as Steps
+from seq2seq.train_step import compile_ahead
 from seq2seq.vocab import PAD_ID
 
 from common import MULTI30K, machine, peak_rss_mib, report
@@ -56,7 +57,6 @@ def main():
                  help="model.matmul_dtype: the dtype of every matmul's operands")
   p.add_argument("--positional", default=None,
                  help="model.positional instead of the preset's (sinusoidal, learned, rotary)")
-  p.add_argument("--glu", action="store_true", help="gated feed-forward layers (model.glu)")
   p.add_argument("--d-ff", type=int, default=None, help="model.d_ff instead of the preset's")
   p.add_argument("--compile-workers", type=int, default=os.cpu_count(),
                  help="shapes compiled at a time before the timed loop (default: one per "
@@ -68,15 +68,15 @@ def main():
                                   matmul_dtype=args.matmul_dtype)
   if args.positional:
     model_cfg = dataclasses.replace(model_cfg, positional=args.positional)
-  model_cfg = dataclasses.replace(model_cfg, glu=args.glu, d_ff=args.d_ff or model_cfg.d_ff)
+  model_cfg = dataclasses.replace(model_cfg, d_ff=args.d_ff or model_cfg.d_ff)
   data_cfg = DataConfig(dir=args.data,
                         max_tokens=args.max_tokens, pack_length=args.pack_length)
   cfg = Config(model=model_cfg, data=data_cfg, train=TrainConfig(warmup_steps=4000))
-  ds = input_pipeline.load_split(data_cfg, "train")
+  ds = corpus.load_split(data_cfg, "train")
   tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), model_cfg.vocab_size)
-  corpus = input_pipeline.encode_dataset(tok, ds)
+  encoded = corpus.encode_dataset(tok, ds)
   steps = Steps(cfg, Model(model_cfg))
-  batches = input_pipeline.TrainBatches(corpus, data_cfg, steps.num_devices)
+  batches = input_pipeline.TrainBatches(encoded, data_cfg, steps.num_devices)
   order = batches.epoch_batches(0)
   host_batches = [batches.make_batch(i) for i in order]
   state = steps.init_state()
@@ -84,7 +84,7 @@ def main():
   # Compile every shape first, as the trainer does, so the timed loop measures
   # steady-state training.
   templates = batches.templates()
-  compile_s = steps.compile_ahead(state, templates, workers=args.compile_workers)
+  compile_s = compile_ahead(steps.lower_updates(state, templates), workers=args.compile_workers)
 
   stream = input_pipeline.prefetch(iter(host_batches * 100))
   tgt_tokens = src_tokens = padded = 0

@@ -16,19 +16,19 @@ import itertools
 import time
 
 import numpy as np
+import sacrebleu
 
-from seq2seq import checkpoint, input_pipeline, mbr
+from seq2seq import checkpoint, corpus, mbr
 from seq2seq.evaluate_lib import lowercase_tokenized_bleu
 from seq2seq.outputs import Sampling
 from seq2seq.runtime import setup_cli_logging
-from seq2seq.train_lib import bleu
 from seq2seq.translator import Translator
 
 from common import machine, report
 
 
 def scored(name: str, hyps: list[str], refs: list[str], seconds: float) -> dict:
-  row = {"system": name, "bleu": round(bleu(hyps, refs), 2),
+  row = {"system": name, "bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2),
          "bleu_lc_tok": round(lowercase_tokenized_bleu(hyps, refs), 2),
          "seconds": round(seconds, 1)}
   print(row, flush=True)
@@ -47,7 +47,7 @@ def main():
   args = p.parse_args()
   setup_cli_logging()
   cfg = checkpoint.load_config(args.workdir)
-  ds = input_pipeline.load_split(cfg.data, cfg.data.val_split)
+  ds = corpus.load_split(cfg.data, cfg.data.val_split)
   sources, refs = list(ds["src"]), list(ds["tgt"])
   translator = Translator.load(args.workdir, args.checkpoint)
   alpha = translator.settings(alpha=args.alpha).alpha

@@ -14,6 +14,17 @@ from typing import Any
 
 import ml_collections
 
+# Options removed in 0.2.0 (docs/training.md, "Which options exist"), with the value that
+# meant "off". A run directory written before keeps loading when it left them off.
+REMOVED_OPTIONS = {
+    "model": {"word_dropout": 0.0, "drop_path": 0.0, "glu": False, "norm": "layer",
+              "fix_norm": False, "qk_norm": 0.0},
+    "data": {"sampling_sides": "both", "bidirectional_epochs": 0},
+    "train": {"cooldown": 0.0, "muon_momentum": 0.95, "muon_rms": 0.2, "rdrop_alpha": 0.0,
+              "batch_parts": 1},
+}
+REMOVED_VALUES = {"optimizer": ("muon", "schedule_free")}
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
@@ -23,48 +34,23 @@ class ModelConfig:
   d_model: int = 256  # D: residual stream width
   num_heads: int = 4  # H: attention heads (key width K = D / H)
   d_ff: int = 1024  # F: feed-forward hidden width
-  encoder_layers: int = 3
-  decoder_layers: int = 3
+  encoder_layers: int = 3  # encoder layers
+  decoder_layers: int = 3  # decoder layers
   dropout: float = 0.1  # residual, embedding and feed-forward dropout
   attention_dropout: float = 0.0  # dropout on attention probabilities
-  # Word dropout (Sennrich and Zhang, 2019): in training, each source and decoder-input
-  # token's embedding is zeroed with this probability (its position encoding stays).
-  word_dropout: float = 0.0
-  # Stochastic depth (Huang et al. 2016, "Deep Networks with Stochastic Depth"; "drop
-  # path"): in training, each sub-layer's residual branch is dropped for a whole row of
-  # the batch, the kept rows scaled by 1 / (1 - rate). The rate grows linearly with depth
-  # within each stack, from drop_path / N at the first of N layers to drop_path at the last.
-  drop_path: float = 0.0
   max_len: int = 256  # longest sequence (pieces, EOS included) the model sees
   # "sinusoidal" or "learned" (added to the embeddings), or "rotary" (RoPE, Su et al. 2021:
   # queries and keys of every self-attention rotated by their positions; needs an even K).
-  positional: str = "sinusoidal"
+  positional: str = "sinusoidal"  # sinusoidal, learned or rotary
   activation: str = "relu"  # feed-forward activation: "relu" or "gelu"
-  # Gated feed-forward layers (Shazeer 2020): act(x W) * (x V), then the output matrix;
-  # ReGLU with "relu", GEGLU with "gelu". Three [D, F] matrices instead of two, so a
-  # d_ff of 2/3 the ungated one keeps the FLOPs.
-  glu: bool = False
   pre_norm: bool = True  # layer norm before each sub-layer (False: after, as in Vaswani)
-  # "layer" (LayerNorm) or "scale" (ScaleNorm, g * x / ||x|| with one learned scalar g;
-  # Nguyen and Salazar, 2019, "Transformers without Tears").
-  norm: str = "layer"
-  # FixNorm (the same paper): embedding rows normalised to unit length, so the tied output
-  # layer's logits are the decoder output's norm times a cosine.
-  fix_norm: bool = False
-  # QK-norm (Henry et al. 2020, "Query-Key Normalization for Transformers", proposed for
-  # low-resource translation): every attention's queries and keys are scaled to unit
-  # length per head and their dot products multiplied by one learned scalar per attention
-  # (instead of 1 / sqrt(K)), so each logit is that scalar times a cosine. 0 turns it off;
-  # otherwise the scalar's initial value (the paper: log2(L^2 - L) for the 97.5th
-  # percentile training length L: 9.6-9.8 for Multi30k's 28-30 pieces, so ~10).
-  qk_norm: float = 0.0
   tied_embeddings: bool = True  # one embedding for source, target and output layer
   dtype: str = "float32"  # compute dtype, "float32" or "bfloat16"; params stay float32
   # The dtype every matmul's operands are rounded to, forward and backward: "bfloat16"
   # keeps activations, layer norm, softmax and the products float32 (bfloat16 x bfloat16
   # -> float32, which CPUs with AMX or AVX-512 BF16 run 1.9-4.5x faster than float32;
   # bench/README.md).
-  matmul_dtype: str = "float32"
+  matmul_dtype: str = "float32"  # float32 or bfloat16 operands (float32 products)
 
   def __post_init__(self):
     if self.d_model % self.num_heads:
@@ -76,18 +62,13 @@ class ModelConfig:
     if self.positional == "rotary" and self.head_dim % 2:
       raise ValueError(f"positional='rotary' needs an even head width, got "
                        f"d_model / num_heads = {self.head_dim}")
-    if self.norm not in ("layer", "scale"):
-      raise ValueError(f"norm must be 'layer' or 'scale', got {self.norm!r}")
     if self.activation not in ("relu", "gelu"):
       raise ValueError(f"activation must be 'relu' or 'gelu', got {self.activation!r}")
     if self.dtype not in ("float32", "bfloat16"):
       raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {self.dtype!r}")
     if self.matmul_dtype not in ("float32", "bfloat16"):
       raise ValueError(f"matmul_dtype must be 'float32' or 'bfloat16', got {self.matmul_dtype!r}")
-    if self.qk_norm < 0:
-      raise ValueError(f"model.qk_norm must be 0 (off) or the positive initial scale of "
-                       f"the attention logits, got {self.qk_norm!r}")
-    for field in ("dropout", "attention_dropout", "word_dropout", "drop_path"):
+    for field in ("dropout", "attention_dropout"):
       if not 0.0 <= getattr(self, field) < 1.0:
         raise ValueError(f"model.{field} must be in [0, 1), got {getattr(self, field)!r}")
 
@@ -98,8 +79,7 @@ class ModelConfig:
 
 # ModelConfig fields that change how the model trains or computes, not the shapes or
 # meaning of its parameters: a fine-tuning run may change them, an export ignores them.
-NOT_ARCHITECTURE = ("dropout", "attention_dropout", "word_dropout", "drop_path", "dtype",
-                    "matmul_dtype")
+NOT_ARCHITECTURE = ("dropout", "attention_dropout", "dtype", "matmul_dtype")
 
 
 PRESETS: dict[str, ModelConfig] = {
@@ -119,40 +99,42 @@ PRESETS: dict[str, ModelConfig] = {
 }
 
 
+BUCKETS = (8, 10, 12, 14, 16, 18, 20, 22, 24, 28, 32, 40, 48, 64, 100, 128, 256)
+
+
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
   """Where the parallel text comes from and how it is tokenized and batched."""
 
   # Where the text is: exactly one of `dir` and `hub`. A command-line override of one
-  # replaces a source the config file set through the other (train_lib.main).
+  # replaces a source the config file set through the other (cli.apply_overrides).
   dir: str = ""  # local folder of {split}.{lang}[.gz] files
   hub: str = ""  # Hugging Face data set name or a `save_to_disk` folder, e.g. "wmt14"
   hub_config: str = ""  # Hub data set config, e.g. "de-en"
   # Hub names of splits that the config names otherwise, "ours=theirs,...", e.g.
   # "val=validation,test_2016_flickr=test" for bentrevett/multi30k.
-  hub_splits: str = ""
+  hub_splits: str = ""  # Hub split names, 'ours=theirs,...'
   src_field: str = "en"  # column holding the source text; dotted for nested, e.g. "translation.en"
-  tgt_field: str = "de"
+  tgt_field: str = "de"  # column holding the target text
   src_lang: str = "en"  # file suffix of the source language for local folders
-  tgt_lang: str = "de"
-  train_split: str = "train"
-  val_split: str = "val"
-  test_split: str = "test_2016_flickr"
+  tgt_lang: str = "de"  # file suffix of the target language
+  train_split: str = "train"  # split trained on
+  val_split: str = "val"  # split validated on
+  test_split: str = "test_2016_flickr"  # split evaluate.py scores by default
   spm_model_type: str = "unigram"  # "unigram" or "bpe"; its size is model.vocab_size
   # An existing SentencePiece model (.model written by seq2seq) to use instead of training
   # one; with train.init_from the source run's model is used.
-  spm_model: str = ""
+  spm_model: str = ""  # an existing SentencePiece model to use
   spm_max_sentences: int = 2_000_000  # sentences sampled to train SentencePiece
   max_train_len: int = 100  # longer training pairs (pieces, EOS included) are dropped
   max_tokens: int = 4096  # token budget of one global training batch (padded rows x length), all devices together
   # Padded lengths of training batches: one compiled shape each. Fine steps where
   # Multi30k sentences are (10-30 pieces) keep padding near 14 %.
-  bucket_boundaries: tuple[int, ...] = (8, 10, 12, 14, 16, 18, 20, 22, 24, 28, 32, 40, 48,
-                                        64, 100, 128, 256)
+  bucket_boundaries: tuple[int, ...] = BUCKETS  # padded lengths of batches
   # > 0: pack several training pairs into rows of this many pieces per side (segment
   # masks keep them apart): one compiled shape, and on Multi30k 7.6 % padding instead
   # of the buckets' 14 %. Pairs longer than this are dropped, like those over max_train_len.
-  pack_length: int = 0
+  pack_length: int = 0  # pieces per packed row; 0 = length buckets
   # Subword regularization (Kudo 2018; BPE-dropout, Provilkov et al. 2020): > 0 gives
   # every epoch its own sampled segmentation of the training pairs, a pure function of
   # (seed, epoch). Unigram models: the sampling smoothness, smaller is more random (0.1
@@ -161,18 +143,8 @@ class DataConfig:
   # (~2.5 s for Multi30k) and each epoch drawn in ~0.2 s (seq2seq/subword_sampling.py),
   # the n-best form re-encodes every epoch (~3.5 s): for corpora up to a few hundred
   # thousand pairs.
-  sampling_alpha: float = 0.0
+  sampling_alpha: float = 0.0  # subword sampling; 0 = off
   sampling_nbest: int = -1  # unigram: sample from the n best segmentations; -1 = all
-  # Which side is sampled: "both" (Kudo 2018), or "source", the target keeping the one
-  # deterministic segmentation that validation scores (tied on Multi30k; bench/README.md).
-  sampling_sides: str = "both"
-  # Bidirectional training (Ding et al. 2021, "Improving Neural Machine Translation by
-  # Bidirectional Training"): the first this-many epochs train on every pair in both
-  # directions (source -> target and target -> source, so each such epoch is twice as
-  # long), the rest on the given direction only. No language tag: the source language
-  # tells the model which way to translate; the joint vocabulary and tied embeddings
-  # serve both. Those epochs hold the corpus twice in memory. 0 = off.
-  bidirectional_epochs: int = 0
   seed: int = 0  # shuffling seed
   cache_dir: str = ""  # where encoded corpora are cached; "" = WORKDIR/cache
 
@@ -184,12 +156,6 @@ class DataConfig:
     if self.sampling_alpha < 0 or (self.spm_model_type == "bpe" and self.sampling_alpha >= 1):
       raise ValueError(f"data.sampling_alpha={self.sampling_alpha}: expected 0 (off) or "
                        "> 0 (unigram), in (0, 1) for a BPE model")
-    if self.sampling_sides not in ("both", "source"):
-      raise ValueError(f"data.sampling_sides={self.sampling_sides!r}: expected 'both' or "
-                       "'source'")
-    if self.bidirectional_epochs < 0:
-      raise ValueError(f"data.bidirectional_epochs={self.bidirectional_epochs}: expected 0 "
-                       "(off) or a number of epochs")
     if self.sampling_nbest == 0 or self.sampling_nbest < -1:
       raise ValueError(f"data.sampling_nbest={self.sampling_nbest}: expected -1 (all "
                        "segmentations) or a positive count")
@@ -211,56 +177,32 @@ class TrainConfig:
   """Optimisation, schedule, validation and checkpointing."""
 
   seed: int = 0  # parameter init and dropout
-  # "adam", "adamw", "muon" (Muon on dense weights, Adam on the rest) or "schedule_free"
-  # (schedule-free AdamW, Defazio et al. 2024: b1 interpolates, the parameters and every
-  # checkpoint hold the evaluation average; use it with lr_schedule "constant").
-  optimizer: str = "adam"
+  optimizer: str = "adam"  # "adam", or "adamw" (decoupled weight_decay)
   learning_rate: float = 1e-3  # peak learning rate, reached at the end of warmup
   warmup_steps: int = 4000  # linear warmup from 0 to learning_rate, then lr_schedule
   # After warmup: "inverse_sqrt" (Vaswani et al.), "linear" / "cosine" decay to 0 at
   # decay_steps (0 = max_steps), as fairseq's polynomial_decay / cosine schedulers, or
   # "constant".
-  lr_schedule: str = "inverse_sqrt"
-  decay_steps: int = 0
-  # The last `cooldown` fraction of the run scales the schedule's learning rate down
-  # linearly to 0 (a warmup-stable-decay cooldown; Zhai et al. 2022, Hägele et al. 2024):
-  # of train.max_minutes when set, the cooldown starting once that fraction of the time is
-  # left and ending at the step the speed so far reaches by the limit; else of max_steps.
-  # 0 = off.
-  cooldown: float = 0.0
-  b1: float = 0.9
-  b2: float = 0.98
-  eps: float = 1e-9
-  weight_decay: float = 0.0  # with adamw and muon
-  muon_momentum: float = 0.95  # Muon's (Nesterov) momentum
-  muon_rms: float = 0.2  # root mean square of a Muon update at learning rate 1 (Adam's)
+  lr_schedule: str = "inverse_sqrt"  # inverse_sqrt, linear, cosine or constant
+  decay_steps: int = 0  # linear/cosine: updates to reach 0; 0 = max_steps
+  b1: float = 0.9  # Adam's beta1
+  b2: float = 0.98  # Adam's beta2
+  eps: float = 1e-9  # Adam's epsilon
+  weight_decay: float = 0.0  # with adamw
   clip_norm: float = 1.0  # global gradient-norm clipping; 0 turns it off
   # Curriculum ("late") dropout (Morerio et al. 2017; Liu et al. 2023): every dropout rate
   # of the model rises linearly from 0 to its configured value over the first N updates,
   # so the model learns fast while it underfits and is regularised once it could overfit.
   # 0 = the configured rates from the start.
-  dropout_ramp_steps: int = 0
-  label_smoothing: float = 0.1
-  # R-Drop (Liang et al. 2021): every batch goes through the model twice, with different
-  # dropout masks; per target token the loss is the two passes' mean plus this weight
-  # times half the symmetric KL divergence of their output distributions (the paper
-  # uses 5 for IWSLT). Each update costs about twice as much; its full logits ignore loss_chunk.
-  # 0 = off.
-  rdrop_alpha: float = 0.0
+  dropout_ramp_steps: int = 0  # dropout rises from 0 over these updates; 0 = off
+  label_smoothing: float = 0.1  # label smoothing of the training loss
   # Tokens per chunk of the output layer + loss in training (`loss.output_loss_sums`: the
   # [tokens, vocab] logits and their gradient are never held whole, which saves memory
   # for large batches and vocabularies). With bfloat16 matmul operands it is also faster:
   # 512 gives the `compact` step 1.13x (one [2048, 128] x [128, 8000] product takes ~5x
   # as long as eight [256, 128] x [128, 8000] ones here; bench/README.md); 0 = all at once.
-  loss_chunk: int = 0
+  loss_chunk: int = 0  # output layer + loss this many tokens at a time; 0 = all
   grad_accum_steps: int = 1  # micro-batches per optimizer update
-  # Each (micro-)batch's rows in this many parts whose losses and gradients one program
-  # computes side by side and adds up: the same gradient (up to float rounding and the
-  # dropout masks), and on a 2-core CPU the parts' single-threaded element-wise ops run
-  # at the same time: 2 gives the Multi30k recipe 1.06x target tokens/s, but each part is
-  # compiled anew and compilation takes 2.2x as long (bench/README.md, bench/
-  # batch_parts_ab.py), which a one-hour run does not win back. 1 = the whole batch.
-  batch_parts: int = 1
   max_steps: int = 100_000  # optimizer updates
   max_minutes: float = 0.0  # stop after this much training wall time; 0 = no limit
   log_every: int = 100  # steps between log lines / metrics.jsonl records
@@ -272,7 +214,7 @@ class TrainConfig:
   average_last: int = 0  # at the end, average the last K checkpoints into "averaged"
   # Keep an exponential moving average of the parameters, ema <- d * ema + (1 - d) *
   # params after every update (fairseq's --ema-decay), written to "ema" at the end; 0 = off.
-  ema_decay: float = 0.0
+  ema_decay: float = 0.0  # moving average of the parameters; 0 = off
   tensorboard: bool = False  # also log to WORKDIR/tensorboard (needs the [tensorboard] extra)
   tensorboard_examples: int = 3  # validation translations shown as text at each validation
   # Fine-tuning: start from another run's parameters (and its SentencePiece model), with a
@@ -284,17 +226,18 @@ class TrainConfig:
     if self.dropout_ramp_steps < 0:
       raise ValueError(f"train.dropout_ramp_steps={self.dropout_ramp_steps}: expected a "
                        "number of updates >= 0 (0 = no ramp)")
-    if self.rdrop_alpha < 0:
-      raise ValueError(f"train.rdrop_alpha={self.rdrop_alpha}: expected a weight >= 0 "
-                       "(0 = off)")
-    if self.batch_parts < 1:
-      raise ValueError(f"train.batch_parts={self.batch_parts}: expected a number of parts "
-                       ">= 1 (1 = the whole batch at once)")
-    if not 0.0 <= self.cooldown < 1.0:
-      raise ValueError(f"train.cooldown={self.cooldown}: expected a fraction of the run in "
-                       "[0, 1) (0 = off)")
+    if self.optimizer in REMOVED_VALUES.get("optimizer", ()):
+      raise ValueError(f"train.optimizer={self.optimizer!r} was removed in 0.2.0 "
+                       "(docs/recipe.md lists its result); use 'adam' or 'adamw'")
+    if self.optimizer not in ("adam", "adamw"):
+      raise ValueError(f"train.optimizer must be 'adam' or 'adamw', got {self.optimizer!r}")
+    if self.lr_schedule not in ("inverse_sqrt", "linear", "cosine", "constant"):
+      raise ValueError("train.lr_schedule must be 'inverse_sqrt', 'linear', 'cosine' or "
+                       f"'constant', got {self.lr_schedule!r}")
 
 
+# What decodes a trained model: JAX (a run directory) or CTranslate2 (an export of one).
+ENGINES = ("jax", "ctranslate2")
 # When beam search ends a sentence (decode.beam_search's `stop`).
 BEAM_STOPS = ("exact", "current", "count")
 # Why translate.py and evaluate.py refuse --beam-stop with --engine ctranslate2.
@@ -312,22 +255,22 @@ class DecodeConfig:
   # the length limit), "current" (live beams bounded at the current length) or "count"
   # (once W hypotheses have ended, fairseq's and CTranslate2's rule); the last two are
   # faster with a large alpha, and results may differ. decode.beam_search explains them.
-  beam_stop: str = "exact"
+  beam_stop: str = "exact"  # exact, current or count
   max_len_a: float = 1.5  # output length limit: a * source_length + b
-  max_len_b: int = 10
+  max_len_b: int = 10  # see max_len_a
   batch_size: int = 64  # sentences per decoding batch
   # Batches searched at once, each on its own thread: XLA:CPU runs most of a search step
   # on one core, so a second batch in flight uses the other (bench/README.md, "Decoding").
-  workers: int = 2
+  workers: int = 2  # batches searched at once, on threads
   # A batch shrinks as its sentences finish: once the unfinished fit in half its rows it
   # goes on with those, down to this many rows (0: never; bench/README.md, Decoding).
-  min_rows: int = 8
+  min_rows: int = 8  # a batch shrinks to this many rows; 0 = never
   # Minimum Bayes risk: "" (off: the beam's best hypothesis), "bleu" or "chrf": of the
   # beam's W finished hypotheses, the one that agrees most with the others under that
   # utility, each weighted by `mbr_weights`: "model" (softmax of the beam scores) or
   # "uniform" (seq2seq/mbr.py; docs/translating.md).
-  mbr: str = ""
-  mbr_weights: str = "model"
+  mbr: str = ""  # minimum Bayes risk: '', bleu or chrf
+  mbr_weights: str = "model"  # MBR weights: model or uniform
 
 
 @dataclasses.dataclass(frozen=True)
@@ -345,6 +288,7 @@ class Config:
     d = dict(d)
     if "spm_vocab_size" in d.get("data", {}):  # run directories written before 0.2
       d["data"] = {k: v for k, v in d["data"].items() if k != "spm_vocab_size"}
+    d = drop_removed_options(d)
     sections = {}
     for f in dataclasses.fields(cls):
       sub_cls = f.type if isinstance(f.type, type) else globals()[f.type]
@@ -365,6 +309,39 @@ class Config:
 
   def to_dict(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
+
+
+def drop_removed_options(d: dict[str, Any]) -> dict[str, Any]:
+  """`d` without the removed options it leaves off; one that it turns on is an error."""
+  d = dict(d)
+  for section, removed in REMOVED_OPTIONS.items():
+    sub = dict(d.get(section, {}))
+    for name, off in removed.items():
+      if name in sub:
+        value = sub.pop(name)
+        if value != off:
+          raise ValueError(f"{section}.{name}={value!r}: this option was removed in 0.2.0 "
+                           "(docs/recipe.md lists its result on Multi30k); a run that uses "
+                           "it needs seq2seq 0.1")
+    if section in d:
+      d[section] = sub
+  return d
+
+
+def field_help() -> dict[str, dict[str, str]]:
+  """{section: {field: its line's comment}} from this file's source, for --help."""
+  import inspect
+  import re
+  helps: dict[str, dict[str, str]] = {}
+  for section in dataclasses.fields(Config):
+    cls = section.default.__class__
+    helps[section.name] = {}
+    for line in inspect.getsource(cls).splitlines()[1:]:
+      line = line.strip()
+      m = re.match(r"(\w+): [^=]+=.*?#\s*(.*)$", line)
+      if m and m.group(1) in {f.name for f in dataclasses.fields(cls)}:
+        helps[section.name][m.group(1)] = m.group(2)
+  return helps
 
 
 def default_config(preset: str = "small") -> ml_collections.ConfigDict:

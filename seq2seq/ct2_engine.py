@@ -26,7 +26,7 @@ import numpy as np
 
 from seq2seq import export
 from seq2seq.config import DecodeConfig
-from seq2seq.input_pipeline import encode_texts
+from seq2seq.corpus import encode_texts
 from seq2seq.outputs import (
   Hypothesis,
   PairScore,

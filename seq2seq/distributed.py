@@ -6,7 +6,7 @@ global batch (`global_batch`), process 0 alone writes the run's files, and decis
 that could differ between processes (a wall-clock time limit) are taken by process 0 and
 broadcast (`agree`). With one process every function here is a no-op or the identity.
 
-Launching: `train.py --coordinator_address HOST:PORT --num_processes N --process_id I`
+Launching: `train.py --coordinator-address HOST:PORT --num-processes N --process-id I`
 on each process, or without flags where JAX detects the cluster itself (SLURM, Open MPI,
 Cloud TPU, Kubernetes); README.md ("Scaling out") has the commands.
 """
@@ -36,10 +36,10 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
   given = (coordinator_address, num_processes, process_id)
   if any(v is not None for v in given):
     if any(v is None for v in given):
-      raise ValueError("a multi-process run needs all of --coordinator_address, "
-                       "--num_processes and --process_id")
+      raise ValueError("a multi-process run needs all of --coordinator-address, "
+                       "--num-processes and --process-id")
     if not 0 <= process_id < num_processes:
-      raise ValueError(f"--process_id {process_id} is not in [0, {num_processes})")
+      raise ValueError(f"--process-id {process_id} is not in [0, {num_processes})")
     jax.distributed.initialize(coordinator_address, num_processes, process_id,
                                local_device_ids=local_device_ids)
   elif cluster_in_environment():

@@ -15,9 +15,8 @@ from typing import Sequence
 
 import sacrebleu
 
-from seq2seq import checkpoint, export, input_pipeline, mbr, model_card
-from seq2seq.config import BEAM_STOP_CT2_ERROR, BEAM_STOPS, DecodeConfig
-from seq2seq.translator import ENGINES, Translator, one_line
+from seq2seq import checkpoint, cli, corpus, export, model_card
+from seq2seq.translator import one_line
 
 log = logging.getLogger(__name__)
 
@@ -92,32 +91,12 @@ def main(argv=None) -> None:
       description="Translate a test set with a trained run and score it with sacreBLEU. "
       "Search settings default to those saved in the run's config.json.",
       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-  parser.add_argument("--workdir", action="append",
-                      help="run directory written by train.py (not with --hyp); several "
-                      "times for an ensemble, scored with the first run's data and settings")
-  parser.add_argument("--checkpoint", default="best",
-                      help="best, latest, averaged, ema, or a checkpoint step directory")
+  cli.add_model_flags(parser, several=True, required=False)
   parser.add_argument("--src", help="source file (plain or .gz), with --ref")
   parser.add_argument("--ref", help="reference file (plain or .gz), with --src")
   parser.add_argument("--split", help="a split of the run's configured data source, e.g. "
                       "test_2016_flickr (instead of --src/--ref)")
-  parser.add_argument("--engine", default="jax", choices=ENGINES,
-                      help="jax: run directories; ctranslate2: a directory written by "
-                      "seq2seq-export")
-  parser.add_argument("--beam", type=int, default=None,
-                      help="beam size; 1 = greedy search (default: the run's)")
-  parser.add_argument("--alpha", type=float, default=None,
-                      help="GNMT length penalty exponent; 0 ranks by log-probability "
-                      "(default: the run's)")
-  parser.add_argument("--beam-stop", default=None, choices=BEAM_STOPS,
-                      help="when beam search ends a sentence: exact or current (see "
-                      "translate.py --help; default: the run's). JAX engine only")
-  mbr.add_arguments(parser)
-  parser.add_argument("--batch-size", type=int, default=None,
-                      help="sentences decoded together (default: the run's)")
-  parser.add_argument("--workers", type=int, default=None,
-                      help="batches decoded at once, each on a thread "
-                      f"(default {DecodeConfig.workers})")
+  cli.add_search_flags(parser)
   parser.add_argument("--output", help="hypothesis file (default: "
                       "RUN_DIR/hyps/NAME.beamN.txt, NAME the split or source file)")
   parser.add_argument("--hyp", help="score this existing translation file against --ref, "
@@ -134,12 +113,12 @@ def main(argv=None) -> None:
     if not args.ref or args.workdir or args.split or args.src:
       parser.error("--hyp FILE takes --ref FILE and no --workdir, --split or --src")
     try:
-      hypotheses = input_pipeline.read_lines(args.hyp)
-      references = input_pipeline.read_lines(args.ref)
+      hypotheses = corpus.read_lines(args.hyp)
+      references = corpus.read_lines(args.ref)
       result = score(hypotheses, references, args.lowercase_tokenized, args.lang)
     except ScoreError as e:
       sys.exit(f"error: {args.hyp} and {args.ref}: {e}")
-    except input_pipeline.DataError as e:
+    except corpus.DataError as e:
       sys.exit(f"error: {e}")
     if args.sentence_level:
       write_sentence_level(Path(args.sentence_level), None, hypotheses, references)
@@ -150,33 +129,23 @@ def main(argv=None) -> None:
   if bool(args.split) == bool(args.src or args.ref) or (args.src and not args.ref) or (
       args.ref and not args.src):
     parser.error("give either --split NAME or both --src FILE and --ref FILE")
-  if args.beam is not None and args.beam < 1:
-    parser.error(f"--beam must be at least 1 (1 = greedy search), got {args.beam}")
-  for flag, value in (("--batch-size", args.batch_size), ("--workers", args.workers)):
-    if value is not None and value < 1:
-      parser.error(f"{flag} must be at least 1, got {value}")
-  if args.engine == "ctranslate2" and args.beam_stop:
-    parser.error(BEAM_STOP_CT2_ERROR)
+  cli.check_search_flags(parser, args)
   setup_cli_logging()
   try:
     cfg = (export.load_export(args.workdir[0])[1] if args.engine == "ctranslate2"
            else checkpoint.load_config(args.workdir[0]))
     if args.split:
-      ds = input_pipeline.load_split(cfg.data, args.split)
+      ds = corpus.load_split(cfg.data, args.split)
       sources, references, name = list(ds["src"]), list(ds["tgt"]), args.split
     else:
-      sources = input_pipeline.read_lines(args.src)
-      references = input_pipeline.read_lines(args.ref)
+      sources = corpus.read_lines(args.src)
+      references = corpus.read_lines(args.ref)
       name = Path(args.src).name.removesuffix(".gz")
       if len(sources) != len(references):
         raise ScoreError(f"{args.src} has {len(sources)} lines but {args.ref} has "
                          f"{len(references)}")
-    overrides = {k: v for k, v in (("workers", args.workers), ("beam_stop", args.beam_stop))
-                 if v is not None}
-    translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine,
-                                 **overrides, **mbr.overrides(args))
-    c = translator.settings(args.beam, args.alpha, args.batch_size)
-  except (input_pipeline.DataError, checkpoint.CheckpointError, ScoreError, ValueError) as e:
+    translator, c = cli.load_translator(args)
+  except (corpus.DataError, checkpoint.CheckpointError, ScoreError, ValueError) as e:
     sys.exit(f"error: {e}")
   beam = c.beam_size
   hypotheses = [one_line(h) for h in translator.translate(

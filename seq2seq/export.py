@@ -31,7 +31,8 @@ import numpy as np
 
 from seq2seq import checkpoint
 from seq2seq.config import NOT_ARCHITECTURE, Config, ModelConfig
-from seq2seq.layers import LAYER_NORM_EPSILON, sinusoidal_positions
+from seq2seq.kernels import LAYER_NORM_EPSILON
+from seq2seq.layers import sinusoidal_positions
 from seq2seq.tokenizer import MODEL_FILE, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,7 @@ def import_ctranslate2():
 def check_supported(cfg: ModelConfig) -> None:
   """Refuses, by name, any architecture option the conversion does not map."""
   known = {"positional": ("sinusoidal", "learned", "rotary"), "activation": ("relu", "gelu"),
-           "pre_norm": (True, False), "tied_embeddings": (True, False), "glu": (True, False),
-           "norm": ("layer",), "fix_norm": (False,), "qk_norm": (0.0,)}
+           "pre_norm": (True, False), "tied_embeddings": (True, False)}
   for field, values in known.items():
     value = getattr(cfg, field)
     if value not in values:
@@ -106,10 +106,10 @@ def build_spec(cfg: ModelConfig, params, pieces: list[str]):
   spec = transformer_spec.TransformerSpec(
       transformer_spec.TransformerEncoderSpec(cfg.encoder_layers, cfg.num_heads,
                                               pre_norm=cfg.pre_norm, activation=activation,
-                                              ffn_glu=cfg.glu, **rotary),
+                                              **rotary),
       transformer_spec.TransformerDecoderSpec(cfg.decoder_layers, cfg.num_heads,
                                               pre_norm=cfg.pre_norm, activation=activation,
-                                              ffn_glu=cfg.glu, **rotary))
+                                              **rotary))
   p = lambda name: params[f"transformer/~/{name}"]
 
   def embedding(name):
@@ -148,9 +148,7 @@ def build_spec(cfg: ModelConfig, params, pieces: list[str]):
     _linear(spec_att.linear[-1], o)
 
   def feed_forward(spec_ff, scope):
-    _linear(spec_ff.linear_0, p(f"{scope}/~/feed_forward/~/inner"))  # the activated one
-    if cfg.glu:  # CTranslate2: act(linear_0(x)) * linear_0_noact(x)
-      _linear(spec_ff.linear_0_noact, p(f"{scope}/~/feed_forward/~/linear"))
+    _linear(spec_ff.linear_0, p(f"{scope}/~/feed_forward/~/inner"))
     _linear(spec_ff.linear_1, p(f"{scope}/~/feed_forward/~/outer"))
 
   for i, layer in enumerate(spec.encoder.layer):

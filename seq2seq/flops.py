@@ -14,7 +14,7 @@ def forward_flops(cfg: ModelConfig, src_len: int, tgt_len: int) -> float:
   """Forward FLOPs of one sentence pair with the given real lengths."""
   D, F, V = cfg.d_model, cfg.d_ff, cfg.vocab_size
   attn_proj = 4 * D * D  # q, k, v, out
-  ff = (3 if cfg.glu else 2) * D * F
+  ff = 2 * D * F
   enc = cfg.encoder_layers * src_len * (attn_proj + ff + 2 * src_len * D)  # + QK^T, PV
   dec = cfg.decoder_layers * (
       tgt_len * (attn_proj + ff + 2 * D * D + 2 * tgt_len * D + 2 * src_len * D)

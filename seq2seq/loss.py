@@ -3,9 +3,8 @@
 `loss_sums` takes logits. `output_loss_sums` takes the decoder's output and the output
 layer's weights instead and never holds the `[tokens, vocab]` logits or their gradient:
 it computes them chunk by chunk, forward and again backward (a custom VJP, one extra
-matmul). On this 2-core CPU a training step costs about the same either way, and the
-chunked form's peak memory is lower by the logits' size (`train.loss_chunk`;
-bench/README.md).
+matmul). Its peak memory is lower by the logits' size, and with bfloat16 operands
+XLA:CPU runs it faster (`train.loss_chunk`; bench/loss_chunk_ab.py).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from seq2seq import layers
+from seq2seq import kernels
 from seq2seq.vocab import PAD_ID
 
 SUM_KEYS = ("loss", "nll", "tokens", "correct")
@@ -53,33 +52,14 @@ def _is_top(logits_NV: jnp.ndarray, label_logit_N: jnp.ndarray) -> jnp.ndarray:
   return (jax.lax.stop_gradient(label_logit_N) >= top_N).astype(jnp.float32)
 
 
-def rdrop_loss_sums(logits_2BTV: jnp.ndarray, labels_BT: jnp.ndarray, smoothing: float,
-                    alpha: float) -> dict[str, jnp.ndarray]:
-  """R-Drop's loss (Liang et al. 2021) of one batch passed through the model twice.
-
-  `logits_2BTV` holds the first pass's rows, then the second's (`[2B, T, V]`). The sums
-  are the two passes' mean, and "loss" adds `alpha` times half their symmetric KL
-  divergence, KL(p1 || p2) + KL(p2 || p1), per non-pad token. "tokens" counts each
-  target token once.
-  """
-  rows = labels_BT.shape[0]
-  pair = loss_sums(logits_2BTV, jnp.concatenate([labels_BT, labels_BT]), smoothing)
-  logp_2BTV = jax.nn.log_softmax(logits_2BTV.astype(jnp.float32), axis=-1)
-  logp1, logp2 = logp_2BTV[:rows], logp_2BTV[rows:]
-  kl_BT = jnp.sum((jnp.exp(logp1) - jnp.exp(logp2)) * (logp1 - logp2), axis=-1)
-  weight_BT = (labels_BT != PAD_ID).astype(jnp.float32)
-  sums = {k: v / 2 for k, v in pair.items()}
-  sums["loss"] = sums["loss"] + alpha / 2 * jnp.sum(kl_BT * weight_BT)
-  return sums
-
-
 def output_loss_sums(x_BTD: jnp.ndarray, w_VD: jnp.ndarray, b_V: jnp.ndarray,
-                     labels_BT: jnp.ndarray, smoothing: float, chunk: int = 512
-                     ) -> dict[str, jnp.ndarray]:
+                     labels_BT: jnp.ndarray, smoothing: float, chunk: int = 512,
+                     matmul_dtype: str = "float32") -> dict[str, jnp.ndarray]:
   """`loss_sums(x @ w.T + b, labels)`, computed `chunk` tokens at a time.
 
   Args: decoder output `[B, T, D]` (compute dtype), output weights `[V, D]` and bias
-  `[V]` (float32), labels `[B, T]`. Equal to `loss_sums` of the full logits up to float
+  `[V]` (float32), labels `[B, T]`; `matmul_dtype`: the output layer's operands, as
+  the model's (`kernels.einsum`). Equal to `loss_sums` of the full logits up to float
   rounding, and so are its gradients with respect to x, w and b.
   """
   d = x_BTD.shape[-1]
@@ -87,26 +67,26 @@ def output_loss_sums(x_BTD: jnp.ndarray, w_VD: jnp.ndarray, b_V: jnp.ndarray,
   pad = -x_ND.shape[0] % chunk  # padding tokens have the PAD label: weight 0
   x_GCD = jnp.pad(x_ND, ((0, pad), (0, 0))).reshape(-1, chunk, d)
   labels_GC = jnp.pad(labels_N, (0, pad), constant_values=PAD_ID).reshape(-1, chunk)
-  loss, nll, correct = _chunked_sums(x_GCD, w_VD, b_V, labels_GC, smoothing)
+  loss, nll, correct = _chunked_sums(x_GCD, w_VD, b_V, labels_GC, smoothing, matmul_dtype)
   tokens = jnp.sum((labels_BT != PAD_ID).astype(jnp.float32))
   return {"loss": loss, "nll": nll, "tokens": tokens, "correct": correct}
 
 
-def _logits(x_CD, w_VD, b_V):
-  """As the model's output layer: the matmul in the compute dtype (operands rounded as
-  `layers.matmul_operands` says), then float32."""
-  return layers.einsum("cd,vd->cv", x_CD, w_VD).astype(jnp.float32) + b_V[None, :]
+def _logits(x_CD, w_VD, b_V, matmul_dtype):
+  """As the model's output layer: the matmul in the compute dtype (operands rounded to
+  `matmul_dtype`), then float32."""
+  return kernels.einsum("cd,vd->cv", x_CD, w_VD, matmul_dtype).astype(jnp.float32) + b_V[None, :]
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
-def _chunked_sums(x_GCD, w_VD, b_V, labels_GC, smoothing):
-  return _chunked_sums_fwd(x_GCD, w_VD, b_V, labels_GC, smoothing)[0]
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
+def _chunked_sums(x_GCD, w_VD, b_V, labels_GC, smoothing, matmul_dtype):
+  return _chunked_sums_fwd(x_GCD, w_VD, b_V, labels_GC, smoothing, matmul_dtype)[0]
 
 
-def _chunked_sums_fwd(x_GCD, w_VD, b_V, labels_GC, smoothing):
+def _chunked_sums_fwd(x_GCD, w_VD, b_V, labels_GC, smoothing, matmul_dtype):
   def chunk_sums(args):
     x_CD, labels_C = args
-    logits_CV = _logits(x_CD, w_VD, b_V)
+    logits_CV = _logits(x_CD, w_VD, b_V, matmul_dtype)
     lse_C = jax.nn.logsumexp(logits_CV, axis=-1)
     label_logit_C = jnp.take_along_axis(logits_CV, labels_C[:, None], axis=-1)[:, 0]
     nll_C = lse_C - label_logit_C
@@ -121,7 +101,7 @@ def _chunked_sums_fwd(x_GCD, w_VD, b_V, labels_GC, smoothing):
   return sums, (x_GCD, w_VD, b_V, labels_GC, lse_GC)
 
 
-def _chunked_sums_bwd(smoothing, residuals, cotangents):
+def _chunked_sums_bwd(smoothing, matmul_dtype, residuals, cotangents):
   x_GCD, w_VD, b_V, labels_GC, lse_GC = residuals
   g_loss, g_nll, _ = cotangents  # accuracy has no gradient
   vocab = w_VD.shape[0]
@@ -129,22 +109,23 @@ def _chunked_sums_bwd(smoothing, residuals, cotangents):
   def chunk_grads(acc, args):
     dw_DV, db_V = acc
     x_CD, labels_C, lse_C = args
-    p_CV = jnp.exp(_logits(x_CD, w_VD, b_V) - lse_C[:, None])
+    p_CV = jnp.exp(_logits(x_CD, w_VD, b_V, matmul_dtype) - lse_C[:, None])
     label_CV = jnp.arange(vocab)[None, :] == labels_C[:, None]
     weight_C1 = (labels_C != PAD_ID).astype(jnp.float32)[:, None]
     # d loss / d logits = p - (1 - e) onehot - e / V;  d nll / d logits = p - onehot
     dlogits_CV = weight_C1 * ((g_loss + g_nll) * p_CV
                               - jnp.where(label_CV, (1.0 - smoothing) * g_loss + g_nll, 0.0)
                               - g_loss * smoothing / vocab)
-    dx_CD = layers.einsum("cv,vd->cd", dlogits_CV.astype(x_CD.dtype), w_VD)
+    dx_CD = kernels.einsum("cv,vd->cd", dlogits_CV.astype(x_CD.dtype), w_VD, matmul_dtype)
     # Summed as [D, V]: a product in that order needs only the small x transposed
-    # (`layers._rounded_dot`); the sum is transposed once, after the last chunk.
-    dw_DV = dw_DV + layers.einsum("cd,cv->dv", x_CD.astype(jnp.float32), dlogits_CV)
+    # (`kernels._rounded_dot`); the sum is transposed once, after the last chunk.
+    dw_DV = dw_DV + kernels.einsum("cd,cv->dv", x_CD.astype(jnp.float32), dlogits_CV,
+                                   matmul_dtype)
     return (dw_DV, db_V + jnp.sum(dlogits_CV, axis=0)), dx_CD
 
   (dw_DV, db_V), dx_GCD = jax.lax.scan(chunk_grads, (jnp.zeros_like(w_VD.T), jnp.zeros_like(b_V)),
                                        (x_GCD, labels_GC, lse_GC))
-  return dx_GCD, layers.transpose_product(dw_DV, (1, 0)), db_V, None
+  return dx_GCD, kernels.transpose_product(dw_DV, (1, 0)), db_V, None
 
 
 _chunked_sums.defvjp(_chunked_sums_fwd, _chunked_sums_bwd)

@@ -1,23 +1,31 @@
 """Transformer encoder-decoder (Vaswani et al., 2017) in Haiku.
 
-`Model` wraps one `hk.multi_transform` whose apply functions share a parameter
-tree: `apply` (teacher-forced logits), `encode`, `init_cache` and `decode_step`
-(one token per sequence with an explicit KV cache). All submodules are built in
+`Model` wraps one `hk.multi_transform` whose apply functions (`Apply`, by name) share
+a parameter tree: teacher-forced logits, `encode`, `init_cache` and `decode_step` (one
+token per sequence with an explicit KV cache). All submodules are built in
 constructors so that every apply function finds them under the same names.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from seq2seq import layers, masks
+from seq2seq import kernels, layers, masks
 from seq2seq.config import ModelConfig
-from seq2seq.layers import Dense, Embedding, FeedForward, MultiHeadAttention, dropout, norm_layer
+from seq2seq.layers import (
+  Dense,
+  Dropout,
+  Embedding,
+  FeedForward,
+  LayerNorm,
+  MultiHeadAttention,
+  dropout,
+)
 from seq2seq.vocab import BOS_ID
 
 Cache = dict[str, Any]
@@ -35,8 +43,8 @@ def reorder_cache(cache: Cache, parents_R: jnp.ndarray) -> Cache:
   Only the positions written so far (below `cache['index']`) are moved, one block of
   `CACHE_BLOCK` at a time in a loop per tensor: the later positions are written before
   they are read. A step early in a long search moves a fraction of the cache (a whole
-  reorder of 4 layers' `[320, 4, 64, 32]` keys and values took 13 ms per step here,
-  the blocks up to step 16 4 ms; bench/README.md).
+  reorder of 4 layers' `[320, 4, 64, 32]` keys and values took 13 ms per step, the
+  blocks up to step 16 4 ms; bench/beam_step_costs.py).
   """
   blocks = (cache["index"] + CACHE_BLOCK - 1) // CACHE_BLOCK
 
@@ -63,87 +71,76 @@ def shift_right(tgt_out_BT: jnp.ndarray, segments_BT: jnp.ndarray | None = None
   return jnp.where(masks.segment_positions(segments_BT) == 0, BOS_ID, shifted)
 
 
-def drop_path_rates(rate: float, num_layers: int) -> list[float]:
-  """Stochastic depth's rate for each layer of a stack: linear in depth (Huang et al.
-  2016), `rate / N` at the first of N layers up to `rate` at the last."""
-  return [rate * (i + 1) / num_layers for i in range(num_layers)]
-
-
 class _Residual(hk.Module):
-  """Wraps a sub-layer with dropout, stochastic depth (`drop_path`, the rate of this
-  layer), a residual connection and pre- or post-norm."""
+  """Wraps a sub-layer with dropout, a residual connection and pre- or post-norm."""
 
-  def __init__(self, cfg: ModelConfig, drop_path: float = 0.0, name: str | None = None):
+  def __init__(self, cfg: ModelConfig, name: str | None = None):
     super().__init__(name=name)
-    self.cfg = cfg
-    self.drop_path = drop_path
-    self.norm = norm_layer(cfg.norm, "norm")
-
-  def _branch(self, y: jnp.ndarray, is_training: bool) -> jnp.ndarray:
-    y = dropout(y, self.cfg.dropout, is_training)
-    return layers.drop_path(y, self.drop_path, is_training)
+    self.pre_norm = cfg.pre_norm
+    self.norm = LayerNorm(name="norm")
 
   def __call__(self, x: jnp.ndarray, sublayer: Callable[[jnp.ndarray], jnp.ndarray],
-               is_training: bool) -> jnp.ndarray:
-    if is_training and jax.default_backend() == "cpu":
+               drop: Dropout | None) -> jnp.ndarray:
+    rate = drop.residual if drop else None
+    if drop is not None and jax.default_backend() == "cpu":
       # one buffer per block for the residual stream and its gradient (XLA:CPU's fusion)
-      x = layers.materialize(x, layers.key_words(hk.next_rng_key())[0].astype(jnp.float32))
-    if self.cfg.pre_norm:
-      return x + self._branch(sublayer(self.norm(x)), is_training)
-    return self.norm(x + self._branch(sublayer(x), is_training))
+      x = kernels.materialize(x, kernels.key_words(hk.next_rng_key())[0].astype(jnp.float32))
+    if self.pre_norm:
+      return x + dropout(sublayer(self.norm(x)), rate)
+    return self.norm(x + dropout(sublayer(x), rate))
+
+
+def _rates(drop: Dropout | None) -> tuple[Any, Any]:
+  """(residual, attention) dropout rates; (None, None) in inference."""
+  return (drop.residual, drop.attention) if drop else (None, None)
 
 
 class EncoderLayer(hk.Module):
-  """Self-attention and feed-forward, each with a residual (`drop_path`: this layer's
-  stochastic depth rate)."""
+  """Self-attention and feed-forward, each with a residual."""
 
-  def __init__(self, cfg: ModelConfig, drop_path: float = 0.0, name: str | None = None):
+  def __init__(self, cfg: ModelConfig, matmul_dtype: str, name: str | None = None):
     super().__init__(name=name)
-    self.self_attention = MultiHeadAttention(cfg.num_heads, cfg.head_dim,
-                                             cfg.attention_dropout, cfg.qk_norm,
+    self.self_attention = MultiHeadAttention(cfg.num_heads, cfg.head_dim, matmul_dtype,
                                              name="self_attention")
-    self.feed_forward = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout,
-                                    cfg.glu, name="feed_forward")
-    self.res_attention = _Residual(cfg, drop_path, name="res_attention")
-    self.res_ff = _Residual(cfg, drop_path, name="res_ff")
+    self.feed_forward = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, matmul_dtype,
+                                    name="feed_forward")
+    self.res_attention = _Residual(cfg, name="res_attention")
+    self.res_ff = _Residual(cfg, name="res_ff")
 
-  def __call__(self, x_BSD, mask, is_training, rotation=None):
+  def __call__(self, x_BSD, mask, drop: Dropout | None, rotation=None):
     """`rotation`: the self-attention's `rotary_tables` (None: not rotary)."""
+    residual, attention = _rates(drop)
     x_BSD = self.res_attention(
-        x_BSD, lambda h: self.self_attention(h, h, mask, is_training, None, rotation),
-        is_training)
-    return self.res_ff(x_BSD, lambda h: self.feed_forward(h, is_training), is_training)
+        x_BSD, lambda h: self.self_attention(h, h, mask, attention, None, rotation), drop)
+    return self.res_ff(x_BSD, lambda h: self.feed_forward(h, residual), drop)
 
 
 class DecoderLayer(hk.Module):
-  """Causal self-attention, cross-attention to the encoder, feed-forward (`drop_path`:
-  this layer's stochastic depth rate)."""
+  """Causal self-attention, cross-attention to the encoder, feed-forward."""
 
-  def __init__(self, cfg: ModelConfig, drop_path: float = 0.0, name: str | None = None):
+  def __init__(self, cfg: ModelConfig, matmul_dtype: str, name: str | None = None):
     super().__init__(name=name)
     self.cfg = cfg
-    self.self_attention = MultiHeadAttention(cfg.num_heads, cfg.head_dim,
-                                             cfg.attention_dropout, cfg.qk_norm,
+    self.self_attention = MultiHeadAttention(cfg.num_heads, cfg.head_dim, matmul_dtype,
                                              name="self_attention")
-    self.cross_attention = MultiHeadAttention(cfg.num_heads, cfg.head_dim,
-                                              cfg.attention_dropout, cfg.qk_norm,
+    self.cross_attention = MultiHeadAttention(cfg.num_heads, cfg.head_dim, matmul_dtype,
                                               name="cross_attention")
-    self.feed_forward = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout,
-                                    cfg.glu, name="feed_forward")
-    self.res_self = _Residual(cfg, drop_path, name="res_self")
-    self.res_cross = _Residual(cfg, drop_path, name="res_cross")
-    self.res_ff = _Residual(cfg, drop_path, name="res_ff")
+    self.feed_forward = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, matmul_dtype,
+                                    name="feed_forward")
+    self.res_self = _Residual(cfg, name="res_self")
+    self.res_cross = _Residual(cfg, name="res_cross")
+    self.res_ff = _Residual(cfg, name="res_ff")
 
-  def __call__(self, x_BTD, memory_BSD, self_mask, cross_mask, is_training, probs_sink=None,
-               rotation=None):
+  def __call__(self, x_BTD, memory_BSD, self_mask, cross_mask, drop: Dropout | None,
+               probs_sink=None, rotation=None):
     """`rotation`: the self-attention's `rotary_tables` (None: not rotary)."""
+    residual, attention = _rates(drop)
     x_BTD = self.res_self(
-        x_BTD, lambda h: self.self_attention(h, h, self_mask, is_training, None, rotation),
-        is_training)
+        x_BTD, lambda h: self.self_attention(h, h, self_mask, attention, None, rotation), drop)
     x_BTD = self.res_cross(
-        x_BTD, lambda h: self.cross_attention(h, memory_BSD, cross_mask, is_training,
-                                              probs_sink), is_training)
-    return self.res_ff(x_BTD, lambda h: self.feed_forward(h, is_training), is_training)
+        x_BTD, lambda h: self.cross_attention(h, memory_BSD, cross_mask, attention,
+                                              probs_sink), drop)
+    return self.res_ff(x_BTD, lambda h: self.feed_forward(h, residual), drop)
 
   def init_cache(self, memory_BSD: jnp.ndarray, max_len: int, beam_size: int
                  ) -> tuple[Cache, Cache]:
@@ -176,21 +173,23 @@ class DecoderLayer(hk.Module):
                                             head_major=True)
       return out_BWD.reshape(h_R1D.shape)
 
-    x_B1D = self.res_self(x_B1D, self_attend, False)
-    x_B1D = self.res_cross(x_B1D, cross_attend, False)
-    x_B1D = self.res_ff(x_B1D, lambda h: self.feed_forward(h, False), False)
+    x_B1D = self.res_self(x_B1D, self_attend, None)
+    x_B1D = self.res_cross(x_B1D, cross_attend, None)
+    x_B1D = self.res_ff(x_B1D, self.feed_forward, None)
     return x_B1D, new_cache
 
 
 class Transformer(hk.Module):
-  """Encoder-decoder with shared (tied) or separate embeddings."""
+  """Encoder-decoder with shared (tied) or separate embeddings. `drop`: the dropout rates
+  of a training trace, None in inference."""
 
-  def __init__(self, cfg: ModelConfig, name: str | None = "transformer"):
+  def __init__(self, cfg: ModelConfig, matmul_dtype: str = "float32",
+               name: str | None = "transformer"):
     super().__init__(name=name)
     self.cfg = cfg
     dtype = jnp.dtype(cfg.dtype)
     emb = lambda n: Embedding(cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.positional,
-                              dtype, cfg.fix_norm, name=n)
+                              dtype, matmul_dtype, name=n)
     if cfg.tied_embeddings:
       self.src_embed = self.tgt_embed = emb("shared_embedding")
       self.output = self.tgt_embed.attend
@@ -198,18 +197,16 @@ class Transformer(hk.Module):
                                      jnp.zeros((cfg.vocab_size,), jnp.float32))
     else:
       self.src_embed, self.tgt_embed = emb("src_embedding"), emb("tgt_embedding")
-      projection = Dense(cfg.vocab_size, name="output_projection")
+      projection = Dense(cfg.vocab_size, matmul_dtype, name="output_projection")
       self.output = lambda x: projection(x).astype(jnp.float32)
       self.output_weights = lambda: (lambda w, b: (w.T, b))(*projection.params(cfg.d_model))
-    self.encoder_layers = [
-        EncoderLayer(cfg, rate, name=f"encoder_layer_{i}")
-        for i, rate in enumerate(drop_path_rates(cfg.drop_path, cfg.encoder_layers))]
-    self.decoder_layers = [
-        DecoderLayer(cfg, rate, name=f"decoder_layer_{i}")
-        for i, rate in enumerate(drop_path_rates(cfg.drop_path, cfg.decoder_layers))]
+    self.encoder_layers = [EncoderLayer(cfg, matmul_dtype, name=f"encoder_layer_{i}")
+                           for i in range(cfg.encoder_layers)]
+    self.decoder_layers = [DecoderLayer(cfg, matmul_dtype, name=f"decoder_layer_{i}")
+                           for i in range(cfg.decoder_layers)]
     # Pre-norm stacks need a final norm: their residual stream is never normalised.
-    self.encoder_norm = norm_layer(cfg.norm, "encoder_norm") if cfg.pre_norm else (lambda x: x)
-    self.decoder_norm = norm_layer(cfg.norm, "decoder_norm") if cfg.pre_norm else (lambda x: x)
+    self.encoder_norm = LayerNorm(name="encoder_norm") if cfg.pre_norm else (lambda x: x)
+    self.decoder_norm = LayerNorm(name="decoder_norm") if cfg.pre_norm else (lambda x: x)
 
   def _positions(self, ids_BT, segments_BT=None):
     if segments_BT is not None:
@@ -223,35 +220,27 @@ class Transformer(hk.Module):
       return None
     return layers.rotary_tables(positions_BT, self.cfg.head_dim)
 
-  def encode(self, src_BS: jnp.ndarray, is_training: bool = False,
+  def encode(self, src_BS: jnp.ndarray, drop: Dropout | None = None,
              src_segments_BS: jnp.ndarray | None = None) -> jnp.ndarray:
     """Source ids `[B, S]` -> memory `[B, S, D]`. With segment ids (packed rows, 0 =
     padding), each sentence of a row attends to itself only and counts positions from 0."""
     positions_BS = self._positions(src_BS, src_segments_BS)
-    x_BSD = self.src_embed(src_BS, positions_BS, self.cfg.word_dropout if is_training else 0.0)
-    x_BSD = dropout(x_BSD, self.cfg.dropout, is_training)
+    x_BSD = dropout(self.src_embed(src_BS, positions_BS), _rates(drop)[0])
     if src_segments_BS is None:
       mask = masks.padding_mask(src_BS)
     else:
       mask = masks.segment_mask(src_segments_BS, src_segments_BS)
     rotation = self._rotation(positions_BS)
     for layer in self.encoder_layers:
-      x_BSD = layer(x_BSD, mask, is_training, rotation)
+      x_BSD = layer(x_BSD, mask, drop, rotation)
     return self.encoder_norm(x_BSD)
 
-  def decode(self, tgt_in_BT, memory_BSD, src_BS, is_training: bool = False,
-             probs_sink: list | None = None, src_segments_BS=None, tgt_segments_BT=None):
-    """Teacher-forced decoder: input ids `[B, T]` -> logits `[B, T, V]` (float32)."""
-    return self.output(self.decode_features(tgt_in_BT, memory_BSD, src_BS, is_training,
-                                            probs_sink, src_segments_BS, tgt_segments_BT))
-
-  def decode_features(self, tgt_in_BT, memory_BSD, src_BS, is_training: bool = False,
+  def decode_features(self, tgt_in_BT, memory_BSD, src_BS, drop: Dropout | None = None,
                       probs_sink: list | None = None, src_segments_BS=None,
                       tgt_segments_BT=None):
-    """`decode` up to the output layer: the decoder's output `[B, T, D]`."""
+    """Teacher-forced decoder up to the output layer: input ids `[B, T]` -> `[B, T, D]`."""
     positions_BT = self._positions(tgt_in_BT, tgt_segments_BT)
-    x_BTD = self.tgt_embed(tgt_in_BT, positions_BT, self.cfg.word_dropout if is_training else 0.0)
-    x_BTD = dropout(x_BTD, self.cfg.dropout, is_training)
+    x_BTD = dropout(self.tgt_embed(tgt_in_BT, positions_BT), _rates(drop)[0])
     if tgt_segments_BT is None:
       self_mask = masks.decoder_self_mask(tgt_in_BT)
       cross_mask = masks.padding_mask(src_BS)
@@ -261,35 +250,35 @@ class Transformer(hk.Module):
       cross_mask = masks.segment_mask(tgt_segments_BT, src_segments_BS)
     rotation = self._rotation(positions_BT)
     for layer in self.decoder_layers:
-      x_BTD = layer(x_BTD, memory_BSD, self_mask, cross_mask, is_training, probs_sink,
-                    rotation)
+      x_BTD = layer(x_BTD, memory_BSD, self_mask, cross_mask, drop, probs_sink, rotation)
     return self.decoder_norm(x_BTD)
 
-  def __call__(self, src_BS, tgt_in_BT, is_training: bool = False,
+  def __call__(self, src_BS, tgt_in_BT, drop: Dropout | None = None,
                src_segments_BS=None, tgt_segments_BT=None):
-    return self.output(self.features(src_BS, tgt_in_BT, is_training, src_segments_BS,
+    """Teacher-forced logits `[B, T, V]` (float32)."""
+    return self.output(self.features(src_BS, tgt_in_BT, drop, src_segments_BS,
                                      tgt_segments_BT))
 
-  def features(self, src_BS, tgt_in_BT, is_training: bool = False,
+  def features(self, src_BS, tgt_in_BT, drop: Dropout | None = None,
                src_segments_BS=None, tgt_segments_BT=None):
     """The teacher-forced decoder output `[B, T, D]` (the logits before the output layer)."""
     if (src_segments_BS is None) != (tgt_segments_BT is None):
       raise ValueError("packed batches need segment ids for both source and target")
-    memory_BSD = self.encode(src_BS, is_training, src_segments_BS)
-    return self.decode_features(tgt_in_BT, memory_BSD, src_BS, is_training, None,
+    memory_BSD = self.encode(src_BS, drop, src_segments_BS)
+    return self.decode_features(tgt_in_BT, memory_BSD, src_BS, drop, None,
                                 src_segments_BS, tgt_segments_BT)
 
-  def features_and_output_weights(self, src_BS, tgt_in_BT, is_training: bool = False,
+  def features_and_output_weights(self, src_BS, tgt_in_BT, drop: Dropout | None = None,
                                   src_segments_BS=None, tgt_segments_BT=None):
     """`features`, and the output layer's weights `[V, D]` and bias `[V]` (float32):
     the training loss computes the logits itself (`loss.output_loss_sums`)."""
-    return (self.features(src_BS, tgt_in_BT, is_training, src_segments_BS, tgt_segments_BT),
+    return (self.features(src_BS, tgt_in_BT, drop, src_segments_BS, tgt_segments_BT),
             *self.output_weights())
 
   def cross_attention(self, src_BS, tgt_in_BT) -> jnp.ndarray:
     """Cross-attention probabilities of every decoder layer, `[layers, B, H, T, S]`."""
     sink: list = []
-    self.decode(tgt_in_BT, self.encode(src_BS), src_BS, probs_sink=sink)
+    self.output(self.decode_features(tgt_in_BT, self.encode(src_BS), src_BS, probs_sink=sink))
     return jnp.stack(sink)
 
   def init_cache(self, memory_BSD, src_BS, max_len: int, beam_size: int = 1
@@ -330,6 +319,17 @@ class Transformer(hk.Module):
     return logits_B1V[:, 0], {"index": index + 1, "layers": new_layers}
 
 
+class Apply(NamedTuple):
+  """The apply functions of `Model`'s one `hk.multi_transform`, by name."""
+
+  logits: Callable  # (params, rng, src, tgt_in, drop, src_segments, tgt_segments)
+  features: Callable  # the same, up to the output layer, with its weights
+  encode: Callable  # (params, None, src) -> memory
+  init_cache: Callable  # (params, None, memory, src, max_len, beam_size)
+  decode_step: Callable  # (params, None, ids, cache, source)
+  cross_attention: Callable  # (params, None, src, tgt_in)
+
+
 class Model:
   """The Haiku transforms of `Transformer`, with an explicit, checked rng policy."""
 
@@ -339,7 +339,7 @@ class Model:
     # with float32 products, else float32 (with a warning; the model is the same).
     self.matmul_dtype = cfg.matmul_dtype
     if cfg.matmul_dtype != "float32":
-      why = layers.rounded_products_unsupported(cfg.matmul_dtype, jax.default_backend())
+      why = kernels.rounded_products_unsupported(cfg.matmul_dtype, jax.default_backend())
       if why is not None:
         logging.getLogger(__name__).warning(
             "model.matmul_dtype=%s: this %s backend does not run %s x %s -> float32 "
@@ -347,23 +347,22 @@ class Model:
             jax.default_backend(), cfg.matmul_dtype, cfg.matmul_dtype, why)
         self.matmul_dtype = "float32"
 
-    def scoped(f):  # traced with these matmul operands (layers.matmul_operands)
-      def call(*args, **kwargs):
-        with layers.matmul_operands(self.matmul_dtype):
-          return f(*args, **kwargs)
-      return call
-
     def fns():
-      t = Transformer(cfg)
-      return scoped(t.__call__), tuple(map(scoped, (
-          t.__call__, t.encode, t.init_cache, t.decode_step, t.cross_attention,
-          t.features_and_output_weights)))
+      t = Transformer(cfg, self.matmul_dtype)
+      return t.__call__, Apply(t.__call__, t.features_and_output_weights, t.encode,
+                               t.init_cache, t.decode_step, t.cross_attention)
 
     self._transformed = hk.multi_transform(fns)
 
-  def init(self, rng: jax.Array, src_BS: jnp.ndarray, tgt_in_BT: jnp.ndarray) -> Params:
-    return self._transformed.init(rng, src_BS, tgt_in_BT, is_training=True)
+  def dropout_rates(self, scale=None) -> Dropout:
+    """The training trace's dropout rates, times `scale` (a float or traced scalar: the
+    dropout ramp's factor at this update) when given. A rate of 0 stays a Python 0.0,
+    so that no rng is drawn for it."""
+    rate = lambda r: r if scale is None or not r else r * scale
+    return Dropout(rate(self.cfg.dropout), rate(self.cfg.attention_dropout))
 
+  def init(self, rng: jax.Array, src_BS: jnp.ndarray, tgt_in_BT: jnp.ndarray) -> Params:
+    return self._transformed.init(rng, src_BS, tgt_in_BT, self.dropout_rates())
   def param_shapes(self) -> Params:
     """Names, shapes and dtypes of the parameters (`jax.ShapeDtypeStruct`s), without
     computing them: a trace of `init` whose initializers are zeros (tracing the random
@@ -376,10 +375,16 @@ class Model:
 
     def init_fn(ids_BT):
       with hk.custom_creator(zeros):
-        return Transformer(cfg)(ids_BT, ids_BT, is_training=False)
+        return Transformer(cfg)(ids_BT, ids_BT)
 
     dummy = jax.ShapeDtypeStruct((1, 4), jnp.int32)
     return jax.eval_shape(hk.transform(init_fn).init, None, dummy)
+
+  def _training(self, what: str, rng, is_training: bool, dropout_scale) -> Dropout | None:
+    if is_training and rng is None:
+      raise ValueError(f"Model.{what}(is_training=True) applies dropout and needs an rng: "
+                       "pass rng=jax.random.PRNGKey(...) (inference needs none)")
+    return self.dropout_rates(dropout_scale) if is_training else None
 
   def apply(self, params: Params, src_BS, tgt_in_BT, *, rng: jax.Array | None = None,
             is_training: bool = False, src_segments_BS=None, tgt_segments_BT=None,
@@ -391,43 +396,34 @@ class Model:
     (1, 2, ... per sentence, 0 for padding); the decoder input then has BOS at every
     segment start (`shift_right(tgt, tgt_segments)`).
     """
-    if is_training and rng is None:
-      raise ValueError("Model.apply(is_training=True) applies dropout and needs an rng: "
-                       "pass rng=jax.random.PRNGKey(...) (inference needs none)")
-    with layers.scaled_dropout(dropout_scale):
-      return self._transformed.apply[0](params, rng, src_BS, tgt_in_BT,
-                                        is_training=is_training,
-                                        src_segments_BS=src_segments_BS,
-                                        tgt_segments_BT=tgt_segments_BT)
+    drop = self._training("apply", rng, is_training, dropout_scale)
+    return self._transformed.apply.logits(params, rng, src_BS, tgt_in_BT, drop,
+                                          src_segments_BS, tgt_segments_BT)
 
   def apply_features(self, params: Params, src_BS, tgt_in_BT, *, rng: jax.Array | None = None,
                      is_training: bool = False, src_segments_BS=None, tgt_segments_BT=None,
                      dropout_scale=None):
     """As `apply`, up to the output layer: (decoder output `[B, T, D]`, output weights
     `[V, D]`, output bias `[V]`)."""
-    if is_training and rng is None:
-      raise ValueError("Model.apply_features(is_training=True) applies dropout and needs an "
-                       "rng: pass rng=jax.random.PRNGKey(...)")
-    with layers.scaled_dropout(dropout_scale):
-      return self._transformed.apply[5](params, rng, src_BS, tgt_in_BT,
-                                        is_training=is_training,
-                                        src_segments_BS=src_segments_BS,
-                                        tgt_segments_BT=tgt_segments_BT)
+    drop = self._training("apply_features", rng, is_training, dropout_scale)
+    return self._transformed.apply.features(params, rng, src_BS, tgt_in_BT, drop,
+                                            src_segments_BS, tgt_segments_BT)
 
   def encode(self, params: Params, src_BS) -> jnp.ndarray:
-    return self._transformed.apply[1](params, None, src_BS)
+    return self._transformed.apply.encode(params, None, src_BS)
 
   def init_cache(self, params: Params, memory_BSD, src_BS, max_len: int,
                  beam_size: int = 1) -> tuple[Cache, Cache]:
     """(cache, source): see `Transformer.init_cache`."""
-    return self._transformed.apply[2](params, None, memory_BSD, src_BS, max_len, beam_size)
+    return self._transformed.apply.init_cache(params, None, memory_BSD, src_BS, max_len,
+                                              beam_size)
 
   def decode_step(self, params: Params, ids_B, cache: Cache, source: Cache
                   ) -> tuple[jnp.ndarray, Cache]:
-    return self._transformed.apply[3](params, None, ids_B, cache, source)
+    return self._transformed.apply.decode_step(params, None, ids_B, cache, source)
 
   def cross_attention(self, params: Params, src_BS, tgt_in_BT) -> jnp.ndarray:
-    return self._transformed.apply[4](params, None, src_BS, tgt_in_BT)
+    return self._transformed.apply.cross_attention(params, None, src_BS, tgt_in_BT)
 
   reorder_cache = staticmethod(reorder_cache)
 

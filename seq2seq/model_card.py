@@ -17,7 +17,7 @@ from typing import Any
 
 import jax
 
-from seq2seq import __version__, checkpoint, input_pipeline
+from seq2seq import __version__, checkpoint, corpus
 from seq2seq.config import PRESETS, Config, DataConfig
 from seq2seq.runtime import write_atomic
 from seq2seq.tokenizer import META_FILE
@@ -32,7 +32,7 @@ def file_record(path: Path) -> dict[str, Any]:
   with open(path, "rb") as f:
     for block in iter(lambda: f.read(1 << 20), b""):
       h.update(block)
-  return {"file": str(path), "lines": input_pipeline.count_lines(path),
+  return {"file": str(path), "lines": corpus.count_lines(path),
           "bytes": path.stat().st_size, "sha256": h.hexdigest()}
 
 
@@ -46,8 +46,8 @@ def data_records(data: DataConfig) -> list[dict[str, Any]]:
   for split in splits:
     for lang in (data.src_lang, data.tgt_lang):
       try:
-        records.append(file_record(input_pipeline.find_split_file(data.dir, split, lang)))
-      except input_pipeline.DataError:
+        records.append(file_record(corpus.find_split_file(data.dir, split, lang)))
+      except corpus.DataError:
         records.append({"file": f"{Path(data.dir) / split}.{lang}", "missing": True})
   return records
 
@@ -75,7 +75,7 @@ def _read_json(path: Path, default):
 
 
 def preset_name(cfg: Config) -> str:
-  shape = lambda m: (m.d_model, m.num_heads, m.d_ff, m.glu, m.encoder_layers, m.decoder_layers)
+  shape = lambda m: (m.d_model, m.num_heads, m.d_ff, m.encoder_layers, m.decoder_layers)
   names = [n for n, m in PRESETS.items() if shape(m) == shape(cfg.model)]
   return names[0] if names else "custom"
 
@@ -96,11 +96,9 @@ def render(workdir: Path) -> str:
       "`seq2seq-translate --workdir PATH`.", "",
       "## Model", "",
       f"- preset: {preset_name(cfg)} (d_model {m.d_model}, {m.num_heads} heads, "
-      f"{'gated ' if m.glu else ''}{m.activation} feed-forward {m.d_ff}, "
+      f"{m.activation} feed-forward {m.d_ff}, "
       f"{m.encoder_layers} encoder + {m.decoder_layers} decoder layers, "
-      f"{'pre' if m.pre_norm else 'post'}-norm ({m.norm} norm"
-      f"{', FixNorm embeddings' if m.fix_norm else ''}), "
-      f"{'QK-norm attention, ' if m.qk_norm else ''}{m.positional} positions, "
+      f"{'pre' if m.pre_norm else 'post'}-norm, {m.positional} positions, "
       f"{'tied' if m.tied_embeddings else 'untied'} embeddings)",
       f"- parameters: {params:,}",
       f"- vocabulary: {m.vocab_size:,} joint SentencePiece pieces "
@@ -132,12 +130,8 @@ def render(workdir: Path) -> str:
       f"- batches of {d.max_tokens:,} tokens, peak learning rate {t.learning_rate:g} "
       f"({t.optimizer}, warmup {t.warmup_steps}), dropout {m.dropout}, label smoothing "
       f"{t.label_smoothing}"
-      + (f", word dropout {m.word_dropout}" if m.word_dropout else "")
-      + (f", stochastic depth {m.drop_path}" if m.drop_path else "")
       + (f", subword sampling (alpha {d.sampling_alpha:g}, n-best {d.sampling_nbest})"
          if d.sampling_alpha else "")
-      + (f", the first {d.bidirectional_epochs} epochs in both directions"
-         if d.bidirectional_epochs else "")
       + "; full settings in `config.json`", "",
       "## Evaluations", "",
   ]

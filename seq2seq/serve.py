@@ -28,7 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from seq2seq import checkpoint
+from seq2seq import checkpoint, cli
 from seq2seq.translator import Translator
 
 log = logging.getLogger("seq2seq.serve")
@@ -190,15 +190,15 @@ def create_app(translator: Translator, limits: Limits = Limits(), info: dict | N
 def main(argv=None) -> None:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-  p.add_argument("--workdir", required=True, help="run directory written by train.py")
-  p.add_argument("--checkpoint", default="best",
-                 help="best, latest, averaged, ema, or a checkpoint step directory")
+  cli.add_model_flags(p)
+  cli.add_search_flags(p)
   p.add_argument("--host", default="127.0.0.1", help="address to listen on")
   p.add_argument("--port", type=int, default=8080, help="port to listen on")
   for f in dataclasses.fields(Limits):
     p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default,
                    help=f"limit: {f.name.replace('_', ' ')}")
   args = p.parse_args(argv)
+  cli.check_search_flags(p, args)
   limits = Limits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Limits)})
   if limits.max_batch < 1 or limits.max_texts < 1 or limits.max_beam < 1:
     p.error("--max-batch, --max-texts and --max-beam must be at least 1")
@@ -209,7 +209,8 @@ def main(argv=None) -> None:
              "pip install 'seq2seq-haiku[serve]'")
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
   try:
-    translator = Translator.load(args.workdir, args.checkpoint)
+    translator, settings = cli.load_translator(args)
+    translator.decode_cfg = settings  # the flags are the default of every request
   except (checkpoint.CheckpointError, ValueError, OSError) as e:
     sys.exit(f"error: {e}")
   translator.translate(["Warm-up."])  # compile before the first request

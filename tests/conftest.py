@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 
+import filelock
 import pytest
 
 # Tests run on the CPU whatever is installed.
@@ -50,16 +51,26 @@ def multi30k_dir():
 def multi30k_tokenizer(multi30k_dir):
   """One 8,000-piece joint SentencePiece model of Multi30k's training set, shared."""
   from seq2seq import tokenizer
-  from seq2seq.input_pipeline import read_lines
+  from seq2seq.corpus import read_lines
   lines = read_lines(multi30k_dir / "train.en.gz") + read_lines(multi30k_dir / "train.de.gz")
   return tokenizer.train(lines, vocab_size=8000)
 
 
 @pytest.fixture(scope="session")
-def trained_run(tmp_path_factory):
-  """The tiny config trained briefly through the train.py CLI (with overrides)."""
+def trained_run(tmp_path_factory, worker_id):
+  """The tiny config trained briefly through the train.py CLI (with overrides): trained
+  once for all pytest-xdist workers, then copied, so each worker's tests own their copy."""
+  shared = tmp_path_factory.getbasetemp()
+  if worker_id != "master":
+    shared = shared.parent  # the base temporary directory all workers share
+  source = shared / "trained_tiny"
+  with filelock.FileLock(str(shared / "trained_tiny.lock")):
+    if not (source / "TRAINED").exists():
+      shutil.rmtree(source, ignore_errors=True)
+      run_cli("train.py", "--config", "configs/tiny.py", "--workdir", source,
+              "--config.train.max_steps=300", "--config.train.eval_every=150",
+              "--config.train.checkpoint_every=100", "--config.train.log_every=25")
+      (source / "TRAINED").touch()
   workdir = tmp_path_factory.mktemp("runs") / "tiny"
-  run_cli("train.py", "--config", "configs/tiny.py", "--workdir", workdir,
-          "--config.train.max_steps=300", "--config.train.eval_every=150",
-          "--config.train.checkpoint_every=100", "--config.train.log_every=25")
+  shutil.copytree(source, workdir, ignore=shutil.ignore_patterns("TRAINED"))
   return workdir

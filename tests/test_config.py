@@ -5,8 +5,8 @@ from importlib import util
 
 import pytest
 
-from seq2seq import checkpoint
-from seq2seq.config import PRESETS, Config, DataConfig, default_config
+from seq2seq import checkpoint, cli
+from seq2seq.config import PRESETS, REMOVED_OPTIONS, Config, DataConfig, default_config
 
 from conftest import run_cli
 from helpers import ROOT
@@ -34,24 +34,37 @@ def test_unknown_fields_and_sections_are_named():
     cfg.train.max_stepz = 3  # the ConfigDict is locked: a typo is an error, not a new field
   with pytest.raises(ValueError, match="unknown model preset 'huge'"):
     default_config("huge")
-  with pytest.raises(ValueError, match="norm must be 'layer' or 'scale', got 'rms'"):
-    Config.from_dict({"model": {"norm": "rms"}})
-  with pytest.raises(ValueError, match=r"model.qk_norm must be 0 \(off\) or the positive"):
-    Config.from_dict({"model": {"qk_norm": -1.0}})
+  with pytest.raises(ValueError, match="train.optimizer must be 'adam' or 'adamw', got 'sgd'"):
+    Config.from_dict({"train": {"optimizer": "sgd"}})
 
 
-def test_subword_sampling_and_bidirectional_settings_are_checked():
+@pytest.mark.parametrize("section, field, value", [
+    ("model", "qk_norm", 10.0), ("model", "glu", True), ("data", "bidirectional_epochs", 2),
+    ("train", "cooldown", 0.2), ("train", "optimizer", "muon")])
+def test_a_run_directory_with_a_removed_option_is_refused_by_name(tmp_path, section, field,
+                                                                   value):
+  old = Config().to_dict()
+  (tmp_path / "config.json").write_text(json.dumps(old))
+  assert checkpoint.load_config(tmp_path) == Config()
+  # Written before the options went: every removed field, at its "off" value, still loads.
+  for name, off in REMOVED_OPTIONS[section].items():
+    old[section][name] = off
+  (tmp_path / "config.json").write_text(json.dumps(old))
+  assert checkpoint.load_config(tmp_path) == Config()
+  old[section][field] = value
+  (tmp_path / "config.json").write_text(json.dumps(old))
+  with pytest.raises(ValueError, match=rf"{section}.{field}={value!r}.*removed"):
+    checkpoint.load_config(tmp_path)
+
+
+def test_subword_sampling_settings_are_checked():
   with pytest.raises(ValueError, match=r"data.sampling_alpha=-0.1: expected 0 \(off\)"):
     DataConfig(sampling_alpha=-0.1)
   with pytest.raises(ValueError, match=r"in \(0, 1\) for a BPE model"):
     DataConfig(spm_model_type="bpe", sampling_alpha=1.0)
   with pytest.raises(ValueError, match="data.sampling_nbest=0"):
     DataConfig(sampling_alpha=0.1, sampling_nbest=0)
-  with pytest.raises(ValueError, match=r"data.bidirectional_epochs=-1: expected 0"):
-    DataConfig(bidirectional_epochs=-1)
   assert DataConfig(spm_model_type="bpe", sampling_alpha=0.1).sampling_alpha == 0.1
-  with pytest.raises(ValueError, match=r"data.sampling_sides='target': expected 'both' or"):
-    DataConfig(sampling_alpha=0.1, sampling_sides="target")
 
 
 def test_run_directories_from_before_one_vocabulary_field_still_load(tmp_path):
@@ -66,7 +79,7 @@ def test_command_line_override_and_typo(tmp_path):
                  "--config.train.max_stepz=3", check=False)
   err = proc.stderr.decode().strip().splitlines()
   assert proc.returncode == 2 and len(err) == 1, proc.stderr
-  assert "unknown config field max_stepz" in err[0] and '"max_steps"' in err[0]
+  assert "unknown config field train.max_stepz" in err[0] and '"train.max_steps"' in err[0]
   proc = run_cli("train.py", "--config", "configs/tiny.py", "--workdir", tmp_path / "x",
                  "--config.train.max_steps=abc", check=False)
   assert proc.returncode == 2 and b"max_steps=abc" in proc.stderr
@@ -80,3 +93,23 @@ def test_shipped_configs_parse(name):
   spec.loader.exec_module(module)
   cfg = Config.from_dict(module.get_config())
   assert cfg.model.d_model % cfg.model.num_heads == 0
+
+
+def test_command_line_overrides_take_each_fields_type():
+  cfg = default_config("tiny")
+  rest, overrides = cli.split_overrides(
+      ["--workdir", "w", "--config.train.max_steps=7", "--config.model.pre_norm", "false",
+       "--config.data.bucket_boundaries=(16, 32)", "--config.train.learning_rate=2e-3",
+       "--config.model.positional=rotary"])
+  assert rest == ["--workdir", "w"]
+  cli.apply_overrides(cfg, overrides)
+  typed = Config.from_dict(cfg)
+  assert (typed.train.max_steps, typed.model.pre_norm, typed.data.bucket_boundaries,
+          typed.train.learning_rate, typed.model.positional) == (7, False, (16, 32), 2e-3,
+                                                                  "rotary")
+  with pytest.raises(ValueError, match=r"--config.train.max_steps=many: expected an integer"):
+    cli.apply_overrides(cfg, [("train.max_steps", "many")])
+  with pytest.raises(ValueError, match=r'unknown config field model.d_modl. Did you mean "model.d_model"'):
+    cli.apply_overrides(cfg, [("model.d_modl", "64")])
+  with pytest.raises(ValueError, match="--config.train.seed needs a value"):
+    cli.split_overrides(["--config.train.seed"])

@@ -8,9 +8,10 @@ import pytest
 
 from seq2seq import decode
 from seq2seq.config import PRESETS
-from seq2seq.input_pipeline import read_lines
+from seq2seq.corpus import read_lines
 from seq2seq.model import Model
-from seq2seq.translator import Sampling, Translator, batch_rows, in_order, output_limits, search
+from seq2seq.model_search import output_limits, search
+from seq2seq.translator import Sampling, Translator, batch_rows, encode_prefixes, in_order
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID
 
 from helpers import SAMPLE
@@ -366,7 +367,8 @@ def test_shrinking_batches_change_no_translation(trained_run):
         t.translate_ids(ids, beam_size=3, batch_size=16),
         t.translate_ids(ids, batch_size=16, sampling=Sampling(temperature=1.0, seed=5)),
         t.translate_ids(ids, beam_size=3, batch_size=16,
-                        prefix_ids=t.encode_prefixes(prefixes, range(len(lines))))]
+                        prefix_ids=encode_prefixes(t.tokenizer, prefixes, range(len(lines)),
+                                                               t.model_cfg.max_len))]
   for full, shrunk in zip(results[0], results[1]):
     for a, b in zip(full, shrunk, strict=True):
       np.testing.assert_array_equal(a[0][0], b[0][0])

@@ -46,8 +46,8 @@ def _start_cluster(workdir, processes: int = 2) -> list[subprocess.Popen]:
   port = _free_port()
   return [subprocess.Popen(
       [sys.executable, "train.py", *TRAIN_ARGS, "--workdir", str(workdir),
-       "--coordinator_address", f"127.0.0.1:{port}", "--num_processes", str(processes),
-       "--process_id", str(i)],
+       "--coordinator-address", f"127.0.0.1:{port}", "--num-processes", str(processes),
+       "--process-id", str(i)],
       cwd=ROOT, env=_env(1), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
       for i in range(processes)]
 
@@ -140,7 +140,7 @@ def test_killed_cluster_resumes_bit_identical(two_processes, tmp_path):
 
 def test_incomplete_cluster_flags_are_refused():
   proc = subprocess.run([sys.executable, "train.py", "--config", "configs/tiny.py",
-                         "--workdir", "/tmp/never", "--num_processes", "2"],
+                         "--workdir", "/tmp/never", "--num-processes", "2"],
                         cwd=ROOT, env=_env(1), capture_output=True, text=True, timeout=120)
   assert proc.returncode == 2
-  assert "needs all of --coordinator_address, --num_processes and --process_id" in proc.stderr
+  assert "needs all of --coordinator-address, --num-processes and --process-id" in proc.stderr

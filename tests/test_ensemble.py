@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from seq2seq import checkpoint
-from seq2seq.input_pipeline import read_lines
-from seq2seq.train_lib import train
+from seq2seq.corpus import read_lines
+from seq2seq.trainer import train
 from seq2seq.translator import Translator
 
 from conftest import run_cli

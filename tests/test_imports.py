@@ -61,5 +61,18 @@ def test_model_and_search_see_ids_not_the_tokenizer():
 
 def test_inference_needs_no_training_code():
   graph = _graph()
-  for module in ("translator", "evaluate_lib", "decode", "model", "checkpoint"):
-    assert "train_lib" not in _reachable(graph, module), module
+  training = {"optimizer", "train_step", "trainer", "train_cli"}
+  for module in ("translator", "translate_cli", "evaluate_lib", "serve", "export", "decode",
+                 "model", "checkpoint"):
+    assert not training & _reachable(graph, module), module
+
+
+def test_modules_and_classes_stay_small():
+  """One job per module: at most ~400 lines a module, ~150 a class (shared/STYLE.md)."""
+  for path in sorted(PACKAGE.glob("*.py")):
+    text = path.read_text()
+    assert len(text.splitlines()) <= 440, f"{path.name}: {len(text.splitlines())} lines"
+    for node in ast.walk(ast.parse(text)):
+      if isinstance(node, ast.ClassDef):
+        lines = node.end_lineno - node.lineno + 1
+        assert lines <= 160, f"{path.name}: class {node.name} has {lines} lines"

@@ -10,8 +10,8 @@ import datasets
 import numpy as np
 import pytest
 
+from seq2seq import corpus, tokenizer
 from seq2seq import input_pipeline as ip
-from seq2seq import tokenizer
 from seq2seq.config import DataConfig
 from seq2seq.vocab import EOS_ID, PAD_ID
 
@@ -26,47 +26,47 @@ def test_plain_and_gzipped_files_read_the_same(tmp_path):
     data = (tmp_path / "plain" / f"train.{lang}").read_bytes()
     with gzip.open(gz / f"train.{lang}.gz", "wb") as f:
       f.write(data)
-  a = ip.load_split(DataConfig(dir=str(tmp_path / "plain")), "train")
-  b = ip.load_split(DataConfig(dir=str(gz)), "train")
+  a = corpus.load_split(DataConfig(dir=str(tmp_path / "plain")), "train")
+  b = corpus.load_split(DataConfig(dir=str(gz)), "train")
   assert list(a["src"]) == list(b["src"]) == ["a b", "c\u2028d"]  # U+2028 does not split a line
   assert list(a["tgt"]) == list(b["tgt"]) == ["x", "y"]
 
 
 def test_line_count_mismatch_names_both_files(tmp_path):
   write_corpus(tmp_path, "train", ["a", "b", "c"], ["x", "y"])
-  with pytest.raises(ip.DataError, match=r"train\.en has 3 lines but .*train\.de has 2"):
-    ip.load_split(DataConfig(dir=str(tmp_path)), "train")
+  with pytest.raises(corpus.DataError, match=r"train\.en has 3 lines but .*train\.de has 2"):
+    corpus.load_split(DataConfig(dir=str(tmp_path)), "train")
 
 
 def test_missing_split_is_named(tmp_path):
   write_corpus(tmp_path, "train", ["a"], ["x"])
-  with pytest.raises(ip.DataError, match="split 'val' not found.*holds: train.de, train.en"):
-    ip.load_split(DataConfig(dir=str(tmp_path)), "val")
+  with pytest.raises(corpus.DataError, match="split 'val' not found.*holds: train.de, train.en"):
+    corpus.load_split(DataConfig(dir=str(tmp_path)), "val")
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path):
   write_corpus(tmp_path, "train", ["a", "b", "c"], ["x", "y", "z"])
   (tmp_path / "train.de").write_bytes(b"x\ny\n\xff\xfez\n")
-  with pytest.raises(ip.DataError, match=r"train\.de, line 3: not valid UTF-8"):
-    ip.load_split(DataConfig(dir=str(tmp_path)), "train")
+  with pytest.raises(corpus.DataError, match=r"train\.de, line 3: not valid UTF-8"):
+    corpus.load_split(DataConfig(dir=str(tmp_path)), "train")
 
 
 def test_empty_corpus_is_an_error(tmp_path):
   write_corpus(tmp_path, "train", [], [])
-  with pytest.raises(ip.DataError, match="empty"):
-    ip.load_split(DataConfig(dir=str(tmp_path)), "train")
+  with pytest.raises(corpus.DataError, match="empty"):
+    corpus.load_split(DataConfig(dir=str(tmp_path)), "train")
 
 
 def test_empty_pairs_are_dropped_with_a_count(tmp_path, caplog):
   write_corpus(tmp_path, "train", ["a", "  ", "c", "d"], ["x", "y", "", "w"])
-  ds = ip.load_split(DataConfig(dir=str(tmp_path)), "train")
+  ds = corpus.load_split(DataConfig(dir=str(tmp_path)), "train")
   with caplog.at_level("WARNING"):
-    kept = ip.drop_empty(ds)
+    kept = corpus.drop_empty(ds)
   assert list(kept["src"]) == ["a", "d"]
   assert "dropped 2 empty" in caplog.text
   write_corpus(tmp_path / "blank", "train", [" "], ["x"])
-  with pytest.raises(ip.DataError, match="no non-empty"):
-    ip.drop_empty(ip.load_split(DataConfig(dir=str(tmp_path / "blank")), "train"))
+  with pytest.raises(corpus.DataError, match="no non-empty"):
+    corpus.drop_empty(corpus.load_split(DataConfig(dir=str(tmp_path / "blank")), "train"))
 
 
 def test_hub_dataset_fields_are_mapped(tmp_path):
@@ -75,18 +75,18 @@ def test_hub_dataset_fields_are_mapped(tmp_path):
   datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows)}).save_to_disk(tmp_path / "hub")
   cfg = DataConfig(dir="", hub=str(tmp_path / "hub"), src_field="translation.en",
                    tgt_field="translation.de")
-  ds = ip.load_split(cfg, "train")
+  ds = corpus.load_split(cfg, "train")
   assert list(ds["src"]) == ["a dog", "a cat"] and list(ds["tgt"]) == ["ein Hund", "eine Katze"]
-  with pytest.raises(ip.DataError, match="split 'validation' not in"):
-    ip.load_split(cfg, "validation")
-  with pytest.raises(ip.DataError, match="no field 'translation.fr'"):
-    ip.load_split(dataclasses.replace(cfg, src_field="translation.fr"), "train")
+  with pytest.raises(corpus.DataError, match="split 'validation' not in"):
+    corpus.load_split(cfg, "validation")
+  with pytest.raises(corpus.DataError, match="no field 'translation.fr'"):
+    corpus.load_split(dataclasses.replace(cfg, src_field="translation.fr"), "train")
 
 
 def test_unreachable_hub_gives_one_clear_error():
-  code = ("from seq2seq import input_pipeline as ip; from seq2seq.config import DataConfig\n"
-          "try:\n  ip.load_split(DataConfig(dir='', hub='bentrevett/multi30k'), 'train')\n"
-          "except ip.DataError as e:\n  print('DATAERROR', e)\n")
+  code = ("from seq2seq import corpus; from seq2seq.config import DataConfig\n"
+          "try:\n  corpus.load_split(DataConfig(dir='', hub='bentrevett/multi30k'), 'train')\n"
+          "except corpus.DataError as e:\n  print('DATAERROR', e)\n")
   env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
   out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
@@ -97,18 +97,18 @@ def test_unreachable_hub_gives_one_clear_error():
 @pytest.fixture(scope="module")
 def multi30k(multi30k_dir, multi30k_tokenizer):
   cfg = DataConfig(dir=str(multi30k_dir))
-  ds = ip.load_split(cfg, "train")
-  return cfg, multi30k_tokenizer, ip.encode_dataset(multi30k_tokenizer, ds)
+  ds = corpus.load_split(cfg, "train")
+  return cfg, multi30k_tokenizer, corpus.encode_dataset(multi30k_tokenizer, ds)
 
 
 def test_encoding_is_cached(multi30k, tmp_path):
-  cfg, tok, corpus = multi30k
-  ds = ip.load_split(cfg, "val")
+  cfg, tok, _ = multi30k
+  ds = corpus.load_split(cfg, "val")
   path = tmp_path / "val"
-  first = ip.encode_dataset(tok, ds, path)
+  first = corpus.encode_dataset(tok, ds, path)
   assert path.is_dir() and not list(tmp_path.glob("*.tmp*"))
-  second = ip.encode_dataset(None, None, path)  # no tokenizer or text needed: from cache
-  in_memory = ip.encode_dataset(tok, ds)
+  second = corpus.encode_dataset(None, None, path)  # no tokenizer or text needed: from cache
+  in_memory = corpus.encode_dataset(tok, ds)
   assert len(first) == len(second) == len(in_memory) == len(ds)
   for side in ("src", "tgt"):
     assert isinstance(getattr(second, side).flat, np.memmap)  # memory-mapped, not loaded
@@ -123,36 +123,36 @@ def test_encoding_is_cached(multi30k, tmp_path):
 def test_encoding_streams_in_batches_and_a_damaged_cache_is_named(multi30k, tmp_path,
                                                                    monkeypatch):
   cfg, tok, _ = multi30k
-  ds = ip.load_split(cfg, "val")
-  monkeypatch.setattr(ip, "ENCODE_BATCH", 100)  # 1,014 pairs: 11 batches, one partial
-  streamed = ip.encode_dataset(tok, ds, tmp_path / "val")
-  whole = ip.encode_dataset(tok, ds)
+  ds = corpus.load_split(cfg, "val")
+  monkeypatch.setattr(corpus, "ENCODE_BATCH", 100)  # 1,014 pairs: 11 batches, one partial
+  streamed = corpus.encode_dataset(tok, ds, tmp_path / "val")
+  whole = corpus.encode_dataset(tok, ds)
   np.testing.assert_array_equal(streamed.src.flat, whole.src.flat)
   np.testing.assert_array_equal(streamed.tgt.offsets, whole.tgt.offsets)
   ids = tmp_path / "val" / "tgt.ids"
   ids.write_bytes(ids.read_bytes()[:-8])
-  with pytest.raises(ip.DataError, match=r"tgt\.ids holds .* ids but its offsets expect"):
-    ip.encode_dataset(None, None, tmp_path / "val")
+  with pytest.raises(corpus.DataError, match=r"tgt\.ids holds .* ids but its offsets expect"):
+    corpus.encode_dataset(None, None, tmp_path / "val")
 
 
 def test_tokenizer_sample_is_drawn_from_the_whole_corpus():
   n = 1000
   ds = datasets.Dataset.from_dict({"src": [f"s{i}" for i in range(n)],
                                    "tgt": [f"t{i}" for i in range(n)]})
-  sample = ip.tokenizer_sample(ds, max_sentences=200, seed=0)
+  sample = corpus.tokenizer_sample(ds, max_sentences=200, seed=0)
   rows = sorted(int(x[1:]) for x in sample if x.startswith("s"))
   assert len(sample) == 200 and len(rows) == 100 == len(set(rows))
   assert max(rows) > n // 2 and min(rows) < n // 2  # not the head of the corpus
-  assert sample == ip.tokenizer_sample(ds, max_sentences=200, seed=0)
-  assert len(ip.tokenizer_sample(ds, max_sentences=10_000, seed=0)) == 2 * n
+  assert sample == corpus.tokenizer_sample(ds, max_sentences=200, seed=0)
+  assert len(corpus.tokenizer_sample(ds, max_sentences=10_000, seed=0)) == 2 * n
 
 
 def test_local_files_stream_to_an_on_disk_dataset(tmp_path):
   write_corpus(tmp_path, "train", ["a", "b"], ["x", "y"])
-  ds = ip.load_split(DataConfig(dir=str(tmp_path)), "train")
+  ds = corpus.load_split(DataConfig(dir=str(tmp_path)), "train")
   assert ds.cache_files, "written to datasets' cache and memory-mapped, not held in memory"
   write_corpus(tmp_path, "train", ["a", "b", "c"], ["x", "y", "z"])  # same path, new content
-  assert list(ip.load_split(DataConfig(dir=str(tmp_path)), "train")["src"]) == ["a", "b", "c"]
+  assert list(corpus.load_split(DataConfig(dir=str(tmp_path)), "train")["src"]) == ["a", "b", "c"]
 
 
 def test_multi30k_epoch_has_few_shapes_and_little_padding(multi30k):
@@ -231,10 +231,10 @@ def test_resume_sees_the_same_batches(multi30k):
 
 def test_subword_sampling_resegments_each_epoch_reproducibly():
   cfg = DataConfig(dir=str(SAMPLE), max_tokens=300, sampling_alpha=0.1)
-  ds = ip.load_split(cfg, "train")
+  ds = corpus.load_split(cfg, "train")
   tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
-  corpus = ip.encode_dataset(tok, ds)
-  sampled = lambda: ip.TrainBatches(corpus, cfg, sampler=ip.SubwordSampler(tok, ds, cfg))
+  encoded = corpus.encode_dataset(tok, ds)
+  sampled = lambda: ip.TrainBatches(encoded, cfg, sampler=corpus.SubwordSampler(tok, ds, cfg))
 
   def epoch(batches, e):
     return [batches.make_batch(idx) for idx in batches.epoch_batches(e)]
@@ -247,75 +247,21 @@ def test_subword_sampling_resegments_each_epoch_reproducibly():
     np.testing.assert_array_equal(x.tgt, y.tgt)
   seg0, seg1 = a.sampler.corpus(0), a.sampler.corpus(1)
   for side in ("src", "tgt"):
-    best, one, two = (getattr(c, side) for c in (corpus, seg0, seg1))
+    best, one, two = (getattr(c, side) for c in (encoded, seg0, seg1))
     # Other pieces for most sentences, and other pieces in each epoch, for the same text.
     assert sum(not np.array_equal(x, y) for x, y in zip(best, one)) > len(best) // 2
     assert sum(not np.array_equal(x, y) for x, y in zip(one, two)) > len(best) // 2
     assert tok.decode(one) == tok.decode(two) == tok.decode(best)
   # Every pair trains in every epoch, whatever its sampled length.
-  assert sorted(np.concatenate(a.epoch_batches(1)).tolist()) == list(range(len(corpus)))
-
-
-def test_source_only_sampling_keeps_the_target_segmentation():
-  cfg = DataConfig(dir=str(SAMPLE), max_tokens=300, sampling_alpha=0.1, sampling_sides="source")
-  ds = ip.load_split(cfg, "train")
-  tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
-  corpus = ip.encode_dataset(tok, ds)
-  sampler = ip.SubwordSampler(tok, ds, cfg)
-  for epoch in (0, 1):
-    seg = sampler.corpus(epoch)
-    assert all(np.array_equal(x, y) for x, y in zip(corpus.tgt, seg.tgt))
-    assert sum(not np.array_equal(x, y) for x, y in zip(corpus.src, seg.src)) > len(corpus) // 2
-    assert tok.decode(seg.src) == tok.decode(corpus.src)
-
-
-@pytest.mark.parametrize("sampling_alpha", [0.0, 0.1])
-def test_bidirectional_epochs_train_each_pair_both_ways_then_one_way(sampling_alpha):
-  cfg = DataConfig(dir=str(SAMPLE), max_tokens=300, bidirectional_epochs=2,
-                   sampling_alpha=sampling_alpha)
-  ds = ip.load_split(cfg, "train")
-  tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
-  corpus = ip.encode_dataset(tok, ds)
-  sampler = ip.SubwordSampler(tok, ds, cfg) if sampling_alpha else None
-  batches = ip.TrainBatches(corpus, cfg, sampler=sampler)
-
-  def pairs(e):
-    """The (source text, target text) of every row trained in epoch e."""
-    out = []
-    for idx in batches.epoch_batches(e):
-      b = batches.make_batch(idx)
-      for x, y in zip(b.src, b.tgt):
-        if (x != PAD_ID).any():
-          out.append((tok.decode([x[x != PAD_ID][:-1].tolist()])[0],
-                      tok.decode([y[y != PAD_ID][:-1].tolist()])[0]))
-    return sorted(out)
-
-  given = sorted(zip(tok.decode([x[:-1].tolist() for x in corpus.src]),
-                     tok.decode([y[:-1].tolist() for y in corpus.tgt])))
-  swapped = sorted((t, s) for s, t in given)
-  assert pairs(0) == pairs(1) == sorted(given + swapped)  # each pair once each way
-  assert pairs(2) == pairs(3) == given  # then the given direction only
-  # Resuming inside a bidirectional epoch or after the switch sees the same batches.
-  run = batches.iterate()
-  n0, n1 = (len(batches.epoch_batches(e)) for e in (0, 2))
-  assert n0 > 1.8 * n1
-  uninterrupted = [next(run) for _ in range(2 * n0 + n1 + 3)]
-  for stop in (5, 2 * n0 - 1, 2 * n0 + 2):
-    epoch, index, _ = uninterrupted[stop - 1]
-    resumed = ip.TrainBatches(corpus, cfg, sampler=sampler).iterate(epoch, index)
-    for expected in uninterrupted[stop:stop + 4]:
-      got = next(resumed)
-      assert got[:2] == expected[:2]
-      np.testing.assert_array_equal(got[2].src, expected[2].src)
-      np.testing.assert_array_equal(got[2].tgt, expected[2].tgt)
+  assert sorted(np.concatenate(a.epoch_batches(1)).tolist()) == list(range(len(encoded)))
 
 
 def test_batches_split_evenly_across_devices():
   cfg = DataConfig(dir=str(SAMPLE), max_tokens=300)
-  ds = ip.load_split(cfg, "train")
+  ds = corpus.load_split(cfg, "train")
   tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
-  corpus = ip.encode_dataset(tok, ds)
-  batches = ip.TrainBatches(corpus, cfg, num_devices=2)
+  encoded = corpus.encode_dataset(tok, ds)
+  batches = ip.TrainBatches(encoded, cfg, num_devices=2)
   for idx in batches.epoch_batches(0):
     b = batches.make_batch(idx)
     assert b.src.shape[0] % 2 == 0 and b.tgt.shape[0] % 2 == 0
@@ -325,9 +271,9 @@ def test_batches_split_evenly_across_devices():
 def test_each_process_builds_exactly_its_rows_of_the_global_batch(pack_length):
   cfg = DataConfig(dir=str(SAMPLE), max_tokens=300, pack_length=pack_length,
                    max_train_len=48, bucket_boundaries=(16, 24, 48))
-  ds = ip.load_split(cfg, "train")
+  ds = corpus.load_split(cfg, "train")
   tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
-  batches = ip.TrainBatches(ip.encode_dataset(tok, ds), cfg, num_devices=4)
+  batches = ip.TrainBatches(corpus.encode_dataset(tok, ds), cfg, num_devices=4)
   whole = batches.iterate(epoch=1)
   parts = [batches.iterate(1, 0, part, 2) for part in range(2)]
   for _ in range(len(batches.epoch_batches(1)) + 3):

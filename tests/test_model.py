@@ -2,15 +2,14 @@
 
 import dataclasses
 
-import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seq2seq import layers
+from seq2seq import kernels, layers
 from seq2seq.config import PRESETS, ModelConfig
-from seq2seq.model import Model, count_params, drop_path_rates, shift_right
+from seq2seq.model import Model, count_params, shift_right
 from seq2seq.vocab import PAD_ID
 
 TINY = PRESETS["tiny"]
@@ -58,29 +57,6 @@ def test_base_parameter_count_matches_architecture():
   untied = dataclasses.replace(cfg, tied_embeddings=False)
   shapes = jax.eval_shape(Model(untied).init, jax.random.PRNGKey(0), SRC, TGT)
   assert count_params(shapes) == expected + 2 * V * D + V  # src, tgt embedding, output w+b
-
-
-def test_gated_feed_forward_is_act_of_one_projection_times_the_other():
-  """glu: outer(act(x W + b) * (x V + c)), W and V each [D, F] ("inner", "linear")."""
-  cfg = dataclasses.replace(TINY, glu=True, d_ff=96)
-  model, params = _init(cfg)
-  for name in ("inner", "linear"):
-    assert params[f"transformer/~/encoder_layer_0/~/feed_forward/~/{name}"]["w"].shape == (
-        cfg.d_model, 96)
-  ff = hk.transform(lambda x: layers.FeedForward(cfg.d_model, 96, "gelu", 0.0, glu=True,
-                                                 name="ff")(x))
-  x = jax.random.normal(jax.random.PRNGKey(1), (2, 5, cfg.d_model))
-  p = ff.init(jax.random.PRNGKey(2), x)
-  inner, linear, outer = (p[f"ff/~/{n}"] for n in ("inner", "linear", "outer"))
-  dense = lambda h, d: h @ d["w"] + d["b"][None, None]
-  hand = dense(jax.nn.gelu(dense(x, inner)) * dense(x, linear), outer)
-  np.testing.assert_allclose(ff.apply(p, None, x), hand, rtol=1e-5, atol=1e-5)
-  # three [D, F] matrices instead of two: as many weights as the ungated d_ff 144 (3 x 96
-  # = 2 x 144); the biases differ, 2F + D against F' + D per layer
-  plain = dataclasses.replace(TINY, d_ff=144)
-  shapes = lambda c: jax.eval_shape(Model(c).init, jax.random.PRNGKey(0), SRC, TGT)
-  n_layers = cfg.encoder_layers + cfg.decoder_layers
-  assert count_params(shapes(cfg)) == count_params(shapes(plain)) + n_layers * (2 * 96 - 144)
 
 
 def test_decoder_causality_by_gradient():
@@ -175,17 +151,12 @@ def test_cross_attention_is_used():
   np.testing.assert_array_equal(logits[1], logits2[1])  # the other sentence is untouched
 
 
-@pytest.mark.parametrize("pre_norm,positional,tied,norm,glu,qk_norm", [
-    (True, "sinusoidal", True, "layer", False, 0.0), (False, "sinusoidal", True, "layer", False, 0.0),
-    (True, "learned", False, "layer", False, 0.0), (False, "learned", True, "layer", False, 0.0),
-    (True, "sinusoidal", True, "scale", False, 0.0), (True, "rotary", True, "layer", False, 0.0),
-    (False, "rotary", False, "layer", False, 0.0), (True, "rotary", True, "layer", True, 0.0),
-    (False, "sinusoidal", False, "layer", True, 0.0), (True, "rotary", True, "layer", False, 10.0),
-    (True, "sinusoidal", False, "layer", False, 3.0)])
-def test_incremental_decoding_matches_forward(pre_norm, positional, tied, norm, glu, qk_norm):
+@pytest.mark.parametrize("pre_norm,positional,tied", [
+    (True, "sinusoidal", True), (False, "sinusoidal", False), (True, "learned", False),
+    (False, "learned", True), (True, "rotary", True), (False, "rotary", False)])
+def test_incremental_decoding_matches_forward(pre_norm, positional, tied):
   cfg = dataclasses.replace(TINY, pre_norm=pre_norm, activation="gelu", positional=positional,
-                            tied_embeddings=tied, norm=norm, fix_norm=norm == "scale", glu=glu,
-                            qk_norm=qk_norm)
+                            tied_embeddings=tied)
   model, params = _init(cfg)
   tgt_in = shift_right(TGT)
   full = np.asarray(model.apply(params, SRC, tgt_in))
@@ -197,58 +168,6 @@ def test_incremental_decoding_matches_forward(pre_norm, positional, tied, norm, 
     steps.append(np.asarray(logits))
   real = _target_positions(TGT)
   np.testing.assert_allclose(np.stack(steps, 1)[real], full[real], atol=2e-5, rtol=1e-5)
-
-
-def test_scale_norm_gives_every_row_the_learned_length_whatever_its_scale():
-  norm = hk.transform(lambda x: layers.ScaleNorm(name="norm")(x))
-  x = jax.random.normal(jax.random.PRNGKey(0), (3, 5, 16)) * jnp.array([0.01, 1.0, 300.0])[
-      :, None, None]
-  params = norm.init(None, x)
-  np.testing.assert_allclose(float(params["norm"]["g"]), 4.0)  # sqrt(D): unit components
-  params = {"norm": {"g": jnp.array(2.5)}}
-  y = np.asarray(norm.apply(params, None, x))
-  np.testing.assert_allclose(np.linalg.norm(y, axis=-1), 2.5, rtol=1e-5)
-  # only the direction matters: a positive rescaling of a row changes nothing
-  np.testing.assert_allclose(np.asarray(norm.apply(params, None, 7.0 * x)), y, rtol=1e-5)
-  assert np.asarray(norm.apply(params, None, jnp.zeros((2, 16)))).tolist() == [[0.0] * 16] * 2
-
-
-@pytest.mark.parametrize("positional", ["rotary", "sinusoidal"])
-def test_qk_norm_attention_ignores_the_length_of_queries_and_keys(positional):
-  """With QK-norm each attention logit is the learned scale times a cosine: scaling the
-  query and key projections (weights and biases) of every attention changes nothing,
-  while without it the same scaling sharpens every attention."""
-  def scaled(params, factor):
-    return {module: {name: value * factor if module.endswith(("/query", "/key")) else value
-                     for name, value in leaves.items()} for module, leaves in params.items()}
-  tgt_in = shift_right(TGT)
-  for qk_norm, invariant in ((4.0, True), (0.0, False)):
-    model, params = _init(dataclasses.replace(TINY, positional=positional, qk_norm=qk_norm))
-    scales = {m: v["qk_scale"] for m, v in params.items() if "qk_scale" in v}
-    # one learned scalar per attention: encoder self, decoder self and cross
-    assert len(scales) == (TINY.encoder_layers + 2 * TINY.decoder_layers if qk_norm else 0)
-    assert all(float(g) == qk_norm for g in scales.values())
-    logits = np.asarray(model.apply(params, SRC, tgt_in))
-    rescaled = np.asarray(model.apply(scaled(params, 7.0), SRC, tgt_in))
-    assert np.allclose(rescaled, logits, atol=1e-4) == invariant
-
-
-def test_fix_norm_bounds_each_logit_by_the_decoder_output_length():
-  cfg = dataclasses.replace(TINY, norm="scale", fix_norm=True)
-  model, params = _init(cfg)
-  table = params["transformer/~/shared_embedding"]["embeddings"]
-  assert not np.allclose(np.linalg.norm(table, axis=-1), 1.0)  # stored unnormalised...
-  features, weights, _ = model.apply_features(params, SRC, shift_right(TGT))
-  np.testing.assert_allclose(np.linalg.norm(weights, axis=-1), 1.0, rtol=1e-5)  # ...used unit
-  logits = np.asarray(model.apply(params, SRC, shift_right(TGT)))
-  length = np.linalg.norm(np.asarray(features), axis=-1, keepdims=True)
-  np.testing.assert_allclose(length, float(params["transformer/~/decoder_norm"]["g"]),
-                             rtol=1e-5)
-  assert (np.abs(logits) <= length + 1e-4).all()
-  # a row's length no longer matters: scaling the stored table changes no logit
-  scaled = {**params, "transformer/~/shared_embedding": {"embeddings": 3.0 * table}}
-  np.testing.assert_allclose(model.apply(scaled, SRC, shift_right(TGT)), logits, rtol=1e-4,
-                             atol=1e-5)
 
 
 def test_beam_rows_share_the_source_cache():
@@ -296,69 +215,10 @@ def test_jit_matches_eager_and_dropout_policy():
     model.apply(params, SRC, tgt_in, is_training=True)
 
 
-def test_word_dropout_zeroes_whole_token_embeddings_in_training_only():
-  d, vocab, rate = 16, 50, 0.4
-  ids = jax.random.randint(jax.random.PRNGKey(3), (64, 32), 1, vocab)
-  positions = jnp.broadcast_to(jnp.arange(32), ids.shape)
-  embed = hk.transform(lambda i, p, r: layers.Embedding(vocab, d, 64, "sinusoidal",
-                                                        jnp.float32)(i, p, r))
-  params = embed.init(jax.random.PRNGKey(0), ids, positions, 0.0)
-  full = np.asarray(embed.apply(params, None, ids, positions, 0.0))
-  dropped = np.asarray(embed.apply(params, jax.random.PRNGKey(1), ids, positions, rate))
-  position_only = np.asarray(layers.sinusoidal_positions(64, d))[np.asarray(positions)]
-  kept = np.all(dropped == full, axis=-1)
-  zeroed = np.all(np.isclose(dropped, position_only, atol=1e-6), axis=-1)
-  assert np.all(kept ^ zeroed)  # every token either untouched or its whole embedding gone
-  assert abs(zeroed.mean() - rate) < 5 * np.sqrt(rate * (1 - rate) / zeroed.size)
-  # in the model: evaluation ignores the rate; training applies it
-  # (no other dropout, so that only word dropout can change the training-mode logits)
-  plain_cfg = dataclasses.replace(TINY, dropout=0.0)
-  model, params = _init(dataclasses.replace(plain_cfg, word_dropout=0.3))
-  plain = Model(plain_cfg)
-  tgt_in = shift_right(TGT)
-  np.testing.assert_array_equal(model.apply(params, SRC, tgt_in), plain.apply(params, SRC, tgt_in))
-  rng = jax.random.PRNGKey(5)
-  np.testing.assert_array_equal(plain.apply(params, SRC, tgt_in),
-                                plain.apply(params, SRC, tgt_in, rng=rng, is_training=True))
-  assert not np.allclose(model.apply(params, SRC, tgt_in, rng=rng, is_training=True),
-                         plain.apply(params, SRC, tgt_in))
-  with pytest.raises(ValueError, match="word_dropout must be in"):
-    dataclasses.replace(TINY, word_dropout=1.0)
-
-
-def test_drop_path_drops_whole_rows_of_a_branch_in_training_only():
-  rate = 0.3
-  x = jax.random.normal(jax.random.PRNGKey(0), (4096, 3, 8)) + 2.0  # no exact zeros
-  drop = hk.transform(lambda x, rate, training: layers.drop_path(x, rate, training))
-  y = np.asarray(drop.apply({}, jax.random.PRNGKey(1), x, rate, True))
-  kept = np.all(np.isclose(y, np.asarray(x) / (1 - rate)), axis=(1, 2))
-  zeroed = np.all(y == 0.0, axis=(1, 2))
-  assert np.all(kept ^ zeroed)  # every row either whole (rescaled) or gone
-  assert abs(zeroed.mean() - rate) < 5 * np.sqrt(rate * (1 - rate) / zeroed.size)
-  np.testing.assert_array_equal(drop.apply({}, None, x, rate, False), x)
-  np.testing.assert_array_equal(drop.apply({}, None, x, 0.0, True), x)
-  # linear in depth, reaching the configured rate at the last layer
-  np.testing.assert_allclose(drop_path_rates(0.2, 4), [0.05, 0.1, 0.15, 0.2])
-  # in the model: evaluation ignores it, training applies it
-  plain_cfg = dataclasses.replace(TINY, dropout=0.0)
-  model, params = _init(dataclasses.replace(plain_cfg, drop_path=0.5))
-  tgt_in = shift_right(TGT)
-  np.testing.assert_array_equal(model.apply(params, SRC, tgt_in),
-                                Model(plain_cfg).apply(params, SRC, tgt_in))
-  trained = [np.asarray(model.apply(params, SRC, tgt_in, rng=jax.random.PRNGKey(k),
-                                    is_training=True)) for k in range(8)]
-  evaluated = np.asarray(model.apply(params, SRC, tgt_in))
-  assert not all(np.allclose(t, evaluated) for t in trained)
-  with pytest.raises(ValueError, match="drop_path must be in"):
-    dataclasses.replace(TINY, drop_path=1.0)
-
-
 def test_dropout_scale_multiplies_every_rate_even_when_traced():
   # every kind of dropout on, so that a scale that missed one would show
-  cfg = dataclasses.replace(TINY, dropout=0.3, attention_dropout=0.2, word_dropout=0.1,
-                            drop_path=0.4)
-  half = dataclasses.replace(TINY, dropout=0.15, attention_dropout=0.1, word_dropout=0.05,
-                             drop_path=0.2)
+  cfg = dataclasses.replace(TINY, dropout=0.3, attention_dropout=0.2)
+  half = dataclasses.replace(TINY, dropout=0.15, attention_dropout=0.1)
   model, params = _init(cfg)
   tgt_in, rng = shift_right(TGT), jax.random.PRNGKey(4)
   train = jax.jit(lambda scale: model.apply(params, SRC, tgt_in, rng=rng, is_training=True,
@@ -373,38 +233,9 @@ def test_dropout_scale_multiplies_every_rate_even_when_traced():
   np.testing.assert_allclose(train(jnp.float32(1.0)), full, atol=1e-5)
   assert not np.allclose(halved, full)
   # the traced threshold gives the static mask's keep fraction
-  mask = lambda r: layers.keep_mask(jax.random.PRNGKey(7), r, (4096, 64))
+  mask = lambda r: kernels.keep_mask(jax.random.PRNGKey(7), r, (4096, 64))
   np.testing.assert_array_equal(jax.jit(mask)(jnp.float32(0.3)), mask(0.3))
   assert np.all(jax.jit(mask)(jnp.float32(0.0)))
-
-
-@pytest.mark.parametrize("rate", [0.1, 0.3])
-def test_dropout_mask_rate_and_independence(rate):
-  shape = (256, 16, 128)
-  key = jax.random.PRNGKey(7)
-  mask = lambda k: np.asarray(layers.keep_mask(k, rate, shape)).ravel()
-  a, b = mask(key), mask(jax.random.fold_in(key, 1))
-  n = a.size
-  # keep fraction within 5 standard deviations of 1 - rate
-  assert abs(a.mean() - (1 - rate)) < 5 * np.sqrt(rate * (1 - rate) / n)
-  # masks of two keys, and of neighbouring elements (along each axis), are uncorrelated
-  for x, y in [(a, b), (a[:-1], a[1:]), (a[:-128], a[128:]), (a[:-2048], a[2048:])]:
-    assert abs(np.corrcoef(x, y)[0, 1]) < 5 / np.sqrt(n)
-  np.testing.assert_array_equal(a, mask(key))  # deterministic
-  np.testing.assert_array_equal(a, mask(jax.random.wrap_key_data(key)))  # typed keys too
-
-
-def test_dropout_keeps_the_expectation_and_materialize_is_the_identity():
-  x = jnp.ones((512, 256))
-  y = hk.transform(lambda x: layers.dropout(x, 0.25, True)).apply({}, jax.random.PRNGKey(0), x)
-  assert set(np.unique(np.asarray(y)).tolist()) == {0.0, np.float32(1 / 0.75)}
-  assert abs(float(y.mean()) - 1.0) < 0.01
-  # materialize: identity forward and backward, under jit and grad
-  token = jnp.float32(3.0)
-  f = lambda v: jnp.sum(jnp.sin(layers.materialize(v * 2.0, token)))
-  v = jax.random.normal(jax.random.PRNGKey(1), (4, 5))
-  np.testing.assert_allclose(jax.jit(f)(v), jnp.sum(jnp.sin(v * 2.0)), rtol=1e-6)
-  np.testing.assert_allclose(jax.jit(jax.grad(f))(v), 2.0 * jnp.cos(v * 2.0), rtol=1e-6)
 
 
 def test_bfloat16_compute_keeps_float32_params():
@@ -420,88 +251,11 @@ def test_bfloat16_compute_keeps_float32_params():
 # Where the backend cannot run bfloat16 x bfloat16 -> float32 matmuls (XLA:CPU on a CPU
 # without a library kernel for them), the model falls back to float32 operands: only the
 # fallback can be tested there.
-_NO_ROUNDED_PRODUCTS = layers.rounded_products_unsupported("bfloat16", jax.default_backend())
+_NO_ROUNDED_PRODUCTS = kernels.rounded_products_unsupported("bfloat16", jax.default_backend())
 needs_rounded_products = pytest.mark.skipif(
     _NO_ROUNDED_PRODUCTS is not None,
     reason=f"this backend does not run bfloat16 x bfloat16 -> float32 matmuls: "
            f"{_NO_ROUNDED_PRODUCTS}")
-
-
-@needs_rounded_products
-@pytest.mark.parametrize("spec,shape_a,shape_b", [
-    ("mk,kn->mn", (6, 8), (8, 5)),  # Dense
-    ("nd,vd->nv", (6, 8), (9, 8)),  # the tied output layer
-    ("bthk,bshk->bhts", (2, 3, 2, 4), (2, 5, 2, 4)),  # attention scores
-    ("bthk,bhsk->bhts", (2, 3, 2, 4), (2, 2, 5, 4)),  # ... over the head-major cache
-    ("bhts,bshk->bthk", (2, 2, 3, 5), (2, 5, 2, 4)),  # attention output
-    ("bhts,bhsk->bhtk", (2, 2, 3, 5), (2, 2, 5, 4)),  # ... head-major
-    # its gradient for the wide operand, "nv,nd->vd", is cheapest with the operands
-    # swapped and the small product transposed
-    ("nd,vd->nv", (16, 4), (40, 4)),
-])
-def test_bfloat16_matmul_operands_round_operands_and_cotangents(spec, shape_a, shape_b):
-  """Under `matmul_operands("bfloat16")` an einsum is the float32 einsum of its operands
-  rounded to bfloat16; its gradients are the float32 einsums of the cotangent and the
-  other operand, both rounded; all under jit (XLA:CPU rejects some bfloat16 x bfloat16 ->
-  float32 matmul layouts at run time)."""
-  ka, kb, kg = jax.random.split(jax.random.PRNGKey(0), 3)
-  a, b = jax.random.normal(ka, shape_a), jax.random.normal(kb, shape_b)
-  rounded = lambda x: x.astype(jnp.bfloat16).astype(jnp.float32)
-
-  @jax.jit
-  def got(a, b, g):
-    def f(a, b):
-      with layers.matmul_operands("bfloat16"):
-        return layers.einsum(spec, a, b)
-    out, vjp = jax.vjp(f, a, b)
-    return out, *vjp(g)
-
-  def want(a, b, g):
-    out, vjp = jax.vjp(lambda a, b: jnp.einsum(spec, a, b), rounded(a), rounded(b))
-    return out, *vjp(rounded(g))
-
-  g = jax.random.normal(kg, jnp.einsum(spec, a, b).shape)
-  for x, y in zip(got(a, b, g), want(a, b, g)):
-    assert x.dtype == jnp.float32
-    np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-5)
-  # the rounding is real: the float32 einsum differs
-  assert float(jnp.max(jnp.abs(got(a, b, g)[0] - jnp.einsum(spec, a, b)))) > 1e-3
-
-
-def test_layer_norm_is_haiku_s_in_value_gradient_and_parameter_names():
-  """`layers.LayerNorm` computes `hk.LayerNorm`'s function with its own gradient: the
-  same outputs and gradients for x, scale and offset (random non-trivial scale and
-  offset), and the same parameter names, so checkpoints of either load in the other."""
-  x = jax.random.normal(jax.random.PRNGKey(0), (3, 5, 16)) * 3 + 1
-  ours = hk.without_apply_rng(hk.transform(lambda x: layers.LayerNorm(name="norm")(x)))
-  class HaikuNorm(hk.Module):  # layers.LayerNorm before it had its own gradient
-    def __call__(self, x):
-      return hk.LayerNorm(axis=-1, create_scale=True, create_offset=True, name="ln")(x)
-  theirs = hk.without_apply_rng(hk.transform(lambda x: HaikuNorm(name="norm")(x)))
-  params = ours.init(jax.random.PRNGKey(1), x)
-  assert jax.tree_util.tree_structure(params) == jax.tree_util.tree_structure(
-      theirs.init(jax.random.PRNGKey(1), x))
-  params = jax.tree_util.tree_map(
-      lambda v: v + jax.random.normal(jax.random.PRNGKey(2), v.shape), params)
-  w = jax.random.normal(jax.random.PRNGKey(3), x.shape)
-  loss = lambda f: lambda p, x: jnp.sum(jnp.sin(f.apply(p, x)) * w)
-  got = jax.value_and_grad(loss(ours), argnums=(0, 1))(params, x)
-  want = jax.value_and_grad(loss(theirs), argnums=(0, 1))(params, x)
-  for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
-    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
-
-
-def test_rounded_products_move_the_fewest_elements():
-  """A weight gradient contracts over the tokens, the first axis of both operands: one
-  of them must be transposed. For the output layer's (`[tokens, vocab]` cotangent,
-  `[tokens, d]` input) `_rounded_dot` moves the input and the `[d, vocab]` product
-  rather than the cotangent."""
-  size = {"c": 512, "v": 8000, "d": 128}
-  as_given = layers._transposed_elements("cv", "cd", "vd", size)
-  swapped = layers._transposed_elements("cd", "cv", "vd", size)
-  assert (as_given, swapped) == (512 * 8000, 512 * 128 + 128 * 8000)
-  assert layers._transposed_elements("mk", "kn", "mn",
-                                     {"m": 4, "k": 3, "n": 2}) == 0  # already row-major
 
 
 @needs_rounded_products
@@ -541,7 +295,7 @@ def test_bfloat16_matmul_operands_model():
 def test_bfloat16_matmul_operands_probe_and_fallback(monkeypatch, caplog):
   # A backend that cannot run the products gets float32 operands and a warning, not a
   # crash at the first update.
-  monkeypatch.setattr(layers, "rounded_products_unsupported", lambda dtype, backend: "no kernel")
+  monkeypatch.setattr(kernels, "rounded_products_unsupported", lambda dtype, backend: "no kernel")
   cfg = dataclasses.replace(TINY, matmul_dtype="bfloat16")
   with caplog.at_level("WARNING"):
     model, params = _init(cfg)
@@ -554,8 +308,6 @@ def test_bfloat16_matmul_operands_probe_and_fallback(monkeypatch, caplog):
 def test_config_validation():
   with pytest.raises(ValueError, match="matmul_dtype must be 'float32' or 'bfloat16'"):
     ModelConfig(matmul_dtype="float16")
-  with layers.matmul_operands("bfloat16"), pytest.raises(ValueError, match="summed away"):
-    layers.einsum("ij,jk->k", jnp.ones((2, 3)), jnp.ones((3, 4)))
   with pytest.raises(ValueError, match="divisible"):
     ModelConfig(d_model=10, num_heads=3)
   with pytest.raises(ValueError, match="even head width"):

@@ -41,14 +41,13 @@ def test_evaluation_adds_a_row_with_its_settings_and_signature(trained_run):
   assert json.loads((trained_run / "evaluations.jsonl").read_text().splitlines()[-1])["data"] == "val"
 
 
-def test_card_names_subword_sampling_and_bidirectional_epochs_when_on(tmp_path):
+def test_card_names_subword_sampling_when_on(tmp_path):
   cfg = tiny_config(SAMPLE)
-  for alpha, both_ways in ((0.0, 0), (0.3, 2)):
+  for alpha in (0.0, 0.3):
     run = tmp_path / f"alpha{alpha}"
     run.mkdir()
     checkpoint.save_config(run, dataclasses.replace(cfg, data=dataclasses.replace(
-        cfg.data, sampling_alpha=alpha, bidirectional_epochs=both_ways)))
+        cfg.data, sampling_alpha=alpha)))
     card = model_card.render(run)  # a run that has not finished: only its settings
     assert ("subword sampling (alpha 0.3, n-best -1)" in card) == bool(alpha), card
-    assert ("the first 2 epochs in both directions" in card) == bool(both_ways), card
     assert "dropout 0.1, label smoothing 0.1" in card

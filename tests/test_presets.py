@@ -1,12 +1,14 @@
 """Presets by name, the Multi30k recipe's data source (local folder or Hub), train.py help."""
 
+import dataclasses
+import re
 from importlib import util
 
 import datasets
 import pytest
 
-from seq2seq import input_pipeline, presets, train_lib
-from seq2seq.config import Config
+from seq2seq import checkpoint, cli, corpus, presets
+from seq2seq.config import Config, field_help
 
 from conftest import run_cli
 from helpers import ROOT
@@ -52,12 +54,10 @@ def test_a_command_line_data_source_replaces_the_configs(monkeypatch, tmp_path):
   monkeypatch.delenv(presets.MULTI30K_ENV, raising=False)
   monkeypatch.setattr(presets, "_CHECKOUT", tmp_path)
   hub_recipe = load_config("multi30k")
-  hub_recipe.data.dir = "/my/multi30k"  # what ml_collections does with the override
-  train_lib._replace_data_source(hub_recipe, ["train.py", "--config.data.dir=/my/multi30k"])
+  cli.apply_overrides(hub_recipe, [("data.dir", "/my/multi30k")])
   assert Config.from_dict(hub_recipe).data.hub == ""
   local_recipe = load_config("tiny")
-  local_recipe.data.hub = "wmt14"
-  train_lib._replace_data_source(local_recipe, ["train.py", "--config.data.hub", "wmt14"])
+  cli.apply_overrides(local_recipe, [("data.hub", "wmt14")])
   assert Config.from_dict(local_recipe).data.dir == ""
   # Both set by a config file itself: one clear error.
   local_recipe.data.dir = "/my/folder"
@@ -76,16 +76,22 @@ def test_hub_layout_of_multi30k_is_read_under_the_recipes_split_names(tmp_path, 
   cfg = load_config("multi30k")
   cfg.data.hub = str(saved)  # a local stand-in for the Hub name: same loader, same layout
   data = Config.from_dict(cfg).data
-  assert list(input_pipeline.load_split(data, "val")["src"])[0] == "validation dog 0"
-  assert list(input_pipeline.load_split(data, "test_2016_flickr")["tgt"])[2] == "test Hund 2"
-  assert list(input_pipeline.load_split(data, "train")["src"])[1] == "train dog 1"
+  assert list(corpus.load_split(data, "val")["src"])[0] == "validation dog 0"
+  assert list(corpus.load_split(data, "test_2016_flickr")["tgt"])[2] == "test Hund 2"
+  assert list(corpus.load_split(data, "train")["src"])[1] == "train dog 1"
 
 
-def test_train_help_lists_options_and_every_config_section():
+def test_train_help_lists_options_and_every_config_field_with_its_description():
   out = run_cli("train.py", "--help").stdout.decode()
   for text in ("--config", "--workdir", "--config.SECTION.FIELD=VALUE", "multi30k, tiny",
-               "  model: vocab_size=", "  data: dir=", "  train: seed=", "  decode: beam_size="):
+               "--coordinator-address"):
     assert text in out, text
+  helps = field_help()
+  for section in dataclasses.fields(Config):
+    for f in dataclasses.fields(section.default):
+      entry = re.escape(f" {section.name}.{f.name}={f.default!r}")
+      first_words = r"\s+".join(map(re.escape, helps[section.name][f.name].split()[:3]))
+      assert re.search(entry + r"\s+" + first_words, out), (section.name, f.name)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -105,8 +111,8 @@ def test_wmt14_recipe_runs_end_to_end_on_a_slice_of_the_hub_layout(tmp_path):
   # train, validation, test. A slice in that shape (sample sentences) stands in for it;
   # the recipe's own field paths and split names read it. Only the model is shrunk.
   def split(name):
-    en = input_pipeline.read_lines(ROOT / "data" / "sample" / f"{name}.en")
-    de = input_pipeline.read_lines(ROOT / "data" / "sample" / f"{name}.de")
+    en = corpus.read_lines(ROOT / "data" / "sample" / f"{name}.en")
+    de = corpus.read_lines(ROOT / "data" / "sample" / f"{name}.de")
     return datasets.Dataset.from_dict({"translation": [{"de": d, "en": e} for e, d in zip(en, de)]})
   saved = tmp_path / "wmt14"
   datasets.DatasetDict({"train": split("train"), "validation": split("val"),
@@ -120,10 +126,10 @@ def test_wmt14_recipe_runs_end_to_end_on_a_slice_of_the_hub_layout(tmp_path):
           "--config.data.max_train_len=48", "--config.train.max_steps=4",
           "--config.train.eval_every=4", "--config.train.eval_max_sentences=8",
           "--config.train.checkpoint_every=2", "--config.train.log_every=2")
-  saved_cfg = train_lib.checkpoint.load_config(workdir)
+  saved_cfg = checkpoint.load_config(workdir)
   assert (saved_cfg.data.src_field, saved_cfg.data.tgt_field) == ("translation.en", "translation.de")
   assert saved_cfg.model.d_model == 32 and saved_cfg.train.learning_rate == 7e-4
   out = run_cli("evaluate.py", "--workdir", workdir, "--split", "test", "--beam", "1").stdout
   assert "BLEU" in out.decode()
   hyps = (workdir / "hyps" / "test.beam1.txt").read_text().splitlines()
-  assert len(hyps) == len(input_pipeline.read_lines(ROOT / "data" / "sample" / "test.en"))
+  assert len(hyps) == len(corpus.read_lines(ROOT / "data" / "sample" / "test.en"))

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from seq2seq import checkpoint, metrics
-from seq2seq.train_lib import Steps, train
+from seq2seq.train_step import DataParallelSteps as Steps
+from seq2seq.trainer import train
 
 from helpers import SAMPLE, tiny_config
 
@@ -20,23 +21,21 @@ def _params(workdir, cfg):
   return checkpoint.load_params(workdir, "latest", cfg.model)[0]
 
 
-# Two micro-batches per update, the moving average and subword sampling share one case
-# (its 80 batches cross an epoch after the checkpoint at 20): each run costs ~40 s.
-@pytest.mark.parametrize("pack_length,sampling,accum,ema,cooldown,optimizer",
-                         [(0, 0.0, 1, 0.0, 0.0, "adam"), (48, 0.0, 1, 0.0, 0.0, "schedule_free"),
-                          (0, 0.2, 2, 0.9, 0.6, "adam")])
-def test_exact_resume(tmp_path, pack_length, sampling, accum, ema, cooldown, optimizer,
-                      monkeypatch):
+# Packed rows, two micro-batches per update, the moving average, the dropout ramp and
+# subword sampling share one case (its 80 batches cross an epoch after the checkpoint at
+# 20): each run costs ~40 s.
+@pytest.mark.parametrize("pack_length,sampling,accum,ema,ramp",
+                         [(0, 0.0, 1, 0.0, 0), (48, 0.2, 2, 0.9, 30)])
+def test_exact_resume(tmp_path, pack_length, sampling, accum, ema, ramp, monkeypatch):
   """40 updates uninterrupted == 25 updates, killed after the checkpoint at 20 (so the
   records of updates 21-25 are on disk but not in any checkpoint), then resumed to 40:
   same parameters and per-update losses, bit for bit, each update recorded once; with
-  length buckets, packed rows under schedule-free AdamW, and two micro-batches per update with a moving average
-  and pairs segmented anew each epoch, its learning rate cooled down over updates 16-40
-  (a window the checkpoint at 20 holds). Both runs are in this process; that another
-  process samples the same pieces is test_subword_sampling.py's."""
+  length buckets, and with packed rows, two micro-batches per update, a moving average,
+  dropout ramped up over 30 updates and pairs segmented anew each epoch. Both runs are in
+  this process; that another process samples the same pieces is test_subword_sampling.py's."""
   def cfg(max_steps):
     c = tiny_config(SAMPLE, max_steps=max_steps, checkpoint_every=10, grad_accum_steps=accum,
-                    ema_decay=ema, cooldown=cooldown, optimizer=optimizer)
+                    ema_decay=ema, dropout_ramp_steps=ramp)
     return dataclasses.replace(c, data=dataclasses.replace(
         c.data, pack_length=pack_length, sampling_alpha=sampling))
 
@@ -68,11 +67,11 @@ def _interrupted_at(call: int):
   """Steps.update that raises KeyboardInterrupt (Ctrl-C) on its `call`-th call."""
   real_update, calls = Steps.update, []
 
-  def update(self, state, batches, lr_scale=1.0):
+  def update(self, state, batches):
     calls.append(1)
     if len(calls) == call:
       raise KeyboardInterrupt
-    return real_update(self, state, batches, lr_scale)
+    return real_update(self, state, batches)
 
   return update
 
@@ -112,11 +111,11 @@ def test_sigterm_stops_with_a_checkpoint_and_the_run_resumes_exactly(tmp_path, m
                                   average_last=2)
   real_update, calls = Steps.update, []
 
-  def update(self, state, batches, lr_scale=1.0):
+  def update(self, state, batches):
     calls.append(1)
     if len(calls) == 4:
       os.kill(os.getpid(), signal.SIGTERM)
-    return real_update(self, state, batches, lr_scale)
+    return real_update(self, state, batches)
 
   before = signal.getsignal(signal.SIGTERM)
   with monkeypatch.context() as patch:

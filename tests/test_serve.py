@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from seq2seq import Translator
-from seq2seq.input_pipeline import read_lines
+from seq2seq.corpus import read_lines
 
 from helpers import ROOT, SAMPLE
 

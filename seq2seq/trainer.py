@@ -1,0 +1,427 @@
+"""The training loop: update, log, validate, checkpoint, stop, resume exactly.
+
+The loop is resumable exactly: parameters, optimizer state, step, data position and
+best validation BLEU are checkpointed with every save, and the steps draw dropout keys
+from the update count (`train_step`), so an interrupted run that is restarted makes the
+same updates as one that was not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import jax
+import numpy as np
+import sacrebleu
+
+from seq2seq import checkpoint, corpus, distributed, input_pipeline, metrics, model_card, runtime
+from seq2seq.config import NOT_ARCHITECTURE, Config
+from seq2seq.model import Model
+from seq2seq.optimizer import ema_params
+from seq2seq.train_step import DataParallelSteps, TrainState, compile_ahead
+from seq2seq.translator import Translator
+
+log = logging.getLogger("seq2seq.train")
+
+
+@dataclasses.dataclass
+class Progress:
+  """Where a run stands; saved with every checkpoint, so a resumed run continues exactly."""
+
+  step: int = 0  # optimizer updates done (the only unit of "step")
+  epoch: int = 0  # epoch of the next batch
+  batch_index: int = 0  # index of the next batch within that epoch
+  best_bleu: float = -1.0
+  best_step: int = 0
+  evals_without_improvement: int = 0
+  elapsed: float = 0.0  # training wall time in seconds, validation included
+
+  @classmethod
+  def from_meta(cls, meta: dict[str, Any]) -> "Progress":
+    return cls(**{f.name: meta[f.name] for f in dataclasses.fields(cls) if f.name in meta})
+
+  def to_meta(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class LogWindow:
+  """Training figures since the last log line; time spent validating or saving is left
+  out, so tokens/s is the training speed."""
+
+  loss: float = 0.0
+  tokens: float = 0.0
+  correct: float = 0.0
+  updates: int = 0
+  started: float = dataclasses.field(default_factory=time.time)
+  paused: float = 0.0
+
+  def add(self, m: dict[str, Any]) -> None:
+    self.loss += float(m["loss"])
+    self.tokens += float(m["tokens"])
+    self.correct += float(m["correct"])
+    self.updates += 1
+
+  def seconds(self) -> float:
+    return max(time.time() - self.started - self.paused, 1e-9)
+
+
+class Validation:
+  """Validation loss and greedy BLEU of a run's parameters. With several processes,
+  process p decodes sentences p, p + P, ... and all gather the result, so every process
+  computes the same BLEU and takes the same decisions."""
+
+  def __init__(self, cfg: Config, steps: DataParallelSteps, translator: Translator,
+               val_corpus: corpus.EncodedCorpus, refs: list[str]):
+    self.steps, self.translator, self.corpus = steps, translator, val_corpus
+    self.lengths = translator.buckets
+    n = cfg.train.eval_max_sentences or len(val_corpus)
+    self.sources, self.refs = val_corpus.src[:n], refs[:n]
+
+  def loss_batches(self) -> Iterator[input_pipeline.Batch]:
+    """Batches of 64 rows, this process's rows of each on its devices."""
+    for batch in input_pipeline.eval_batches(self.corpus, 64, self.lengths,
+                                             self.steps.num_devices):
+      yield self.steps.put_batch(input_pipeline.local_rows(batch, jax.process_index(),
+                                                           jax.process_count()))
+
+  def my_sources(self) -> list[np.ndarray]:
+    return self.sources[jax.process_index()::jax.process_count()]
+
+  def lower(self, params) -> Iterator[tuple[str, jax.stages.Lowered]]:
+    """Its programs (the loss of each batch shape, the greedy search of each), lowered:
+    compiled before the first update, a search that cannot compile fails before training."""
+    seen = set()
+    for batch in self.loss_batches():
+      if (shape := (batch.src.shape, batch.tgt.shape)) not in seen:
+        seen.add(shape)
+        yield (f"validation loss {batch.src.shape[0]}x{batch.tgt.shape[1]}",
+               self.steps.eval_step.lower(params, batch))
+    for lowered in self.translator.lower_searches(self.my_sources(),
+                                                  distributed.local_copy(params), beam_size=1):
+      yield "validation search", lowered
+
+  def loss(self, params) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for batch in self.loss_batches():
+      for k, v in jax.device_get(self.steps.eval_step(params, batch)).items():
+        totals[k] = totals.get(k, 0.0) + float(v)
+    n = max(totals["tokens"], 1.0)
+    return {"loss": totals["loss"] / n, "nll": totals["nll"] / n,
+            "accuracy": totals["correct"] / n}
+
+  def translate(self, params) -> list[str]:
+    found = self.translator.translate_ids(self.my_sources(),
+                                          params=distributed.local_copy(params), beam_size=1)
+    gathered = distributed.gather_texts([self.translator.detokenize(h[0][0]) for h in found])
+    hyps = [""] * len(self.sources)
+    for p, texts in enumerate(gathered):
+      hyps[p::jax.process_count()] = texts
+    return hyps
+
+  def bleu(self, hyps: list[str]) -> float:
+    return sacrebleu.corpus_bleu(hyps, [self.refs]).score
+
+
+def differences(old, new, ignore: tuple[str, ...] = ()) -> dict[str, tuple[Any, Any]]:
+  """{field: (old value, new value)} of two configs of one dataclass, except `ignore`."""
+  a, b = dataclasses.asdict(old), dataclasses.asdict(new)
+  return {k: (a[k], b[k]) for k in a if a[k] != b[k] and k not in ignore}
+
+
+def check_resumable(workdir: Path, cfg: Config) -> None:
+  """A run directory may be resumed with other train/decode settings, never another model."""
+  if not (workdir / checkpoint.CONFIG_FILE).exists():
+    return
+  old = checkpoint.load_config(workdir)
+  for section in ("model", "data"):
+    if diff := differences(getattr(old, section), getattr(cfg, section)):
+      raise checkpoint.CheckpointError(
+          f"{workdir} holds a run with other {section} settings {diff} (saved, new); "
+          "use a new --workdir")
+
+
+def check_fine_tune_source(cfg: Config) -> None:
+  """train.init_from must be a run whose model has this run's architecture."""
+  source = Path(cfg.train.init_from)
+  if not (source / checkpoint.CONFIG_FILE).is_file():
+    raise checkpoint.CheckpointError(
+        f"train.init_from={source} is not a run directory (no {checkpoint.CONFIG_FILE})")
+  diff = differences(checkpoint.load_config(source).model, cfg.model, NOT_ARCHITECTURE)
+  if diff:
+    fields = ", ".join(f"model.{k} {old!r} there, {new!r} here" for k, (old, new) in diff.items())
+    raise checkpoint.CheckpointError(
+        f"cannot fine-tune from {source}: its architecture differs ({fields})")
+
+
+def fine_tune_params(cfg: Config):
+  """The parameters of train.init_from's checkpoint (train.init_checkpoint)."""
+  source = Path(cfg.train.init_from)
+  params, meta = checkpoint.load_params(source, cfg.train.init_checkpoint, cfg.model)
+  log.info("initialised from %s (%s checkpoint, step %s); fresh optimizer, step 0", source,
+           cfg.train.init_checkpoint, meta.get("step", "?"))
+  return params
+
+
+def _fmt_time(seconds: float) -> str:
+  seconds = int(seconds)
+  return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def check_finite(m: dict[str, Any], step: int) -> None:
+  if not bool(m["finite"]):
+    raise FloatingPointError(
+        f"non-finite loss or gradient at step {step}: loss sum {float(m['loss'])}, "
+        f"gradient norm {float(m['grad_norm'])}; the update was not applied and no "
+        "checkpoint was written with it. Lower train.learning_rate or raise "
+        "train.warmup_steps.")
+
+
+def restore(cfg: Config, workdir: Path, steps: DataParallelSteps
+            ) -> tuple[TrainState, Progress, checkpoint.Checkpointer]:
+  """The run's state: its latest checkpoint, else train.init_from's parameters, else new."""
+  state = steps.init_state()
+  ckpt = checkpoint.Checkpointer(workdir, cfg.train.keep_checkpoints)
+  restored = ckpt.restore_latest(state.params, state.opt_state)
+  if restored is None:
+    if cfg.train.init_from:
+      params = fine_tune_params(cfg)
+      state = jax.device_put(TrainState(state.step, params, steps.optimizer.init(params)),
+                             steps.replicated)
+    return state, Progress(), ckpt
+  params, opt_state, meta = restored
+  progress = Progress.from_meta(meta)
+  state = jax.device_put(TrainState(np.asarray(progress.step, np.int32), params, opt_state),
+                         steps.replicated)
+  if distributed.is_primary():
+    metrics.truncate_after(workdir, progress.step)
+  log.info("resumed from step %d (epoch %d, batch %d)", progress.step, progress.epoch,
+           progress.batch_index)
+  return state, progress, ckpt
+
+
+class Trainer:
+  """One run: its state and what the loop does with it (update, log, validate, save)."""
+
+  def __init__(self, cfg: Config, workdir: Path, devices=None):
+    self.cfg, self.workdir, self.primary = cfg, workdir, distributed.is_primary()
+    check_resumable(workdir, cfg)
+    if cfg.train.init_from:
+      check_fine_tune_source(cfg)
+    # Process 0 trains the tokenizer and encodes the corpus into the run's cache; the
+    # others wait for it, then load both from disk.
+    if self.primary:
+      data = corpus.prepare(cfg, workdir)
+      checkpoint.save_config(workdir, cfg)
+    distributed.barrier("seq2seq:data")
+    if not self.primary:
+      data = corpus.prepare(cfg, workdir)
+    self.tok, self.train_corpus, val_corpus, val_refs = data
+    self.steps = DataParallelSteps(cfg, Model(cfg.model), devices)
+    self.state, self.progress, self.ckpt = restore(cfg, workdir, self.steps)
+    self.sigterm: list[int] = []  # set by sigterm_stops_the_loop() while train() runs
+    # Validation's greedy batches do not shrink as sentences finish (decode.min_rows):
+    # on 1,014 sentences shrinking saves under half a second a validation, while its
+    # copies of the decoder step (one per size) cost ~50 s of compilation on 2 cores.
+    translator = Translator(cfg.model, self.state.params, self.tok,
+                            dataclasses.replace(cfg.decode, min_rows=0),
+                            input_pipeline.LengthBuckets.from_config(cfg.data, cfg.model.max_len))
+    self.validation = Validation(cfg, self.steps, translator, val_corpus, val_refs)
+    self.writer = metrics.MetricsWriter(workdir, cfg.train.tensorboard, active=self.primary)
+    self.started, self.window, self.last_metrics = time.time(), LogWindow(), None
+
+  def elapsed(self) -> float:
+    return self.progress.elapsed + time.time() - self.started
+
+  def log_window(self) -> None:
+    w, p, m = self.window, self.progress, self.last_metrics
+    rate, loss = w.tokens / w.seconds(), w.loss / max(w.tokens, 1.0)
+    eta = (self.cfg.train.max_steps - p.step) * w.seconds() / max(w.updates, 1)
+    if self.cfg.train.max_minutes:
+      eta = min(eta, self.cfg.train.max_minutes * 60 - self.elapsed())
+    self.writer.write({"kind": "train", "step": p.step, "epoch": p.epoch, "loss": loss,
+                       "accuracy": w.correct / max(w.tokens, 1.0), "lr": float(m["lr"]),
+                       "grad_norm": float(m["grad_norm"]), "tgt_tokens_per_s": rate,
+                       "elapsed": self.elapsed()})
+    log.info("step %d epoch %d loss %.3f lr %.2e %.0f tgt tok/s elapsed %s eta %s", p.step,
+             p.epoch, loss, float(m["lr"]), rate, _fmt_time(self.elapsed()),
+             _fmt_time(max(eta, 0)))
+    self.window = LogWindow()
+
+  def validate(self) -> dict[str, float]:
+    t0, p, params, v = time.time(), self.progress, self.state.params, self.validation
+    scores = v.loss(params)
+    hyps = v.translate(params)
+    scores["bleu"] = v.bleu(hyps)
+    if self.writer.tb is not None:
+      self.writer.write_text("val/translations", "\n\n".join(
+          f"**source** {self.tok.decode([v.sources[i]])[0]}  \n**output** {hyps[i]}  \n"
+          f"**reference** {v.refs[i]}"
+          for i in range(min(self.cfg.train.tensorboard_examples, len(hyps)))), p.step)
+    improved = scores["bleu"] > p.best_bleu
+    if improved:
+      p.best_bleu, p.best_step, p.evals_without_improvement = scores["bleu"], p.step, 0
+      self.ckpt.save_best(p.step, params, dict(p.to_meta(), bleu=scores["bleu"]))
+    else:
+      p.evals_without_improvement += 1
+    self.writer.write({"kind": "val", "step": p.step, "elapsed": self.elapsed(), **scores})
+    log.info("validation at step %d: loss %.3f, accuracy %.3f, BLEU %.2f%s (%.1fs)", p.step,
+             scores["loss"], scores["accuracy"], scores["bleu"],
+             " (new best)" if improved else "", time.time() - t0)
+    if self.primary:
+      metrics.plot(self.workdir)
+    self.window.paused += time.time() - t0
+    return scores
+
+  def save(self) -> None:
+    t0 = time.time()
+    self.progress.elapsed, self.started = self.elapsed(), time.time()
+    self.ckpt.save_latest(self.progress.step, self.state.params, self.state.opt_state,
+                          self.progress.to_meta())
+    self.window.paused += time.time() - t0
+
+  def stop_reason(self) -> str | None:
+    t, p = self.cfg.train, self.progress
+    if p.step >= t.max_steps:
+      return f"max_steps={t.max_steps} reached"
+    if t.early_stopping_patience and p.evals_without_improvement >= t.early_stopping_patience:
+      return (f"early stopping after {t.early_stopping_patience} validations without a "
+              "new best BLEU")
+    # Clocks and signals differ between processes: process 0's decide for all of them.
+    timed_out = bool(t.max_minutes) and self.elapsed() >= t.max_minutes * 60
+    verdict = distributed.agree_int(2 * bool(self.sigterm) + timed_out)
+    if verdict >= 2:
+      return "terminated (SIGTERM)"
+    return f"time limit of {t.max_minutes} minutes" if verdict else None
+
+  def record(self, m, step: int) -> None:
+    """Reads an update's metrics (a step late, so that the read never stalls dispatch)."""
+    m = jax.device_get(m)
+    check_finite(m, step)
+    self.window.add(m)
+    self.last_metrics = m
+
+  def run(self) -> dict[str, Any]:
+    t, p = self.cfg.train, self.progress
+    sampler = None
+    if self.cfg.data.sampling_alpha:  # subword regularization: text needed every epoch
+      sampler = corpus.SubwordSampler(self.tok, corpus.training_pairs(self.cfg), self.cfg.data)
+    batches = input_pipeline.TrainBatches(self.train_corpus, self.cfg.data,
+                                          self.steps.num_devices, sampler)
+    # Shapes to compile ahead, read before the prefetching thread re-indexes the corpus.
+    templates = batches.templates(jax.process_index(), jax.process_count())
+    stream = input_pipeline.prefetch(batches.iterate(p.epoch, p.batch_index,
+                                                     jax.process_index(), jax.process_count()))
+    reason, first_step = self.stop_reason(), p.step
+    if reason:
+      log.info("nothing to do: %s", reason)
+    else:
+      seconds = compile_ahead(itertools.chain(
+          self.steps.lower_updates(self.state, templates, t.grad_accum_steps),
+          self.validation.lower(self.state.params)))
+      log.info("compiled the update for %d batch shapes and the validation in %.1fs",
+               len(templates), seconds)
+    pending = None  # the previous update's metrics, read after the next is dispatched
+    try:
+      while reason is None:
+        micro = [next(stream) for _ in range(t.grad_accum_steps)]
+        self.state, m = self.steps.update(self.state, [batch for _, _, batch in micro])
+        p.step += 1
+        p.epoch, p.batch_index = micro[-1][0], micro[-1][1]
+        if pending is not None:
+          self.record(*pending)
+        pending = (m, p.step)
+        if p.step % t.log_every == 0 or p.step % t.eval_every == 0:
+          self.record(*pending)
+          pending = None
+        if p.step % t.log_every == 0:
+          self.log_window()
+        if p.step % t.eval_every == 0:
+          self.validate()
+        if p.step % t.checkpoint_every == 0:
+          self.save()
+        reason = self.stop_reason()
+      if pending is not None:
+        self.record(*pending)
+      if self.window.updates:
+        self.log_window()
+      if p.step > first_step and p.step >= t.max_steps and p.step % t.eval_every:
+        self.validate()  # the last update is a candidate for "best" too
+    except KeyboardInterrupt:
+      reason = "interrupted"
+      log.warning("interrupted at step %d; saving the latest checkpoint", p.step)
+    self.save()
+    return finish(self, reason)
+
+
+def finish(trainer: Trainer, reason: str) -> dict[str, Any]:
+  """Closes the run: averaged and moving-average checkpoints, summary, model card."""
+  t, p = trainer.cfg.train, trainer.progress
+  trainer.ckpt.close()
+  trainer.writer.close()
+  if t.average_last > 1:
+    checkpoint.average(trainer.workdir, t.average_last, trainer.cfg.model)
+  if t.ema_decay:
+    checkpoint.save_params(trainer.workdir, "ema", p.step,
+                           distributed.local_copy(ema_params(trainer.state.opt_state)),
+                           {"ema_decay": t.ema_decay, "step": p.step})
+  summary = {"step": p.step, "epoch": p.epoch, "stop_reason": reason,
+             "best_bleu": p.best_bleu, "best_step": p.best_step,
+             "best_checkpoint": str(trainer.workdir / "checkpoints" / "best"),
+             "elapsed_minutes": p.elapsed / 60}
+  log.info("stopped at step %d (%s). Best validation BLEU %.2f at step %d: %s",
+           p.step, reason, p.best_bleu, p.best_step, summary["best_checkpoint"])
+  if trainer.primary:
+    model_card.record_training(trainer.workdir, trainer.cfg, summary)
+    model_card.write(trainer.workdir)
+  return summary
+
+
+def train(cfg: Config, workdir: str | os.PathLike, devices=None) -> dict[str, Any]:
+  """Trains (or resumes) the run in `workdir`. Returns a summary dict with `stop_reason`."""
+  workdir = Path(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
+  runtime.quiet_libraries()
+  runtime.setup_run_logging(workdir, to_file=distributed.is_primary())
+  runtime.enable_compilation_cache()
+  with sigterm_stops_the_loop() as sigterm:
+    trainer = Trainer(cfg, workdir, devices)
+    trainer.sigterm = sigterm
+    return trainer.run()
+
+
+@contextlib.contextmanager
+def sigterm_stops_the_loop():
+  """SIGTERM (`kill`, a scheduler's notice) stops training the way the time limit does:
+  after the update under way, with a checkpoint, the averaged model and the model card,
+  so the run resumes exactly. A second SIGTERM kills at once. Yields the list the
+  handler appends to. (Ctrl-C does the same through KeyboardInterrupt; a job started in
+  the background with `&` ignores SIGINT, so `kill` is how such a run is stopped.)"""
+  received: list[int] = []
+  if threading.current_thread() is not threading.main_thread():
+    yield received  # signal handlers belong to the main thread
+    return
+
+  def handler(signum, frame):
+    if received:
+      signal.signal(signal.SIGTERM, signal.SIG_DFL)
+      os.kill(os.getpid(), signal.SIGTERM)
+      return
+    received.append(signum)
+    log.warning("SIGTERM: stopping after this update, with a checkpoint "
+                "(a second SIGTERM kills at once)")
+
+  previous = signal.signal(signal.SIGTERM, handler)
+  try:
+    yield received
+  finally:
+    signal.signal(signal.SIGTERM, previous)

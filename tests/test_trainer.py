@@ -1,0 +1,135 @@
+"""The training loop: a smoke run, an overfit, checkpoint averaging, validation compiled
+ahead, TensorBoard. Stopping and resuming are in test_resume.py."""
+
+import dataclasses
+import shutil
+
+import jax
+import numpy as np
+import pytest
+import sacrebleu
+
+from seq2seq import checkpoint, corpus, input_pipeline, metrics, tokenizer
+from seq2seq.corpus import read_lines
+from seq2seq.train_step import compile_ahead
+from seq2seq.trainer import Trainer, train
+from seq2seq.translator import Translator
+
+from conftest import run_cli
+from helpers import SAMPLE, tiny_config, write_corpus
+
+
+def test_smoke_run_writes_a_loadable_checkpoint_and_metrics(trained_run):
+  records = metrics.read(trained_run)
+  train_losses = [r["loss"] for r in records if r["kind"] == "train"]
+  val = [r for r in records if r["kind"] == "val"]
+  assert len(train_losses) == 300 // 25 and train_losses[-1] < 0.5 * train_losses[0]
+  assert [r["step"] for r in val] == [150, 300]
+  # The best validation BLEU is that of the "best" checkpoint decoding val greedily.
+  best = Translator.load(trained_run, "best")
+  val_src, val_ref = read_lines(SAMPLE / "val.en"), read_lines(SAMPLE / "val.de")
+  assert max(r["bleu"] for r in val) == pytest.approx(
+      sacrebleu.corpus_bleu(best.translate(val_src, beam_size=1), [val_ref]).score, abs=1e-9)
+  for name in ("config.json", "spm.model", "metrics.jsonl", "train.log", "curves.png"):
+    assert (trained_run / name).exists(), name
+  cfg = checkpoint.load_config(trained_run)
+  assert cfg.train.max_steps == 300  # the command-line override reached the run
+  for name in ("best", "latest"):
+    params, meta = checkpoint.load_params(trained_run, name, cfg.model)
+    assert meta["step"] in (150, 300)
+  assert "Best validation BLEU" in (trained_run / "train.log").read_text()
+
+
+@pytest.mark.parametrize("matmul_dtype", ["float32", "bfloat16"])
+def test_overfits_a_handful_of_pairs(tmp_path, matmul_dtype):
+  src = read_lines(SAMPLE / "train.en")[:6]
+  tgt = read_lines(SAMPLE / "train.de")[:6]
+  write_corpus(tmp_path / "data", "train", src, tgt)
+  write_corpus(tmp_path / "data", "val", src, tgt)
+  base = tiny_config(tmp_path / "data", max_steps=250, warmup_steps=30, learning_rate=3e-3,
+                      label_smoothing=0.0, checkpoint_every=1000, log_every=50,
+                      eval_every=250)
+  cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, dropout=0.0,
+                                                            matmul_dtype=matmul_dtype),
+                            data=dataclasses.replace(base.data, max_tokens=256))
+  # Six sentences cannot train a 400-piece vocabulary (byte fallback alone needs 260):
+  # store one trained on the whole sample, registered for this corpus, as a user could.
+  sample = read_lines(SAMPLE / "train.en") + read_lines(SAMPLE / "train.de")
+  name = corpus.corpus_id(cfg.data, "train", cfg.model.vocab_size)
+  tokenizer.load_or_train(tmp_path / "run", name, lambda: sample, 400, "unigram", 10**6)
+  summary = train(cfg, tmp_path / "run")
+  last = [r for r in metrics.read(tmp_path / "run") if r["kind"] == "train"][-1]
+  assert last["loss"] < 0.05, last
+  assert Translator.load(tmp_path / "run", "latest").translate(src) == tgt
+  assert summary["best_bleu"] == pytest.approx(100.0)
+
+
+def test_average_checkpoints(trained_run, tmp_path):
+  # On a copy: the shared run stays as trained (other tests expect no 'averaged' in it).
+  run = tmp_path / "run"
+  shutil.copytree(trained_run, run)
+  cfg = checkpoint.load_config(run)
+  # --upto: what the run would have averaged had it stopped at that step
+  run_cli("-m", "seq2seq.average", "--workdir", run, "--last", "2", "--upto", "250")
+  assert checkpoint.load_params(run, "averaged", cfg.model)[1]["averaged_steps"] == [
+      100, 200]
+  early = run_cli("-m", "seq2seq.average", "--workdir", run, "--upto", "50", check=False)
+  assert early.returncode != 0 and b"at or before step 50" in early.stderr
+  run_cli("-m", "seq2seq.average", "--workdir", run, "--last", "2")
+  averaged, meta = checkpoint.load_params(run, "averaged", cfg.model)
+  steps = meta["averaged_steps"]
+  assert steps == [200, 300]
+  a, _ = checkpoint.load_params(run, str(run / "checkpoints/latest/200"), cfg.model)
+  b, _ = checkpoint.load_params(run, str(run / "checkpoints/latest/300"), cfg.model)
+  for x, y, z in zip(*(jax.tree_util.tree_leaves(t) for t in (averaged, a, b))):
+    np.testing.assert_allclose(x, (y + z) / 2, rtol=1e-6)
+  assert Translator.load(run, "averaged").translate(["A dog is running."])[0]
+
+
+def test_validation_compiled_ahead_needs_no_compilation(tmp_path):
+  # The trainer compiles its validation's programs (loss and greedy search, one per
+  # batch shape) with the update's, for the initial parameters; a validation after an
+  # update, with the parameters the loop made, then traces, lowers and compiles nothing.
+  cfg = tiny_config(SAMPLE, eval_max_sentences=0)  # all 100 sentences: several shapes
+  trainer = Trainer(cfg, tmp_path / "run")
+  events = []
+  record = lambda name, seconds, **kw: events.append(name)
+  jax.monitoring.register_event_duration_secs_listener(record)
+  try:
+    programs = list(trainer.validation.lower(trainer.state.params))
+    assert len(programs) >= 4, len(programs)
+    # The control: lowering them traced each one.
+    assert events.count("/jax/core/compile/jaxpr_trace_duration") >= len(programs)
+    assert compile_ahead(iter(programs)) > 0
+    batches = input_pipeline.TrainBatches(trainer.train_corpus, cfg.data)
+    batch = batches.make_batch(batches.epoch_batches(0)[0])
+    trainer.state, _ = trainer.steps.update(trainer.state, [batch])
+    events.clear()
+    scores = trainer.validation.loss(trainer.state.params)
+    hyps = trainer.validation.translate(trainer.state.params)
+  finally:
+    jax.monitoring.unregister_event_duration_listener(record)
+  assert np.isfinite(scores["loss"]) and len(hyps) == 100
+  compiling = [e for e in events if e.startswith("/jax/core/compile/")]
+  assert not compiling, compiling
+
+
+def test_tensorboard_event_files_hold_the_metrics_and_translations(tmp_path):
+  from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+  cfg = tiny_config(SAMPLE, max_steps=20, log_every=5, eval_every=10, tensorboard=True,
+                    tensorboard_examples=2)
+  train(cfg, tmp_path / "run")
+  events = EventAccumulator(str(tmp_path / "run" / metrics.TENSORBOARD_DIR),
+                            size_guidance={"tensors": 0, "scalars": 0})
+  events.Reload()
+  rows = metrics.read(tmp_path / "run")
+  for kind, name in [("train", "loss"), ("train", "lr"), ("train", "grad_norm"),
+                     ("train", "tgt_tokens_per_s"), ("val", "loss"), ("val", "bleu")]:
+    logged = [(r["step"], r[name]) for r in rows if r["kind"] == kind]
+    scalars = [(e.step, e.value) for e in events.Scalars(f"{kind}/{name}")]
+    assert [s for s, _ in scalars] == [s for s, _ in logged], (kind, name)
+    np.testing.assert_allclose([v for _, v in scalars], [v for _, v in logged], rtol=1e-6)
+  (tag,) = [t for t in events.Tags()["tensors"] if t.startswith("val/translations")]
+  texts = [e.tensor_proto.string_val[0].decode() for e in events.Tensors(tag)]
+  assert [e.step for e in events.Tensors(tag)] == [10, 20]
+  assert texts[-1].count("**source**") == 2 and "**reference**" in texts[-1]
