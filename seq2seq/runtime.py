@@ -27,12 +27,14 @@ def enable_compilation_cache() -> None:
   """Persists compiled XLA programs across processes (resumes, translate, tests).
 
   Each padded shape costs seconds of XLA compilation on a 2-core CPU; the cache
-  directory is $SEQ2SEQ_XLA_CACHE or ~/.cache/seq2seq/xla ("" turns it off).
+  directory is $SEQ2SEQ_XLA_CACHE or ~/.cache/seq2seq/xla ("" turns it off). Programs
+  that compile in under $SEQ2SEQ_XLA_CACHE_MIN_SECONDS (0.5) are not stored.
   """
   path = os.environ.get("SEQ2SEQ_XLA_CACHE", str(Path.home() / ".cache" / "seq2seq" / "xla"))
   if path:
     jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                      float(os.environ.get("SEQ2SEQ_XLA_CACHE_MIN_SECONDS", "0.5")))
 
 
 def setup_cli_logging() -> None:

@@ -16,6 +16,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # One persistent XLA cache for the test run, shared with the CLI subprocesses, so a shape
 # compiled by one test is not compiled again by the next (seconds each on 2 cores). One
 # this run made is removed when it ends (~50 MB after the whole suite).
+# Every program is stored, however fast it compiled: the CLI tests' processes then load
+# what the suite compiled before instead of compiling it again.
+os.environ.setdefault("SEQ2SEQ_XLA_CACHE_MIN_SECONDS", "0")
 if "SEQ2SEQ_XLA_CACHE" not in os.environ:
   os.environ["SEQ2SEQ_XLA_CACHE"] = tempfile.mkdtemp(prefix="seq2seq-xla-")
   atexit.register(shutil.rmtree, os.environ["SEQ2SEQ_XLA_CACHE"], ignore_errors=True)
@@ -25,7 +28,8 @@ import jax  # noqa: E402
 from helpers import MULTI30K, ROOT  # noqa: E402
 
 jax.config.update("jax_compilation_cache_dir", os.environ["SEQ2SEQ_XLA_CACHE"])
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                  float(os.environ["SEQ2SEQ_XLA_CACHE_MIN_SECONDS"]))
 # Broadcasting must be explicit: a [B] against [B, T] by accident is a bug, not a feature.
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
@@ -67,7 +71,10 @@ def trained_run(tmp_path_factory, worker_id):
   with filelock.FileLock(str(shared / "trained_tiny.lock")):
     if not (source / "TRAINED").exists():
       shutil.rmtree(source, ignore_errors=True)
+      # One layer per stack: every test that decodes this run compiles its searches for
+      # it, and a layer fewer halves what each search program holds.
       run_cli("train.py", "--config", "configs/tiny.py", "--workdir", source,
+              "--config.model.encoder_layers=1", "--config.model.decoder_layers=1",
               "--config.train.max_steps=300", "--config.train.eval_every=150",
               "--config.train.checkpoint_every=100", "--config.train.log_every=25")
       (source / "TRAINED").touch()

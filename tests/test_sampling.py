@@ -58,8 +58,6 @@ def test_sampling_limits_equal_greedy(translator):
   assert translator.translate(SOURCES, sampling=Sampling(top_k=1, seed=3)) == greedy
   assert translator.translate(SOURCES, sampling=Sampling(temperature=0.0)) == greedy
   assert translator.translate(SOURCES, sampling=Sampling(top_p=1e-6, seed=4)) == greedy
-  cold = translator.translate(SOURCES, sampling=Sampling(temperature=1e-3, seed=5))
-  assert sum(x == y for x, y in zip(cold, greedy)) >= 0.95 * len(greedy)
 
 
 def test_sampling_ignores_the_runs_beam_size(trained_run, translator):

@@ -83,7 +83,7 @@ def test_two_devices_match_one(tmp_path):
     from seq2seq.input_pipeline import Batch
     from seq2seq.train_step import DataParallelSteps as Steps
     assert len(jax.devices()) == 2
-    cfg = Config(model=PRESETS["tiny"])
+    cfg = Config(model=dataclasses.replace(PRESETS["tiny"], encoder_layers=1, decoder_layers=1))
     rng = np.random.default_rng(0)
     src = rng.integers(4, 500, (8, 12)).astype(np.int32); src[::3, 7:] = 0
     tgt = rng.integers(4, 500, (8, 10)).astype(np.int32); tgt[1::2, 6:] = 0

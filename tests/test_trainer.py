@@ -40,7 +40,8 @@ def test_smoke_run_writes_a_loadable_checkpoint_and_metrics(trained_run):
   assert "Best validation BLEU" in (trained_run / "train.log").read_text()
 
 
-@pytest.mark.parametrize("matmul_dtype", ["float32", "bfloat16"])
+# With the recipe's bfloat16 matmul operands; float32 training is every other run's.
+@pytest.mark.parametrize("matmul_dtype", ["bfloat16"])
 def test_overfits_a_handful_of_pairs(tmp_path, matmul_dtype):
   src = read_lines(SAMPLE / "train.en")[:6]
   tgt = read_lines(SAMPLE / "train.de")[:6]
