@@ -62,3 +62,16 @@ def test_moving_average_of_the_parameters_after_each_update():
   assert ema_params(plain_state) is None
   with pytest.raises(ValueError, match="train.ema_decay must be between 0 and 1"):
     make_optimizer(dataclasses.replace(cfg, ema_decay=1.0))
+
+
+def test_adamw_is_adam_with_decoupled_weight_decay():
+  """AdamW's update is Adam's minus learning rate x weight_decay x the parameter."""
+  cfg = TrainConfig(optimizer="adamw", learning_rate=0.1, warmup_steps=1, clip_norm=0.0,
+                    weight_decay=0.05)
+  adamw, adam = make_optimizer(cfg), make_optimizer(dataclasses.replace(cfg, optimizer="adam"))
+  params = {"w": jnp.array([1.0, -2.0, 3.0])}
+  grads = {"w": jnp.array([0.5, 1.0, -1.5])}
+  got, _ = adamw.update(grads, adamw.init(params), params)
+  plain, _ = adam.update(grads, adam.init(params), params)
+  lr = float(learning_rate_schedule(cfg)(0))
+  np.testing.assert_allclose(got["w"], plain["w"] - lr * 0.05 * params["w"], rtol=1e-6)
