@@ -61,11 +61,11 @@ def multi30k_tokenizer(multi30k_dir):
 
 
 @pytest.fixture(scope="session")
-def trained_run(tmp_path_factory, worker_id):
+def trained_run(tmp_path_factory, request):
   """The tiny config trained briefly through the train.py CLI (with overrides): trained
   once for all pytest-xdist workers, then copied, so each worker's tests own their copy."""
   shared = tmp_path_factory.getbasetemp()
-  if worker_id != "master":
+  if hasattr(request.config, "workerinput"):  # an xdist worker
     shared = shared.parent  # the base temporary directory all workers share
   source = shared / "trained_tiny"
   with filelock.FileLock(str(shared / "trained_tiny.lock")):
