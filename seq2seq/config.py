@@ -50,7 +50,7 @@ class ModelConfig:
   # keeps activations, layer norm, softmax and the products float32 (bfloat16 x bfloat16
   # -> float32, which CPUs with AMX or AVX-512 BF16 run 1.9-4.5x faster than float32;
   # bench/README.md).
-  matmul_dtype: str = "float32"  # float32 or bfloat16 operands (float32 products)
+  matmul_dtype: str = "float32"  # float32, bfloat16 operands (float32 products), or auto
 
   def __post_init__(self):
     if self.d_model % self.num_heads:
@@ -66,8 +66,9 @@ class ModelConfig:
       raise ValueError(f"activation must be 'relu' or 'gelu', got {self.activation!r}")
     if self.dtype not in ("float32", "bfloat16"):
       raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {self.dtype!r}")
-    if self.matmul_dtype not in ("float32", "bfloat16"):
-      raise ValueError(f"matmul_dtype must be 'float32' or 'bfloat16', got {self.matmul_dtype!r}")
+    if self.matmul_dtype not in ("float32", "bfloat16", "auto"):
+      raise ValueError("matmul_dtype must be 'float32', 'bfloat16' or 'auto', got "
+                       f"{self.matmul_dtype!r}")
     for field in ("dropout", "attention_dropout"):
       if not 0.0 <= getattr(self, field) < 1.0:
         raise ValueError(f"model.{field} must be in [0, 1), got {getattr(self, field)!r}")

@@ -338,7 +338,11 @@ class Model:
     # The dtype of every matmul's operands: cfg.matmul_dtype where this backend runs it
     # with float32 products, else float32 (with a warning; the model is the same).
     self.matmul_dtype = cfg.matmul_dtype
-    if cfg.matmul_dtype != "float32":
+    if cfg.matmul_dtype == "auto":
+      self.matmul_dtype, why = kernels.fastest_operand_dtype()
+      logging.getLogger(__name__).info("model.matmul_dtype=auto: %s operands (%s)",
+                                       self.matmul_dtype, why)
+    elif cfg.matmul_dtype != "float32":
       why = kernels.rounded_products_unsupported(cfg.matmul_dtype, jax.default_backend())
       if why is not None:
         logging.getLogger(__name__).warning(

@@ -1,15 +1,18 @@
 """Process-wide setup shared by training, evaluation and translation.
 
-Logging, the persistent XLA compilation cache, quieting chatty libraries, and atomic
-file writes. Nothing here imports training code, so every entry point (train, evaluate,
+Logging, the persistent XLA compilation cache, quieting chatty libraries, atomic file
+writes, and SIGTERM handling for training. Nothing here imports training code, so every entry point (train, evaluate,
 translate, average) may import it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import jax
@@ -78,3 +81,31 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
   else:
     tmp.write_text(data, encoding="utf-8")
   os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def sigterm_stops_the_loop():
+  """SIGTERM (`kill`, a scheduler's notice) stops training the way the time limit does:
+  after the update under way, with a checkpoint, the averaged model and the model card,
+  so the run resumes exactly. A second SIGTERM kills at once. Yields the list the
+  handler appends to. (Ctrl-C does the same through KeyboardInterrupt; a job started in
+  the background with `&` ignores SIGINT, so `kill` is how such a run is stopped.)"""
+  received: list[int] = []
+  if threading.current_thread() is not threading.main_thread():
+    yield received  # signal handlers belong to the main thread
+    return
+
+  def handler(signum, frame):
+    if received:
+      signal.signal(signal.SIGTERM, signal.SIG_DFL)
+      os.kill(os.getpid(), signal.SIGTERM)
+      return
+    received.append(signum)
+    logging.getLogger("seq2seq.train").warning("SIGTERM: stopping after this update, with a checkpoint "
+                "(a second SIGTERM kills at once)")
+
+  previous = signal.signal(signal.SIGTERM, handler)
+  try:
+    yield received
+  finally:
+    signal.signal(signal.SIGTERM, previous)

@@ -8,13 +8,10 @@ same updates as one that was not.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 import logging
 import os
-import signal
-import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -23,7 +20,16 @@ import jax
 import numpy as np
 import sacrebleu
 
-from seq2seq import checkpoint, corpus, distributed, input_pipeline, metrics, model_card, runtime
+from seq2seq import (
+  checkpoint,
+  corpus,
+  distributed,
+  input_pipeline,
+  kernels,
+  metrics,
+  model_card,
+  runtime,
+)
 from seq2seq.config import NOT_ARCHITECTURE, Config
 from seq2seq.model import Model
 from seq2seq.optimizer import ema_params
@@ -172,6 +178,21 @@ def fine_tune_params(cfg: Config):
   return params
 
 
+def resolve_precision(cfg: Config, workdir: Path) -> Config:
+  """`model.matmul_dtype="auto"` decided once per run, by process 0's timing, and saved
+  with the run's config: a resumed run keeps the choice, so its updates stay those of an
+  uninterrupted run."""
+  if cfg.model.matmul_dtype != "auto":
+    return cfg
+  if (workdir / checkpoint.CONFIG_FILE).exists():
+    dtype, why = checkpoint.load_config(workdir).model.matmul_dtype, "this run's choice"
+  else:
+    dtype, why = kernels.fastest_operand_dtype()
+  dtype = ("float32", "bfloat16")[distributed.agree_int(int(dtype == "bfloat16"))]
+  log.info("model.matmul_dtype=auto: %s operands (%s)", dtype, why)
+  return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, matmul_dtype=dtype))
+
+
 def _fmt_time(seconds: float) -> str:
   seconds = int(seconds)
   return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
@@ -213,6 +234,7 @@ class Trainer:
   """One run: its state and what the loop does with it (update, log, validate, save)."""
 
   def __init__(self, cfg: Config, workdir: Path, devices=None):
+    cfg = resolve_precision(cfg, workdir)
     self.cfg, self.workdir, self.primary = cfg, workdir, distributed.is_primary()
     check_resumable(workdir, cfg)
     if cfg.train.init_from:
@@ -393,35 +415,7 @@ def train(cfg: Config, workdir: str | os.PathLike, devices=None) -> dict[str, An
   runtime.quiet_libraries()
   runtime.setup_run_logging(workdir, to_file=distributed.is_primary())
   runtime.enable_compilation_cache()
-  with sigterm_stops_the_loop() as sigterm:
+  with runtime.sigterm_stops_the_loop() as sigterm:
     trainer = Trainer(cfg, workdir, devices)
     trainer.sigterm = sigterm
     return trainer.run()
-
-
-@contextlib.contextmanager
-def sigterm_stops_the_loop():
-  """SIGTERM (`kill`, a scheduler's notice) stops training the way the time limit does:
-  after the update under way, with a checkpoint, the averaged model and the model card,
-  so the run resumes exactly. A second SIGTERM kills at once. Yields the list the
-  handler appends to. (Ctrl-C does the same through KeyboardInterrupt; a job started in
-  the background with `&` ignores SIGINT, so `kill` is how such a run is stopped.)"""
-  received: list[int] = []
-  if threading.current_thread() is not threading.main_thread():
-    yield received  # signal handlers belong to the main thread
-    return
-
-  def handler(signum, frame):
-    if received:
-      signal.signal(signal.SIGTERM, signal.SIG_DFL)
-      os.kill(os.getpid(), signal.SIGTERM)
-      return
-    received.append(signum)
-    log.warning("SIGTERM: stopping after this update, with a checkpoint "
-                "(a second SIGTERM kills at once)")
-
-  previous = signal.signal(signal.SIGTERM, handler)
-  try:
-    yield received
-  finally:
-    signal.signal(signal.SIGTERM, previous)

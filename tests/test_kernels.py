@@ -127,3 +127,16 @@ def test_rounded_products_move_the_fewest_elements():
 def test_an_index_summed_within_one_operand_is_refused():
   with pytest.raises(ValueError, match="summed away"):
     kernels.einsum("ij,jk->k", jnp.ones((2, 3)), jnp.ones((3, 4)), "bfloat16")
+
+
+def test_fastest_operand_dtype_times_both_and_names_its_reason(monkeypatch):
+  kernels.fastest_operand_dtype.cache_clear()
+  dtype, why = kernels.fastest_operand_dtype()
+  assert dtype in ("float32", "bfloat16")
+  assert "ms with bfloat16 operands" in why and "ms with float32" in why
+  # A backend without the rounded products keeps float32, saying why.
+  kernels.fastest_operand_dtype.cache_clear()
+  monkeypatch.setattr(kernels, "rounded_products_unsupported", lambda dtype, backend: "no kernel")
+  assert kernels.fastest_operand_dtype() == (
+      "float32", f"this {jax.default_backend()} backend does not run them (no kernel)")
+  kernels.fastest_operand_dtype.cache_clear()

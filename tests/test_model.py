@@ -307,8 +307,13 @@ def test_bfloat16_matmul_operands_probe_and_fallback(monkeypatch, caplog):
                                 Model(TINY).apply(params, SRC, shift_right(TGT)))
 
 
+def test_automatic_precision_takes_the_timed_dtype(monkeypatch):
+  monkeypatch.setattr(kernels, "fastest_operand_dtype", lambda: ("float32", "timed"))
+  assert Model(dataclasses.replace(TINY, matmul_dtype="auto")).matmul_dtype == "float32"
+
+
 def test_config_validation():
-  with pytest.raises(ValueError, match="matmul_dtype must be 'float32' or 'bfloat16'"):
+  with pytest.raises(ValueError, match="matmul_dtype must be 'float32', 'bfloat16' or 'auto'"):
     ModelConfig(matmul_dtype="float16")
   with pytest.raises(ValueError, match="divisible"):
     ModelConfig(d_model=10, num_heads=3)

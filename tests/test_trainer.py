@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from seq2seq import checkpoint, corpus, input_pipeline, metrics, tokenizer
+from seq2seq import checkpoint, corpus, input_pipeline, kernels, metrics, tokenizer
 from seq2seq.corpus import read_lines
 from seq2seq.train_step import compile_ahead
-from seq2seq.trainer import Trainer, train
+from seq2seq.trainer import Trainer, resolve_precision, train
 from seq2seq.translator import Translator
 
 from conftest import run_cli
@@ -134,3 +134,20 @@ def test_tensorboard_event_files_hold_the_metrics_and_translations(tmp_path):
   texts = [e.tensor_proto.string_val[0].decode() for e in events.Tensors(tag)]
   assert [e.step for e in events.Tensors(tag)] == [10, 20]
   assert texts[-1].count("**source**") == 2 and "**reference**" in texts[-1]
+
+
+def test_automatic_precision_is_timed_once_and_kept_by_the_run(tmp_path, monkeypatch):
+  """model.matmul_dtype="auto": the run takes the timed choice, saves it with its config,
+  and a resumed run keeps it even where the timing would now choose otherwise."""
+  base = tiny_config(SAMPLE, max_steps=1)
+  cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, matmul_dtype="auto"))
+  monkeypatch.setattr(kernels, "fastest_operand_dtype", lambda: ("bfloat16", "timed"))
+  assert resolve_precision(cfg, tmp_path / "new").model.matmul_dtype == "bfloat16"
+  train(cfg, tmp_path / "run")
+  assert checkpoint.load_config(tmp_path / "run").model.matmul_dtype == "bfloat16"
+  # Resuming where the timing would now choose float32: the run's choice stands (and
+  # check_resumable would refuse another model config).
+  monkeypatch.setattr(kernels, "fastest_operand_dtype", lambda: ("float32", "timed"))
+  assert resolve_precision(cfg, tmp_path / "run").model.matmul_dtype == "bfloat16"
+  assert resolve_precision(cfg, tmp_path / "other").model.matmul_dtype == "float32"
+  assert resolve_precision(base, tmp_path / "new") is base  # an explicit dtype stays
