@@ -186,8 +186,10 @@ def resolve_precision(cfg: Config, workdir: Path) -> Config:
     return cfg
   if (workdir / checkpoint.CONFIG_FILE).exists():
     dtype, why = checkpoint.load_config(workdir).model.matmul_dtype, "this run's choice"
-  else:
+  elif distributed.is_primary():
     dtype, why = kernels.fastest_operand_dtype()
+  else:  # process 0 times it; the others take its choice
+    dtype, why = "float32", "process 0's timing"
   dtype = ("float32", "bfloat16")[distributed.agree_int(int(dtype == "bfloat16"))]
   log.info("model.matmul_dtype=auto: %s operands (%s)", dtype, why)
   return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, matmul_dtype=dtype))
