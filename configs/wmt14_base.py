@@ -28,7 +28,8 @@ def get_config():
   cfg.train.eval_every = 5000
   cfg.train.eval_max_sentences = 1000
   cfg.train.checkpoint_every = 5000
-  cfg.train.average_last = 5
+  cfg.train.keep_checkpoints = 5
+  cfg.train.average_last = 5  # the mean of the last 5 kept checkpoints
   cfg.decode.beam_size = 4
   cfg.decode.alpha = 0.6
   return cfg

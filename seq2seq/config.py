@@ -10,7 +10,8 @@ into typed objects that the library consumes.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import math
+from typing import Any, Callable
 
 import ml_collections
 
@@ -24,6 +25,21 @@ REMOVED_OPTIONS = {
               "batch_parts": 1},
 }
 REMOVED_VALUES = {"optimizer": ("muon", "schedule_free")}
+
+
+def require(section: str, obj: Any, fields: str, ok: Callable[[Any], bool],
+            expected: str) -> None:
+  """Raises a ValueError naming `section.field` for each of `fields` whose value is not ok."""
+  for field in fields.split():
+    value = getattr(obj, field)
+    if isinstance(value, bool) or not ok(value):
+      raise ValueError(f"{section}.{field}={value!r}: expected {expected}")
+
+
+POSITIVE = (lambda v: isinstance(v, int) and v >= 1, "an integer >= 1")
+COUNT = (lambda v: isinstance(v, int) and v >= 0, "an integer >= 0")
+NON_NEGATIVE = (lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
+FRACTION = (lambda v: 0 <= v < 1, "a number from 0 to 1, 1 excluded")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +69,10 @@ class ModelConfig:
   matmul_dtype: str = "float32"  # float32, bfloat16 operands (float32 products), or auto
 
   def __post_init__(self):
+    require("model", self, "vocab_size d_model num_heads d_ff encoder_layers decoder_layers",
+            *POSITIVE)
+    require("model", self, "max_len", lambda v: isinstance(v, int) and v >= 2,
+            "an integer >= 2 (a piece and EOS)")
     if self.d_model % self.num_heads:
       raise ValueError(
           f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
@@ -69,9 +89,7 @@ class ModelConfig:
     if self.matmul_dtype not in ("float32", "bfloat16", "auto"):
       raise ValueError("matmul_dtype must be 'float32', 'bfloat16' or 'auto', got "
                        f"{self.matmul_dtype!r}")
-    for field in ("dropout", "attention_dropout"):
-      if not 0.0 <= getattr(self, field) < 1.0:
-        raise ValueError(f"model.{field} must be in [0, 1), got {getattr(self, field)!r}")
+    require("model", self, "dropout attention_dropout", *FRACTION)
 
   @property
   def head_dim(self) -> int:
@@ -150,6 +168,16 @@ class DataConfig:
   cache_dir: str = ""  # where encoded corpora are cached; "" = WORKDIR/cache
 
   def __post_init__(self):
+    require("data", self, "max_tokens spm_max_sentences", *POSITIVE)
+    require("data", self, "max_train_len", lambda v: isinstance(v, int) and v >= 2,
+            "an integer >= 2 (a piece and EOS)")
+    require("data", self, "pack_length seed", *COUNT)
+    b = self.bucket_boundaries
+    if not b or any(not isinstance(x, int) or x < 2 for x in b) or list(b) != sorted(set(b)):
+      raise ValueError(f"data.bucket_boundaries={b!r}: expected increasing integers >= 2")
+    if self.spm_model_type not in ("unigram", "bpe"):
+      raise ValueError(f"data.spm_model_type={self.spm_model_type!r}: expected 'unigram' "
+                       "or 'bpe'")
     if self.dir and self.hub:
       raise ValueError(f"data.dir={self.dir!r} and data.hub={self.hub!r} are both set; "
                        "give one (--config.data.hub= reads the folder)")
@@ -222,11 +250,35 @@ class TrainConfig:
   # fresh optimiser and step counter. The architecture must match the source run's.
   init_from: str = ""  # source run directory
   init_checkpoint: str = "best"  # best, averaged, ema, latest, or a checkpoint step directory
+  # Divergence: training stops, saving nothing more, when an update's loss per target token
+  # is not finite, exceeds twice a uniform guess's (2 ln vocab_size), or (from the 100th
+  # update on) exceeds this many times its running level, the moving average of the
+  # updates before it over ~100 updates (docs/training.md, "When training diverges").
+  divergence_factor: float = 2.0  # stop when the loss exceeds this x its running level; 0 = off
 
   def __post_init__(self):
-    if self.dropout_ramp_steps < 0:
-      raise ValueError(f"train.dropout_ramp_steps={self.dropout_ramp_steps}: expected a "
-                       "number of updates >= 0 (0 = no ramp)")
+    require("train", self, "max_steps grad_accum_steps log_every eval_every checkpoint_every "
+            "keep_checkpoints", *POSITIVE)
+    require("train", self, "seed warmup_steps decay_steps dropout_ramp_steps loss_chunk "
+            "eval_max_sentences early_stopping_patience average_last tensorboard_examples",
+            *COUNT)
+    require("train", self, "eps", lambda v: math.isfinite(v) and v > 0, "a number > 0")
+    require("train", self, "learning_rate weight_decay clip_norm max_minutes", *NON_NEGATIVE)
+    require("train", self, "b1 b2 label_smoothing ema_decay", *FRACTION)
+    require("train", self, "divergence_factor", lambda v: v == 0 or 1 < v < math.inf,
+            "0 (off) or a number > 1")
+    if self.average_last > self.keep_checkpoints:
+      raise ValueError(f"train.average_last={self.average_last} averages the last "
+                       f"{self.average_last} checkpoints, but train.keep_checkpoints="
+                       f"{self.keep_checkpoints} keeps only {self.keep_checkpoints}")
+    if self.weight_decay and self.optimizer == "adam":
+      raise ValueError(f"train.weight_decay={self.weight_decay} needs train.optimizer="
+                       "'adamw' (Adam has no decoupled weight decay)")
+    end, warmup = self.decay_steps or self.max_steps, max(self.warmup_steps, 1)
+    if self.lr_schedule in ("linear", "cosine") and end <= warmup:
+      raise ValueError(f"train.lr_schedule={self.lr_schedule!r} decays to 0 at step {end} "
+                       "(train.decay_steps, else train.max_steps), which must come after "
+                       f"the {warmup} warmup steps")
     if self.optimizer in REMOVED_VALUES.get("optimizer", ()):
       raise ValueError(f"train.optimizer={self.optimizer!r} was removed in 0.2.0 "
                        "(docs/recipe.md lists its result); use 'adam' or 'adamw'")
@@ -273,6 +325,16 @@ class DecodeConfig:
   mbr: str = ""  # minimum Bayes risk: '', bleu or chrf
   mbr_weights: str = "model"  # MBR weights: model or uniform
 
+  def __post_init__(self):
+    require("decode", self, "beam_size batch_size workers", *POSITIVE)
+    require("decode", self, "max_len_b min_rows", *COUNT)
+    require("decode", self, "alpha max_len_a", *NON_NEGATIVE)
+    for field, allowed in (("beam_stop", BEAM_STOPS), ("mbr", ("", "bleu", "chrf")),
+                           ("mbr_weights", ("model", "uniform"))):
+      if getattr(self, field) not in allowed:
+        raise ValueError(f"decode.{field}={getattr(self, field)!r}: expected one of "
+                         f"{', '.join(map(repr, allowed))}")
+
 
 @dataclasses.dataclass(frozen=True)
 class Config:
@@ -280,6 +342,12 @@ class Config:
   data: DataConfig = DataConfig()
   train: TrainConfig = TrainConfig()
   decode: DecodeConfig = DecodeConfig()
+
+  def __post_init__(self):
+    for field in ("max_train_len", "pack_length"):
+      if getattr(self.data, field) > self.model.max_len:
+        raise ValueError(f"data.{field}={getattr(self.data, field)} exceeds model.max_len="
+                         f"{self.model.max_len}, the longest sequence the model takes")
 
   @classmethod
   def from_dict(cls, d: Any) -> "Config":

@@ -17,11 +17,7 @@ def learning_rate_schedule(cfg: TrainConfig) -> optax.Schedule:
   (Vaswani et al.), linear or cosine decay to 0 at `decay_steps` (0 = `max_steps`), or
   none ("constant")."""
   warmup = max(cfg.warmup_steps, 1)
-  end = cfg.decay_steps or cfg.max_steps
-  if cfg.lr_schedule in ("linear", "cosine") and end <= warmup:
-    raise ValueError(f"train.lr_schedule={cfg.lr_schedule!r} decays to 0 at step {end} "
-                     f"(train.decay_steps, else train.max_steps), which must come after "
-                     f"the {warmup} warmup steps")
+  end = cfg.decay_steps or cfg.max_steps  # after warmup (TrainConfig checks)
 
   def schedule(count):
     step = count + 1.0

@@ -14,11 +14,10 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import jax
 import numpy as np
-import sacrebleu
 
 from seq2seq import (
   checkpoint,
@@ -35,6 +34,7 @@ from seq2seq.model import Model
 from seq2seq.optimizer import ema_params
 from seq2seq.train_step import DataParallelSteps, TrainState, compile_ahead
 from seq2seq.translator import Translator
+from seq2seq.validation import Validation
 
 log = logging.getLogger("seq2seq.train")
 
@@ -50,6 +50,8 @@ class Progress:
   best_step: int = 0
   evals_without_improvement: int = 0
   elapsed: float = 0.0  # training wall time in seconds, validation included
+  loss_level: float = 0.0  # running level of the loss per token (`check_divergence`)
+  loss_updates: int = 0  # updates in it
 
   @classmethod
   def from_meta(cls, meta: dict[str, Any]) -> "Progress":
@@ -79,63 +81,6 @@ class LogWindow:
 
   def seconds(self) -> float:
     return max(time.time() - self.started - self.paused, 1e-9)
-
-
-class Validation:
-  """Validation loss and greedy BLEU of a run's parameters. With several processes,
-  process p decodes sentences p, p + P, ... and all gather the result, so every process
-  computes the same BLEU and takes the same decisions."""
-
-  def __init__(self, cfg: Config, steps: DataParallelSteps, translator: Translator,
-               val_corpus: corpus.EncodedCorpus, refs: list[str]):
-    self.steps, self.translator, self.corpus = steps, translator, val_corpus
-    self.lengths = translator.buckets
-    n = cfg.train.eval_max_sentences or len(val_corpus)
-    self.sources, self.refs = val_corpus.src[:n], refs[:n]
-
-  def loss_batches(self) -> Iterator[input_pipeline.Batch]:
-    """Batches of 64 rows, this process's rows of each on its devices."""
-    for batch in input_pipeline.eval_batches(self.corpus, 64, self.lengths,
-                                             self.steps.num_devices):
-      yield self.steps.put_batch(input_pipeline.local_rows(batch, jax.process_index(),
-                                                           jax.process_count()))
-
-  def my_sources(self) -> list[np.ndarray]:
-    return self.sources[jax.process_index()::jax.process_count()]
-
-  def lower(self, params) -> Iterator[tuple[str, jax.stages.Lowered]]:
-    """Its programs (the loss of each batch shape, the greedy search of each), lowered:
-    compiled before the first update, a search that cannot compile fails before training."""
-    seen = set()
-    for batch in self.loss_batches():
-      if (shape := (batch.src.shape, batch.tgt.shape)) not in seen:
-        seen.add(shape)
-        yield (f"validation loss {batch.src.shape[0]}x{batch.tgt.shape[1]}",
-               self.steps.eval_step.lower(params, batch))
-    for lowered in self.translator.lower_searches(self.my_sources(),
-                                                  distributed.local_copy(params), beam_size=1):
-      yield "validation search", lowered
-
-  def loss(self, params) -> dict[str, float]:
-    totals: dict[str, float] = {}
-    for batch in self.loss_batches():
-      for k, v in jax.device_get(self.steps.eval_step(params, batch)).items():
-        totals[k] = totals.get(k, 0.0) + float(v)
-    n = max(totals["tokens"], 1.0)
-    return {"loss": totals["loss"] / n, "nll": totals["nll"] / n,
-            "accuracy": totals["correct"] / n}
-
-  def translate(self, params) -> list[str]:
-    found = self.translator.translate_ids(self.my_sources(),
-                                          params=distributed.local_copy(params), beam_size=1)
-    gathered = distributed.gather_texts([self.translator.detokenize(h[0][0]) for h in found])
-    hyps = [""] * len(self.sources)
-    for p, texts in enumerate(gathered):
-      hyps[p::jax.process_count()] = texts
-    return hyps
-
-  def bleu(self, hyps: list[str]) -> float:
-    return sacrebleu.corpus_bleu(hyps, [self.refs]).score
 
 
 def differences(old, new, ignore: tuple[str, ...] = ()) -> dict[str, tuple[Any, Any]]:
@@ -207,6 +152,40 @@ def check_finite(m: dict[str, Any], step: int) -> None:
         f"gradient norm {float(m['grad_norm'])}; the update was not applied and no "
         "checkpoint was written with it. Lower train.learning_rate or raise "
         "train.warmup_steps.")
+
+
+class Diverged(FloatingPointError):
+  """The loss left its running level (train.divergence_factor); nothing more was saved."""
+
+
+LEVEL_UPDATES = 100  # the running level averages over about this many updates
+
+
+def check_divergence(p: Progress, m: dict[str, Any], step: int, cfg: Config,
+                     last_saved: int | None) -> None:
+  """Stops training (Diverged) when update `step`'s loss per token exceeds twice a uniform
+  guess's, or `train.divergence_factor` times its running level (from update 100 on)."""
+  factor = cfg.train.divergence_factor
+  if not factor:
+    return
+  loss = float(m["loss"]) / max(float(m["tokens"]), 1.0)
+  ceiling = 2 * np.log(cfg.model.vocab_size)
+  why = None
+  if loss > ceiling:
+    why = f"above twice a uniform guess's, {ceiling:.3g}"
+  elif p.loss_updates >= LEVEL_UPDATES and loss > factor * p.loss_level:
+    why = (f"above {factor:g}x its running level {p.loss_level:.3g} "
+           "(train.divergence_factor)")
+  if why:
+    since = (f"the newest checkpoint, latest/{last_saved}, is the last good state; to go on "
+             "from it with a lower learning rate, run the same command with "
+             f"--config.train.learning_rate={cfg.train.learning_rate / 2:g}"
+             if last_saved is not None else "no checkpoint had been written yet")
+    raise Diverged(f"training diverged at update {step}: loss {loss:.4g} per target token, "
+                   f"{why}; nothing from this update on was saved: {since}")
+  p.loss_updates += 1
+  weight = max(1.0 / p.loss_updates, 1.0 / LEVEL_UPDATES)
+  p.loss_level += weight * (loss - p.loss_level)
 
 
 def restore(cfg: Config, workdir: Path, steps: DataParallelSteps
@@ -331,6 +310,7 @@ class Trainer:
     """Reads an update's metrics (a step late, so that the read never stalls dispatch)."""
     m = jax.device_get(m)
     check_finite(m, step)
+    check_divergence(self.progress, m, step, self.cfg, self.ckpt.latest.latest_step())
     self.window.add(m)
     self.last_metrics = m
 
@@ -364,8 +344,8 @@ class Trainer:
         if pending is not None:
           self.record(*pending)
         pending = (m, p.step)
-        if p.step % t.log_every == 0 or p.step % t.eval_every == 0:
-          self.record(*pending)
+        if not (p.step % t.log_every and p.step % t.eval_every and p.step % t.checkpoint_every):
+          self.record(*pending)  # checked before it is logged, validated or saved
           pending = None
         if p.step % t.log_every == 0:
           self.log_window()
@@ -381,6 +361,8 @@ class Trainer:
       if p.step > first_step and p.step >= t.max_steps and p.step % t.eval_every:
         self.validate()  # the last update is a candidate for "best" too
     except KeyboardInterrupt:
+      if pending is not None:
+        self.record(*pending)
       reason = "interrupted"
       log.warning("interrupted at step %d; saving the latest checkpoint", p.step)
     self.save()

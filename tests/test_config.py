@@ -83,6 +83,11 @@ def test_command_line_override_and_typo(tmp_path):
   proc = run_cli("train.py", "--config", "configs/tiny.py", "--workdir", tmp_path / "x",
                  "--config.train.max_steps=abc", check=False)
   assert proc.returncode == 2 and b"max_steps=abc" in proc.stderr
+  proc = run_cli("train.py", "--config", "configs/tiny.py", "--workdir", tmp_path / "x",
+                 "--config.train.max_steps=-5", check=False)
+  err = proc.stderr.decode().strip().splitlines()
+  assert proc.returncode == 2 and len(err) == 1
+  assert "train.max_steps=-5: expected an integer >= 1" in err[0]
   assert not (tmp_path / "x").exists()  # nothing was started
 
 
@@ -113,3 +118,34 @@ def test_command_line_overrides_take_each_fields_type():
     cli.apply_overrides(cfg, [("model.d_modl", "64")])
   with pytest.raises(ValueError, match="--config.train.seed needs a value"):
     cli.split_overrides(["--config.train.seed"])
+
+
+@pytest.mark.parametrize("section,field,value,message", [
+    ("train", "max_steps", 0, "an integer >= 1"),
+    ("train", "warmup_steps", -1, "an integer >= 0"),
+    ("train", "learning_rate", -1e-3, "a number >= 0"),
+    ("train", "learning_rate", float("nan"), "a number >= 0"),
+    ("train", "label_smoothing", 1.0, "from 0 to 1"),
+    ("train", "b2", -0.1, "from 0 to 1"),
+    ("train", "eps", 0.0, "a number > 0"),
+    ("train", "checkpoint_every", 0, "an integer >= 1"),
+    ("train", "divergence_factor", 0.5, "0 \\(off\\) or a number > 1"),
+    ("train", "average_last", 12, "keeps only 3"),
+    ("train", "weight_decay", 0.1, "needs train.optimizer='adamw'"),
+    ("model", "dropout", 1.0, "from 0 to 1"),
+    ("model", "num_heads", 0, "an integer >= 1"),
+    ("model", "max_len", 1, "an integer >= 2"),
+    ("data", "max_tokens", 0, "an integer >= 1"),
+    ("data", "bucket_boundaries", (32, 16), "increasing integers"),
+    ("data", "max_train_len", 300, "exceeds model.max_len=256"),
+    ("decode", "beam_size", 0, "an integer >= 1"),
+    ("decode", "alpha", -0.5, "a number >= 0"),
+    ("decode", "mbr", "ter", "expected one of '', 'bleu', 'chrf'"),
+])
+def test_values_out_of_range_and_contradictions_name_the_field(section, field, value,
+                                                               message):
+  d = Config().to_dict()
+  d[section][field] = value
+  with pytest.raises(ValueError, match=message) as e:
+    Config.from_dict(d)
+  assert f"{section}.{field}" in str(e.value)

@@ -153,3 +153,49 @@ def test_non_finite_loss_stops_and_keeps_the_good_checkpoint(tmp_path):
   for x, y in zip(jax.tree_util.tree_leaves(good),
                   jax.tree_util.tree_leaves(_params(tmp_path / "run", cfg))):
     np.testing.assert_array_equal(x, y)
+
+
+def test_a_finite_but_exploding_loss_stops_naming_the_update_and_saves_nothing_more(tmp_path):
+  """The probe of a learning rate of 1e4: the loss stays finite (~1e8), but leaves twice a
+  uniform guess's; the run stops, and neither latest nor best holds the diverged state."""
+  cfg = tiny_config(SAMPLE, max_steps=4, checkpoint_every=2, eval_every=2, warmup_steps=1)
+  train(cfg, tmp_path / "run")
+  good = _params(tmp_path / "run", cfg)
+  best = checkpoint.load_params(tmp_path / "run", "best", cfg.model)[0]
+  exploding = dataclasses.replace(cfg, train=dataclasses.replace(
+      cfg.train, max_steps=30, learning_rate=1e4, checkpoint_every=1, eval_every=1))
+  with pytest.raises(FloatingPointError, match=r"training diverged at update \d+: loss .* "
+                     r"above twice a uniform guess's.* latest/\d+, is the last good state"
+                     ) as e:
+    train(exploding, tmp_path / "run")
+  update = int(str(e.value).split("update ")[1].split(":")[0])
+  latest = checkpoint.checkpoint_path(tmp_path / "run", "latest")
+  assert int(latest.name) < update
+  assert f"latest/{latest.name}," in str(e.value)
+  if int(latest.name) == 4:  # diverged at once: what was there is untouched
+    for x, y in zip(jax.tree_util.tree_leaves(good),
+                    jax.tree_util.tree_leaves(_params(tmp_path / "run", cfg))):
+      np.testing.assert_array_equal(x, y)
+  best_now, meta = checkpoint.load_params(tmp_path / "run", "best", cfg.model)
+  assert meta["step"] < update
+
+
+def test_divergence_rule_on_the_running_level():
+  from seq2seq.trainer import LEVEL_UPDATES, Diverged, Progress, check_divergence
+  cfg = tiny_config(SAMPLE)  # vocabulary 400: twice a uniform guess is 2 ln 400 = 11.98
+  p = Progress()
+  rng = np.random.default_rng(0)
+  for step in range(1, LEVEL_UPDATES + 1):  # noisy, falling: never stops
+    loss = 6.0 - step * 0.02 + rng.uniform(-0.5, 0.5)
+    check_divergence(p, {"loss": loss * 100, "tokens": 100}, step, cfg, None)
+  assert p.loss_updates == LEVEL_UPDATES and 4.0 < p.loss_level < 5.5
+  check_divergence(p, {"loss": 1.9 * p.loss_level, "tokens": 1}, 101, cfg, 100)  # a spike
+  with pytest.raises(Diverged, match=r"update 102: loss .* above 2x its running level.*"
+                     r"latest/100, .*--config.train.learning_rate=0.0015"):
+    check_divergence(p, {"loss": 2.1 * p.loss_level, "tokens": 1}, 102, cfg, 100)
+  fresh = Progress()  # before its 100th update only the ceiling applies
+  check_divergence(fresh, {"loss": 11.0, "tokens": 1}, 1, cfg, None)
+  with pytest.raises(Diverged, match="above twice a uniform guess's, 12.*no checkpoint"):
+    check_divergence(fresh, {"loss": 12.5, "tokens": 1}, 2, cfg, None)
+  off = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, divergence_factor=0.0))
+  check_divergence(Progress(), {"loss": 1e9, "tokens": 1}, 1, off, None)
