@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import zlib
 from pathlib import Path
 from typing import Any
@@ -99,8 +100,31 @@ def check_crc(where: Path | str, meta: dict[str, Any], **trees) -> None:
 
 
 def first_line(e: BaseException) -> str:
+  """The gist of an error, for a one-line message (tensorstore's are pages long)."""
   text = str(e).strip().splitlines()
-  return (text[0] if text else type(e).__name__)[:300]
+  text = (text[0] if text else type(e).__name__).split(" [tensorstore_spec")[0]
+  return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _ignore_closed_loop(unraisable, default=sys.unraisablehook) -> None:
+  """After a failed read, tensorstore completes the reads still in flight on orbax's
+  event loop, which is closed by then: each prints "Event loop is closed" (harmless)."""
+  if not (isinstance(unraisable.exc_value, RuntimeError)
+          and str(unraisable.exc_value) == "Event loop is closed"):
+    default(unraisable)
+
+
+def _not_a_failed_read(record: logging.LogRecord) -> bool:
+  """The other reads of a failed restore end as tasks nobody awaits: asyncio logs each
+  (a page of tensorstore spec); the restore's one-line error says it all."""
+  message = record.getMessage()
+  return not (message.startswith(("Task exception was never retrieved",
+                                  "Future exception was never retrieved"))
+              and ("orbax" in message or "tensorstore" in message))
+
+
+sys.unraisablehook = _ignore_closed_loop
+logging.getLogger("asyncio").addFilter(_not_a_failed_read)
 
 
 def _reason(e: BaseException) -> str:

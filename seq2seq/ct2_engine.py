@@ -26,17 +26,17 @@ import numpy as np
 
 from seq2seq import export
 from seq2seq.config import DecodeConfig
-from seq2seq.corpus import encode_texts
 from seq2seq.outputs import (
   Hypothesis,
   PairScore,
   Sampling,
   check_request,
+  encode_sources,
   hypotheses_needed,
   pick,
   resolve_settings,
 )
-from seq2seq.vocab import cut_at_eos, truncate_keeping_eos
+from seq2seq.vocab import cut_at_eos
 
 
 class CTranslate2Translator:
@@ -65,11 +65,11 @@ class CTranslate2Translator:
     """The export's search settings with the given ones in their place (as the JAX engine)."""
     return resolve_settings(self.decode_cfg, beam_size, alpha, batch_size)
 
-  def encode(self, texts: Sequence[str]) -> list[list[str]]:
+  def encode(self, texts: Sequence[str], line_numbers: Sequence[int] | None = None
+             ) -> list[list[str]]:
     """Source pieces of each text, EOS excluded (CTranslate2 appends it), truncated to the
-    model's maximum like the JAX engine's."""
-    ids = [truncate_keeping_eos(x, self.model_cfg.max_len)
-           for x in encode_texts(self.tokenizer, texts)]
+    model's maximum with a warning naming the line, like the JAX engine's."""
+    ids = encode_sources(self.tokenizer, texts, self.model_cfg.max_len, line_numbers)
     return [self.tokenizer.pieces(x[:-1]) for x in ids]
 
   def _ids(self, pieces: Sequence[str]) -> list[int]:
@@ -83,7 +83,6 @@ class CTranslate2Translator:
                 sampling: Sampling | None = None, first_index: int = 0,
                 prefixes: Sequence[str] | None = None):
     """As `Translator.translate` (see the module docstring for what differs)."""
-    del first_index  # CTranslate2 has no per-line random keys
     if isinstance(texts, str):
       return self.translate([texts], beam_size, alpha, nbest, batch_size, sampling,
                             prefixes=None if prefixes is None else [prefixes])[0]
@@ -92,8 +91,11 @@ class CTranslate2Translator:
     check_request(texts, prefixes, c, nbest, sampling)
     hyps: list[list[Hypothesis]] = [[Hypothesis("", 0.0, [])] for _ in texts]
     nonempty = [i for i, t in enumerate(texts) if t.strip()]
+    sources = self.encode([texts[i] for i in nonempty],
+                          [first_index + i + 1 for i in nonempty]) if nonempty else []
+    # no pieces once normalised (only control characters): "", as for an empty line
+    nonempty, sources = [i for i, s in zip(nonempty, sources) if s], [s for s in sources if s]
     if nonempty:
-      sources = self.encode([texts[i] for i in nonempty])
       target_prefix = None
       if prefixes is not None:
         target_prefix = [self.tokenizer.pieces(ids) or None

@@ -1,13 +1,22 @@
 """What a translation engine takes and gives back, shared by the JAX `Translator` and the
 CTranslate2 engine: search settings, sampling settings, hypotheses and forced scores.
-Imports only the config and the MBR choice (text only)."""
+Imports only the config, the tokenizer and the MBR choice (text only)."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+from typing import Sequence
+
+import numpy as np
 
 from seq2seq import mbr
 from seq2seq.config import BEAM_STOPS, DecodeConfig
+from seq2seq.corpus import encode_texts
+from seq2seq.tokenizer import Tokenizer
+from seq2seq.vocab import truncate_keeping_eos
+
+log = logging.getLogger("seq2seq.translate")
 
 
 @dataclasses.dataclass
@@ -91,3 +100,17 @@ def pick(hyps: list[list[Hypothesis]], nbest: int, c: DecodeConfig) -> list:
     return [h[mbr.choose([x.text for x in h], [x.score for x in h], c.mbr, c.mbr_weights)].text
             for h in hyps]
   return [h[0].text for h in hyps]
+
+
+def encode_sources(tokenizer: Tokenizer, texts: Sequence[str], limit: int,
+                   line_numbers: Sequence[int] | None = None) -> list[np.ndarray]:
+  """Source ids with EOS; lines longer than the model's maximum are truncated, with a
+  warning that names the line (1-based, `line_numbers[i]` for `texts[i]` if given)."""
+  ids = encode_texts(tokenizer, texts)
+  for i, x in enumerate(ids):
+    if len(x) > limit:
+      number = line_numbers[i] if line_numbers is not None else i + 1
+      log.warning("line %d: %d pieces exceed the model's maximum of %d; translating "
+                  "only the first %d", number, len(x), limit, limit - 1)
+      ids[i] = np.asarray(truncate_keeping_eos(x, limit), np.int32)
+  return ids

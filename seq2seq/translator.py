@@ -32,7 +32,6 @@ from seq2seq.config import (
   DecodeConfig,
   ModelConfig,
 )
-from seq2seq.corpus import encode_texts
 from seq2seq.input_pipeline import LengthBuckets, pad_batch
 from seq2seq.model import Model
 from seq2seq.model_search import forced_logprob, max_steps_for, search
@@ -41,12 +40,13 @@ from seq2seq.outputs import (
   PairScore,
   Sampling,
   check_request,
+  encode_sources,
   hypotheses_needed,
   pick,
   resolve_settings,
 )
 from seq2seq.tokenizer import Tokenizer
-from seq2seq.vocab import EOS_ID, PAD_ID, cut_at_eos, truncate_keeping_eos
+from seq2seq.vocab import EOS_ID, PAD_ID, cut_at_eos
 
 log = logging.getLogger(__name__)
 
@@ -288,27 +288,13 @@ def load_run(workdir: str | os.PathLike | Sequence[str | os.PathLike],
                     LengthBuckets.from_config(cfg.data, cfg.model.max_len), ensemble)
 
 
-def encode_sources(tokenizer: Tokenizer, texts: Sequence[str], limit: int,
-                   line_numbers: Sequence[int] | None = None) -> list[np.ndarray]:
-  """Source ids with EOS; lines longer than the model's maximum are truncated, with a
-  warning that names the line (1-based, `line_numbers[i]` for `texts[i]` if given)."""
-  ids = encode_texts(tokenizer, texts)
-  for i, x in enumerate(ids):
-    if len(x) > limit:
-      number = line_numbers[i] if line_numbers is not None else i + 1
-      log.warning("line %d: %d pieces exceed the model's maximum of %d; translating "
-                  "only the first %d", number, len(x), limit, limit - 1)
-      ids[i] = np.asarray(truncate_keeping_eos(x, limit), np.int32)
-  return ids
-
-
 def encode_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], rows: Sequence[int],
-                    max_len: int) -> list[np.ndarray]:
+                    max_len: int, first_index: int = 0) -> list[np.ndarray]:
   """Pieces (no EOS) of the forced prefixes of texts `rows`; a prefix must leave room."""
   pieces = tokenizer.encode([prefixes[i] for i in rows])
   for i, ids in zip(rows, pieces):
     if len(ids) >= max_len - 1:
-      raise ValueError(f"line {i + 1}: the prefix has {len(ids)} pieces; the model's "
+      raise ValueError(f"line {first_index + i + 1}: the prefix has {len(ids)} pieces; the model's "
                        f"outputs are at most {max_len - 1}")
   return [np.asarray(ids, np.int32) for ids in pieces]
 
@@ -354,10 +340,16 @@ def hypotheses(t: Translator, texts: list[str], c: DecodeConfig, nbest: int,
                sampling: Sampling | None, first_index: int, prefixes: Sequence[str] | None
                ) -> list[list[Hypothesis]]:
   """`Translator.translate`'s hypotheses for each text, best first (one "" for empty ones)."""
+  # A text with no pieces once normalised (blank, or only control characters such as NUL)
+  # translates to "", as an empty line does.
   nonempty = [i for i, t in enumerate(texts) if t.strip()]
-  ids = t.encode([texts[i] for i in nonempty], [i + 1 for i in nonempty]) if nonempty else []
+  ids = t.encode([texts[i] for i in nonempty],
+                 [first_index + i + 1 for i in nonempty]) if nonempty else []
+  kept = [k for k, x in enumerate(ids) if len(x) > 1]
+  nonempty, ids = [nonempty[k] for k in kept], [ids[k] for k in kept]
   prefix_ids = (None if prefixes is None else
-                encode_prefixes(t.tokenizer, prefixes, nonempty, t.model_cfg.max_len))
+                encode_prefixes(t.tokenizer, prefixes, nonempty, t.model_cfg.max_len,
+                                first_index))
   if sampling is None:
     found = t.translate_ids(ids, beam_size=c.beam_size, alpha=c.alpha,
                                batch_size=c.batch_size, prefix_ids=prefix_ids,

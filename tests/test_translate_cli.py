@@ -38,6 +38,15 @@ def test_bad_input_is_handled_line_by_line(trained_run):
   assert strict.returncode != 0 and b"input line 5: not valid UTF-8" in strict.stderr
   assert strict.stdout == b""
 
+  # Read in parts (2 lines at a time), the warning still names the line in the input; a
+  # line of NUL bytes has no pieces and translates to an empty line, as a blank one does.
+  parts = [lines[0], b"\x00\x00\x00", lines[0], long_line.encode()]
+  proc = run_cli("translate.py", "--workdir", trained_run, "--batch-size", "2", "--buffer",
+                 "1", input_bytes=b"\n".join(parts) + b"\n")
+  out = proc.stdout.decode("utf-8").split("\n")
+  assert len(out) - 1 == 4 and out[1] == "" and out[0] == out[2] != ""
+  assert "line 4:" in proc.stderr.decode() and "line 2:" not in proc.stderr.decode()
+
 
 def test_files_nbest_and_attention_plot(trained_run, tmp_path):
   src = tmp_path / "in.en"
