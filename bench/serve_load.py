@@ -1,70 +1,97 @@
-"""Load test of seq2seq-serve on the loopback: sentences/s and latency at 1, 8, 64 clients.
+"""Load test of seq2seq-serve on the loopback, against batch decoding of the same model,
+engine and search in the same run.
 
-  python bench/serve_load.py --workdir RUN_DIR [--clients 1,8,64] [--seconds 30] [--beam 1]
+  python bench/serve_load.py --workdir RUN_DIR [--engine jax|ctranslate2] [--beam 1] \
+      [--clients 1,8,64] [--seconds 30] [--checkpoint best]
 
-Starts the server on 127.0.0.1 (a free port) with the run, warms it up, then for each
-client count runs that many threads, each sending one test_2016_flickr sentence per
-request, back to back, for --seconds (and at most --max-requests requests). Reports
-sentences/s and p50/p95 request latency per client count, and checks that every answer
-equals the translation of its sentence by a single-sentence request.
+First, in this process, the engine's own speeds on test_2016_flickr: batch decoding
+(batches of --batch-size, as bench/decode_speed.py: the median of three passes after a
+first that compiles) and the time of one short sentence alone (the median of 30). Then
+the engine is freed, the server started on 127.0.0.1 with the same model and search, and
+for each client count that many threads each send one test sentence per request, back to
+back, for --seconds. Reports sentences/s (and its share of batch decoding), p50/p95/p99
+latency, 429s, and checks every answer against the server's own answer to that sentence
+alone. The last line is the JSON of all figures.
 """
 
 import argparse
-import json
-import socket
+import gc
+import statistics
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 import numpy as np
 
 from seq2seq.corpus import read_lines
+from seq2seq.runtime import enable_compilation_cache
+from seq2seq.translator import Translator
 
 from common import MULTI30K, ROOT, machine, report
+from decode_speed import measure
+
+sys.path.insert(0, str(ROOT / "tests"))
+from serving import free_port, get, post  # noqa: E402
 
 
-def post(url: str, body: dict) -> dict:
-  request = urllib.request.Request(url + "/translate", data=json.dumps(body).encode(),
-                                   headers={"Content-Type": "application/json"})
-  with urllib.request.urlopen(request, timeout=600) as r:
-    return json.loads(r.read())
+def engine_speeds(args, lines, references) -> dict:
+  translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine)
+  figures, _ = measure(translator, lines, references, args.beam, args.batch_size)
+  short = min(lines[:200], key=len)
+  translator.translate([short], beam_size=args.beam)  # compiled
+  alone = []
+  for _ in range(30):
+    t = time.perf_counter()
+    translator.translate([short], beam_size=args.beam)
+    alone.append(time.perf_counter() - t)
+  del translator
+  gc.collect()
+  return {"batch_sentences_per_s": figures["sentences_per_s"],
+          "one_short_sentence_ms": round(1000 * statistics.median(alone), 2),
+          "short_sentence": short}
 
 
-def start_server(workdir: str, checkpoint: str, port: int) -> subprocess.Popen:
-  proc = subprocess.Popen([sys.executable, "-m", "seq2seq.serve", "--workdir", workdir,
-                           "--checkpoint", checkpoint, "--port", str(port)], cwd=ROOT)
-  deadline = time.time() + 600
+def start_server(args) -> tuple[subprocess.Popen, str]:
+  port = free_port()
+  model = ["--model" if args.engine == "ctranslate2" else "--workdir", args.workdir]
+  proc = subprocess.Popen([sys.executable, "-m", "seq2seq.serve", *model, "--engine",
+                           args.engine, "--checkpoint", args.checkpoint, "--beam",
+                           str(args.beam), "--max-batch", str(args.batch_size),
+                           "--port", str(port), "--max-queue", "4096"], cwd=ROOT,
+                          stderr=subprocess.DEVNULL)
+  url = f"http://127.0.0.1:{port}"
+  deadline = time.time() + 900
   while time.time() < deadline:
     try:
-      urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5)
-      return proc
+      if get(url + "/health")[0] == 200:
+        return proc, url
     except OSError:
-      if proc.poll() is not None:
-        break
-      time.sleep(1)
+      pass
+    if proc.poll() is not None:
+      break
+    time.sleep(1)
   proc.kill()
   sys.exit("server did not start")
 
 
-def load(url, lines, clients, seconds, max_requests, beam, expected):
-  latencies, wrong, lock = [], [], threading.Lock()
-  counter = iter(range(max_requests))
+def load(url, lines, clients, seconds, expected) -> dict:
+  latencies, wrong, refused, lock = [], [], [0], threading.Lock()
+  counter = iter(range(10**9))
   stop_at = time.perf_counter() + seconds
 
   def client():
     while time.perf_counter() < stop_at:
       with lock:
-        i = next(counter, None)
-      if i is None:
-        return
-      text = lines[i % len(lines)]
+        text = lines[next(counter) % len(lines)]
       t = time.perf_counter()
-      out = post(url, {"text": text, "beam_size": beam})["translation"]
+      status, body = post(url, {"text": text}, timeout=600)
       with lock:
+        if status == 429:
+          refused[0] += 1
+          continue
         latencies.append(time.perf_counter() - t)
-        if expected.get(text, out) != out:
+        if expected[text] != body["translation"]:
           wrong.append(text)
 
   t0 = time.perf_counter()
@@ -75,43 +102,52 @@ def load(url, lines, clients, seconds, max_requests, beam, expected):
     th.join()
   wall = time.perf_counter() - t0
   ms = np.array(latencies) * 1000
+  pct = lambda q: round(float(np.percentile(ms, q)), 1)
   return {"clients": clients, "requests": len(latencies), "seconds": round(wall, 1),
-          "sentences_per_s": round(len(latencies) / wall, 1),
-          "p50_ms": round(float(np.percentile(ms, 50)), 1),
-          "p95_ms": round(float(np.percentile(ms, 95)), 1), "mismatches": len(wrong)}
+          "sentences_per_s": round(len(latencies) / wall, 1), "p50_ms": pct(50),
+          "p95_ms": pct(95), "p99_ms": pct(99), "refused_429": refused[0],
+          "mismatches": len(wrong)}
 
 
 def main():
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--workdir", required=True)
+  p.add_argument("--workdir", required=True, help="a run directory, or with --engine "
+                 "ctranslate2 an export")
+  p.add_argument("--engine", default="jax", choices=("jax", "ctranslate2"))
   p.add_argument("--checkpoint", default="best")
   p.add_argument("--src", default=str(MULTI30K / "test_2016_flickr.en.gz"))
   p.add_argument("--clients", default="1,8,64")
   p.add_argument("--seconds", type=float, default=30.0, help="per client count")
-  p.add_argument("--max-requests", type=int, default=5000, help="per client count")
   p.add_argument("--beam", type=int, default=1)
+  p.add_argument("--batch-size", type=int, default=64)
   args = p.parse_args()
+  enable_compilation_cache()
   lines = read_lines(args.src)
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-  url = f"http://127.0.0.1:{port}"
-  server = start_server(args.workdir, args.checkpoint, port)
+  engine = engine_speeds(args, lines, read_lines(args.src.replace(".en", ".de")))
+  print(f"engine alone: {engine['batch_sentences_per_s']:.1f} sentences/s in batches of "
+        f"{args.batch_size}; one short sentence {engine['one_short_sentence_ms']:.1f} ms",
+        flush=True)
+  proc, url = start_server(args)
   try:
-    # Reference answers one sentence at a time (this also compiles every length bucket).
-    sample = lines[:200]
-    expected = {t: post(url, {"text": t, "beam_size": args.beam})["translation"] for t in sample}
-    rows = [load(url, sample, int(c), args.seconds, args.max_requests, args.beam, expected)
-            for c in args.clients.split(",")]
+    # Each sentence alone first: the reference answers (and every length compiled).
+    expected = {t: post(url, {"text": t})[1]["translation"] for t in lines}
+    rows = [load(url, lines, int(c), args.seconds, expected) for c in args.clients.split(",")]
   finally:
-    server.terminate()
-    server.wait(30)
+    proc.terminate()
+    proc.wait(60)
   for r in rows:
-    print(f"{r['clients']:>3} clients: {r['sentences_per_s']:7.1f} sentences/s, p50 "
-          f"{r['p50_ms']:.0f} ms, p95 {r['p95_ms']:.0f} ms ({r['requests']} requests, "
-          f"{r['mismatches']} mismatches)")
-  report({"benchmark": "serve_load", "workdir": args.workdir, "beam": args.beam,
-          "rows": rows, "machine": machine()})
+    r["share_of_batch"] = round(r["sentences_per_s"] / engine["batch_sentences_per_s"], 3)
+    print(f"{r['clients']:>3} clients: {r['sentences_per_s']:7.1f} sentences/s "
+          f"({100 * r['share_of_batch']:.0f} % of batch decoding), p50 {r['p50_ms']:.0f} ms, "
+          f"p95 {r['p95_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms ({r['requests']} requests, "
+          f"{r['refused_429']} refused, {r['mismatches']} mismatches)")
+  one = next((r for r in rows if r["clients"] == 1), None)
+  if one:
+    print(f"1 client p50 / the engine's time for one short sentence: "
+          f"{one['p50_ms'] / engine['one_short_sentence_ms']:.2f}")
+  report({"benchmark": "serve_load", "workdir": args.workdir, "engine": args.engine,
+          "beam": args.beam, "batch_size": args.batch_size, **engine, "rows": rows,
+          "machine": machine()})
 
 
 if __name__ == "__main__":

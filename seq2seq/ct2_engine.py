@@ -32,6 +32,7 @@ from seq2seq.outputs import (
   Sampling,
   check_request,
   encode_sources,
+  has_text,
   hypotheses_needed,
   pick,
   resolve_settings,
@@ -90,10 +91,10 @@ class CTranslate2Translator:
     c = self.settings(beam_size, alpha, batch_size)
     check_request(texts, prefixes, c, nbest, sampling)
     hyps: list[list[Hypothesis]] = [[Hypothesis("", 0.0, [])] for _ in texts]
-    nonempty = [i for i, t in enumerate(texts) if t.strip()]
+    nonempty = [i for i, t in enumerate(texts) if has_text(t)]
     sources = self.encode([texts[i] for i in nonempty],
                           [first_index + i + 1 for i in nonempty]) if nonempty else []
-    # no pieces once normalised (only control characters): "", as for an empty line
+    # no pieces once normalised: "", as for an empty line
     nonempty, sources = [i for i, s in zip(nonempty, sources) if s], [s for s in sources if s]
     if nonempty:
       target_prefix = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import unicodedata
 from typing import Sequence
 
 import numpy as np
@@ -114,3 +115,9 @@ def encode_sources(tokenizer: Tokenizer, texts: Sequence[str], limit: int,
                   "only the first %d", number, len(x), limit, limit - 1)
       ids[i] = np.asarray(truncate_keeping_eos(x, limit), np.int32)
   return ids
+
+
+def has_text(text: str) -> bool:
+  """Whether a text has something to translate: a character that is neither white space
+  nor a control character (a line of NUL bytes translates to "", as an empty one)."""
+  return any(not ch.isspace() and unicodedata.category(ch) != "Cc" for ch in text)

@@ -1,18 +1,20 @@
-"""HTTP server: seq2seq-serve --workdir RUN [--host 127.0.0.1] [--port 8080].
+"""HTTP server: seq2seq-serve --workdir RUN | --engine ctranslate2 --model EXPORT_DIR.
 
-Starlette under uvicorn (`pip install 'seq2seq-haiku[serve]'`).
+Starlette under uvicorn (`pip install 'seq2seq-haiku[serve]'`); docs/serving.md.
 
-  POST /translate  {"text": "..."} -> {"translation": "..."}
-                   {"texts": ["...", ...]} -> {"translations": [...]}
-                   optional "beam_size" and "alpha"; the run's settings otherwise
-  GET  /health     {"status": "ok", "workdir": ..., "checkpoint": ..., and counts of the
-                   requests, texts and batches decoded so far}
+  GET  /               a page to try the model (n-best, cross-attention for JAX)
+  POST /translate      {"text": "..."} -> {"translation": "..."}
+                       {"texts": [...]} -> {"translations": [...]}; optional beam_size,
+                       alpha, nbest, sampling {temperature, top_k, top_p, seed},
+                       prefix / prefixes, attention (serve_api.FIELDS)
+  GET  /health         200 {"status": "ready", ...} once loaded and compiled; 503 before
+  GET  /metrics        Prometheus metrics (requests, texts, batch sizes, queue, latency)
+  GET  /openapi.json   the API's OpenAPI 3.1 schema
 
-Dynamic batching: texts of requests that arrive together (within --max-wait-ms of the
-first, up to --max-batch texts) are translated in one call, grouped by search settings,
-so throughput under concurrent requests approaches batch decoding speed. Decoding runs
-in one worker thread; translations do not depend on the batch they are decoded in.
-Bad requests get a 4xx JSON error {"error": "..."} that names the problem.
+Concurrent requests are decoded in batches (serve_batcher.py). Every bad request gets a
+4xx JSON {"error": "..."} naming the problem; a full queue gets 429 with Retry-After.
+Each answered request is logged as one JSON line on stdout (logger seq2seq.serve.access);
+diagnostics go to stderr.
 """
 
 from __future__ import annotations
@@ -21,202 +23,261 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import functools
+import json
 import logging
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from importlib import resources
+from typing import Any, Callable
 
-from seq2seq import checkpoint, cli
-from seq2seq.translator import Translator
+from seq2seq import __version__, checkpoint, cli, runtime
+from seq2seq.serve_api import Limits, RequestError, openapi, parse_request, read_json
+from seq2seq.serve_batcher import Batcher, Metrics, engine_call
 
 log = logging.getLogger("seq2seq.serve")
+access_log = logging.getLogger("seq2seq.serve.access")
+
+WARM_UP = "A man in a blue shirt is standing on a ladder cleaning windows."
 
 
-@dataclasses.dataclass(frozen=True)
-class Limits:
-  max_texts: int = 64  # texts in one request
-  max_chars: int = 2000  # characters in one text
-  max_beam: int = 16
-  max_batch: int = 64  # texts decoded together
-  max_wait_ms: float = 10.0  # how long the first text of a batch waits for company
+def warm_up(translator, limits: Limits) -> float:
+  """Compiles the searches of the batch sizes the server forms (1, 2, 4, ... max_batch rows
+  of a typical sentence) before /health says ready; returns the seconds it took."""
+  started, rows = time.perf_counter(), 1
+  while True:
+    translator.translate([WARM_UP] * rows, batch_size=limits.max_batch)
+    if rows >= limits.max_batch:
+      return time.perf_counter() - started
+    rows = min(rows * 2, limits.max_batch)
 
 
-class RequestError(ValueError):
-  def __init__(self, status: int, message: str):
-    super().__init__(message)
-    self.status = status
+class Server:
+  """The app's state: the translator (once loaded), its batcher and metrics."""
+
+  def __init__(self, limits: Limits, info: dict[str, Any], workers: int):
+    self.limits, self.info, self.workers = limits, info, workers
+    self.metrics = Metrics()
+    self.translator = None
+    self.batcher: Batcher | None = None
+    self.failed: str | None = None
+
+  def ready(self, translator) -> None:
+    self.translator = translator
+    self.batcher = Batcher(engine_call(translator, self.limits.max_batch), self.limits,
+                           self.metrics, self.workers)
+    self.batcher.start()
+
+  @property
+  def engine(self) -> str:
+    return self.info.get("engine", "jax")
+
+  async def translate(self, request) -> dict[str, Any]:
+    if self.batcher is None:
+      raise RequestError(503, self.failed or "the model is loading", {"Retry-After": "5"})
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > self.limits.max_body:
+      raise RequestError(413, f"the body has {length} bytes; at most {self.limits.max_body}")
+    body = bytearray()
+    async for chunk in request.stream():
+      body += chunk
+      if len(body) > self.limits.max_body:
+        raise RequestError(413, f"the body exceeds {self.limits.max_body} bytes")
+    req = parse_request(read_json(bytes(body), request.headers.get("content-type")),
+                        self.limits, self.translator.decode_cfg, self.engine)
+    if req.prefixes:  # checked here: a bad one must not fail the batch it would join
+      most = self.translator.model_cfg.max_len - 2
+      for i, ids in enumerate(self.translator.tokenizer.encode(req.prefixes)):
+        if len(ids) > most:
+          raise RequestError(422, f"prefix {i} has {len(ids)} pieces; at most {most}")
+    if req.attention:
+      from seq2seq.translate_cli import attention
+      text, source, target, weights = await self.batcher.run_alone(
+          lambda: attention(self.translator, req.texts[0], req.search.beam_size))
+      return {"translation": text, "attention": {
+          "source": source, "target": target, "weights": weights.round(4).tolist()}}
+    out = await self.batcher.submit(req)
+    if req.search.nbest:
+      best = [alternatives[0]["text"] if alternatives else "" for alternatives in out]
+      return ({"translation": best[0], "alternatives": out[0]} if req.single
+              else {"translations": best, "alternatives": out})
+    return {"translation": out[0]} if req.single else {"translations": out}
+
+  def health(self) -> tuple[int, dict[str, Any]]:
+    status = "ready" if self.batcher else ("failed" if self.failed else "loading")
+    stats = self.batcher.stats if self.batcher else {}
+    return (200 if self.batcher else 503), {"status": status, **self.info, **stats,
+                                            "queue": len(self.batcher.pending)
+                                            if self.batcher else 0}
 
 
-def parse_request(body: Any, limits: Limits, default_beam: int) -> tuple[list[str], bool, dict]:
-  """(texts, whether one text was sent, search settings) of a /translate body."""
-  if not isinstance(body, dict):
-    raise RequestError(400, "the body must be a JSON object")
-  if ("text" in body) == ("texts" in body):
-    raise RequestError(422, 'give exactly one of "text" (a string) or "texts" (a list)')
-  single = "text" in body
-  texts = [body["text"]] if single else body["texts"]
-  if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-    raise RequestError(422, '"text" must be a string and "texts" a list of strings')
-  if not texts:
-    raise RequestError(422, '"texts" is empty')
-  if len(texts) > limits.max_texts:
-    raise RequestError(413, f"{len(texts)} texts in one request; at most {limits.max_texts}")
-  for i, t in enumerate(texts):
-    if len(t) > limits.max_chars:
-      raise RequestError(413, f"text {i} has {len(t)} characters; at most {limits.max_chars}")
-  unknown = sorted(set(body) - {"text", "texts", "beam_size", "alpha"})
-  if unknown:
-    raise RequestError(422, f"unknown field(s) {', '.join(unknown)}; known: text, texts, "
-                            "beam_size, alpha")
-  beam = body.get("beam_size", default_beam)
-  if isinstance(beam, bool) or not isinstance(beam, int) or not 1 <= beam <= limits.max_beam:
-    raise RequestError(422, f"beam_size must be an integer from 1 to {limits.max_beam}, "
-                            f"got {beam!r}")
-  settings = {"beam_size": beam}
-  if "alpha" in body:
-    alpha = body["alpha"]
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 10:
-      raise RequestError(422, f"alpha must be a number from 0 to 10, got {alpha!r}")
-    settings["alpha"] = float(alpha)
-  return texts, single, settings
+class AccessLog:
+  """ASGI middleware: one JSON line per answered request, and the requests counter."""
+
+  PATHS = ("/", "/translate", "/health", "/metrics", "/openapi.json")
+
+  def __init__(self, app, server: Server):
+    self.app, self.server = app, server
+
+  async def __call__(self, scope, receive, send):
+    if scope["type"] != "http":
+      return await self.app(scope, receive, send)
+    started, status = time.perf_counter(), [500]
+
+    async def send_status(message):
+      if message["type"] == "http.response.start":
+        status[0] = message["status"]
+      await send(message)
+
+    try:
+      await self.app(scope, receive, send_status)
+    finally:
+      path = scope["path"]
+      self.server.metrics.requests.labels(path if path in self.PATHS else "other",
+                                          str(status[0])).inc()
+      client = scope.get("client") or ("", 0)
+      access_log.info(json.dumps({
+          "time": round(time.time(), 3), "client": client[0], "method": scope["method"],
+          "path": path, "status": status[0],
+          "ms": round(1000 * (time.perf_counter() - started), 1),
+          "texts": scope.get("texts", 0)}))
 
 
-class Batcher:
-  """Collects texts from concurrent requests and translates them together."""
-
-  def __init__(self, translator: Translator, limits: Limits):
-    self.translator, self.limits = translator, limits
-    self.queue: asyncio.Queue = asyncio.Queue()
-    self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
-    self.task: asyncio.Task | None = None
-    self.stats = {"requests": 0, "texts": 0, "batches": 0}  # decoded so far
-
-  def start(self) -> None:
-    self.task = asyncio.get_running_loop().create_task(self.run())
-
-  async def stop(self) -> None:
-    if self.task is not None:
-      self.task.cancel()
-    self.executor.shutdown(wait=False)
-
-  async def translate(self, texts: list[str], settings: dict) -> list[str]:
-    future = asyncio.get_running_loop().create_future()
-    await self.queue.put((texts, settings, future))
-    return await future
-
-  async def run(self) -> None:
-    loop = asyncio.get_running_loop()
-    while True:
-      pending = [await self.queue.get()]
-      size = len(pending[0][0])
-      deadline = loop.time() + self.limits.max_wait_ms / 1000
-      while size < self.limits.max_batch:
-        timeout = deadline - loop.time()
-        if timeout <= 0:
-          break
-        try:
-          item = await asyncio.wait_for(self.queue.get(), timeout)
-        except asyncio.TimeoutError:
-          break
-        pending.append(item)
-        size += len(item[0])
-      groups: dict[tuple, list] = {}
-      for item in pending:
-        groups.setdefault(tuple(sorted(item[1].items())), []).append(item)
-      for key, items in groups.items():
-        texts = [t for item in items for t in item[0]]
-        self.stats["requests"] += len(items)
-        self.stats["texts"] += len(texts)
-        self.stats["batches"] += 1
-        try:
-          out = await loop.run_in_executor(
-              self.executor, functools.partial(self.translator.translate, texts, **dict(key)))
-        except Exception as e:  # a failed batch fails its requests, not the server
-          log.exception("decoding failed")
-          for _, _, future in items:
-            if not future.done():
-              future.set_exception(e)
-          continue
-        start = 0
-        for request_texts, _, future in items:
-          if not future.done():
-            future.set_result(out[start:start + len(request_texts)])
-          start += len(request_texts)
-
-
-def create_app(translator: Translator, limits: Limits = Limits(), info: dict | None = None):
+def create_app(translator=None, limits: Limits | None = None, info: dict | None = None,
+               load: Callable[[], Any] | None = None, workers: int = 2):
+  """The Starlette app serving `translator`, or the one `load()` returns (called on a
+  thread at start-up; /health answers 503 until it has)."""
   from starlette.applications import Starlette
-  from starlette.responses import JSONResponse
+  from starlette.responses import HTMLResponse, JSONResponse, Response
   from starlette.routing import Route
 
-  batcher = Batcher(translator, limits)
-  default_beam = translator.decode_cfg.beam_size
+  limits = limits or Limits()
+  server = Server(limits, dict(info or {}), workers)
 
   async def translate(request):
+    started = time.perf_counter()
     try:
-      try:
-        body = await request.json()
-      except ValueError:
-        raise RequestError(400, "the body is not valid JSON") from None
-      texts, single, settings = parse_request(body, limits, default_beam)
+      answer, status, headers = await server.translate(request), 200, {}
     except RequestError as e:
-      return JSONResponse({"error": str(e)}, status_code=e.status)
-    t0 = time.perf_counter()
-    out = await batcher.translate(texts, settings)
-    log.debug("%d texts in %.3f s", len(texts), time.perf_counter() - t0)
-    return JSONResponse({"translation": out[0]} if single else {"translations": out})
+      answer, status, headers = {"error": str(e)}, e.status, e.headers
+    except Exception as e:  # noqa: BLE001 - a bug, answered and logged, never a hang
+      log.exception("translate failed")
+      answer, status, headers = {"error": f"internal error: {type(e).__name__}"}, 500, {}
+    server.metrics.latency.observe(time.perf_counter() - started)
+    request.scope["texts"] = len(answer.get("translations", [None] * ("translation" in answer)))
+    return JSONResponse(answer, status_code=status, headers=headers)
 
   async def health(request):
-    return JSONResponse({"status": "ok", **(info or {}), **batcher.stats})
+    status, body = server.health()
+    return JSONResponse(body, status_code=status)
+
+  async def metrics(request):
+    body, content_type = server.metrics.exposition()
+    return Response(body, media_type=content_type)
+
+  async def schema(request):
+    return JSONResponse(openapi(limits, server.engine, __version__))
+
+  async def page(request):
+    html = resources.files("seq2seq").joinpath("static/index.html").read_text("utf-8")
+    return HTMLResponse(html)
 
   async def not_found(request, exc):
-    return JSONResponse({"error": f"no route {request.method} {request.url.path}; "
-                                  "use POST /translate or GET /health"},
-                        status_code=exc.status_code)
+    return JSONResponse({"error": f"no route {request.method} {request.url.path}; see GET "
+                                  "/openapi.json"}, status_code=exc.status_code)
 
   @contextlib.asynccontextmanager
   async def lifespan(app):
-    batcher.start()
+    loading = None
+    if translator is not None:
+      server.ready(translator)
+    else:
+      async def load_then_serve():
+        try:
+          server.ready(await asyncio.get_running_loop().run_in_executor(None, load))
+          log.info("ready: %s", json.dumps(server.info))
+        except Exception as e:  # noqa: BLE001 - reported by /health and every request
+          server.failed = f"the model failed to load: {e}"
+          log.exception("loading failed")
+      loading = asyncio.get_running_loop().create_task(load_then_serve())
     yield
-    await batcher.stop()
+    if loading is not None:
+      loading.cancel()
+    if server.batcher is not None:
+      await server.batcher.stop()
 
-  return Starlette(routes=[Route("/translate", translate, methods=["POST"]),
-                           Route("/health", health, methods=["GET"])],
-                   exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan)
+  app = Starlette(routes=[Route("/", page, methods=["GET"]),
+                          Route("/translate", translate, methods=["POST"]),
+                          Route("/health", health, methods=["GET"]),
+                          Route("/metrics", metrics, methods=["GET"]),
+                          Route("/openapi.json", schema, methods=["GET"])],
+                  exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan)
+
+  app.add_middleware(AccessLog, server=server)
+  app.state.server = server
+  return app
 
 
-def main(argv=None) -> None:
+def parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-  cli.add_model_flags(p)
+  cli.add_model_flags(p, required=False)
+  p.add_argument("--model", metavar="EXPORT_DIR", help="with --engine ctranslate2: the "
+                 "directory seq2seq-export wrote (the same as --workdir)")
   cli.add_search_flags(p)
   p.add_argument("--host", default="127.0.0.1", help="address to listen on")
   p.add_argument("--port", type=int, default=8080, help="port to listen on")
+  p.add_argument("--decoders", type=int, default=2, help="batches decoded at once, each on "
+                 "a thread (one per core suits XLA:CPU and CTranslate2)")
   for f in dataclasses.fields(Limits):
     p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default,
                    help=f"limit: {f.name.replace('_', ' ')}")
+  return p
+
+
+def main(argv=None) -> None:
+  p = parser()
   args = p.parse_args(argv)
+  if args.model:
+    if args.workdir and args.workdir != args.model:
+      p.error("give --model or --workdir, not both")
+    args.workdir = args.model
+  if not args.workdir:
+    p.error("--workdir RUN (or --engine ctranslate2 --model EXPORT_DIR) is required")
   cli.check_search_flags(p, args)
   limits = Limits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Limits)})
-  if limits.max_batch < 1 or limits.max_texts < 1 or limits.max_beam < 1:
-    p.error("--max-batch, --max-texts and --max-beam must be at least 1")
+  if min(limits.max_batch, limits.max_texts, limits.max_beam, limits.max_queue,
+         limits.max_body, args.decoders) < 1 or limits.timeout_s <= 0:
+    p.error("--max-batch, --max-texts, --max-beam, --max-queue, --max-body, --decoders and "
+            "--timeout-s must be positive")
   try:
+    import prometheus_client  # noqa: F401
     import uvicorn
   except ImportError:
-    sys.exit("error: seq2seq-serve needs starlette and uvicorn: "
+    sys.exit("error: seq2seq-serve needs starlette, uvicorn and prometheus-client: "
              "pip install 'seq2seq-haiku[serve]'")
-  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-  try:
+  runtime.setup_cli_logging()  # diagnostics on stderr; the XLA cache makes restarts fast
+  to_stdout = logging.StreamHandler(sys.stdout)  # the access log: JSON lines on stdout
+  to_stdout.setFormatter(logging.Formatter("%(message)s"))
+  access_log.addHandler(to_stdout)
+  access_log.propagate = False
+
+  def load():
     translator, settings = cli.load_translator(args)
     translator.decode_cfg = settings  # the flags are the default of every request
-  except (checkpoint.CheckpointError, ValueError, OSError) as e:
-    sys.exit(f"error: {e}")
-  translator.translate(["Warm-up."])  # compile before the first request
-  info = {"workdir": args.workdir, "checkpoint": args.checkpoint}
-  uvicorn.run(create_app(translator, limits, info), host=args.host, port=args.port,
-              log_level="warning")
+    log.info("compiled the batch shapes in %.1f s", warm_up(translator, limits))
+    return translator
+
+  if args.engine == "jax":  # a wrong directory is an error now, not a failed /health
+    try:
+      checkpoint.load_config(args.workdir)
+    except checkpoint.CheckpointError as e:
+      sys.exit(f"error: {e}")
+  info = {"engine": args.engine, "model": args.workdir, "checkpoint": args.checkpoint}
+  logging.getLogger("uvicorn").setLevel(logging.WARNING)
+  logging.getLogger("uvicorn.access").disabled = True  # ours is seq2seq.serve.access
+  uvicorn.run(create_app(None, limits, info, load=load, workers=args.decoders),
+              host=args.host, port=args.port, log_config=None,  # keep this logging setup
+              timeout_graceful_shutdown=max(1, int(limits.timeout_s)))
 
 
 if __name__ == "__main__":

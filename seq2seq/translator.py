@@ -41,6 +41,7 @@ from seq2seq.outputs import (
   Sampling,
   check_request,
   encode_sources,
+  has_text,
   hypotheses_needed,
   pick,
   resolve_settings,
@@ -340,9 +341,9 @@ def hypotheses(t: Translator, texts: list[str], c: DecodeConfig, nbest: int,
                sampling: Sampling | None, first_index: int, prefixes: Sequence[str] | None
                ) -> list[list[Hypothesis]]:
   """`Translator.translate`'s hypotheses for each text, best first (one "" for empty ones)."""
-  # A text with no pieces once normalised (blank, or only control characters such as NUL)
-  # translates to "", as an empty line does.
-  nonempty = [i for i, t in enumerate(texts) if t.strip()]
+  # A text with nothing to translate (blank, control characters such as NUL, or no pieces
+  # once normalised) translates to "", as an empty line does.
+  nonempty = [i for i, t in enumerate(texts) if has_text(t)]
   ids = t.encode([texts[i] for i in nonempty],
                  [first_index + i + 1 for i in nonempty]) if nonempty else []
   kept = [k for k, x in enumerate(ids) if len(x) > 1]

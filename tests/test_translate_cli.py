@@ -109,5 +109,5 @@ def test_api_takes_a_string_or_a_list(trained_run):
   t = Translator.load(trained_run)
   one = t.translate("A dog is running.")
   assert isinstance(one, str) and one == t.translate(["A dog is running."])[0]
-  with pytest.raises(ValueError, match="beam size must be at least 1"):
+  with pytest.raises(ValueError, match=r"decode.beam_size=0: expected an integer >= 1"):
     t.translate("A dog.", beam_size=0)
