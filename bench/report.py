@@ -23,7 +23,10 @@ in the same run). Validation-only choices for a trained run (`kind` "setting": t
 averaging span, beam, α, float32 decoding, ensembles) carry `run` (the row they decode),
 `setting`, `val_bleu` and `val_lc_tok`. Proxy runs on a GPU (`kind` "proxy": a fixed
 number of updates instead of a fixed time) carry greedy val BLEU of the last checkpoint
-and of averages of 5, 10 and 20.
+and of averages of 5, 10 and 20. Server load tests (`kind` "serve", bench/serve_load.py)
+carry `engine`, `search`, `clients`, `sentences_per_s`, `share_of_batch` (of the engine's
+batch decoding in the same run), `p50_ms`, `p95_ms`, `p99_ms` and `alone_ratio` (1
+client's p50 over the engine's time for one short sentence alone, on the 1-client row).
 """
 
 import argparse
@@ -195,6 +198,15 @@ def decoding(runs):
   return table(["CPU", "engine", "search", "sentences/s", "BLEU", "JAX / CTranslate2 float32"], rows)
 
 
+def serving(runs):
+  rows = [[r["cpu"], r["engine"], r["search"], r["clients"], fmt(r["sentences_per_s"], 1),
+           f"{100 * r['share_of_batch']:.0f} %", fmt(r["p50_ms"], 0), fmt(r["p95_ms"], 0),
+           fmt(r["p99_ms"], 0), fmt(r.get("alone_ratio"))]
+          for r in runs if r["kind"] == "serve"]
+  return table(["CPU", "engine", "search", "clients", "sentences/s", "of batch decoding",
+                "p50 ms", "p95 ms", "p99 ms", "1 client p50 / engine alone"], rows)
+
+
 def settings(runs):
   """Decoding, averaging and ensembling choices scored on validation for trained runs."""
   rows = [[r["run"], r["setting"], fmt(r["val_bleu"]), fmt(r["val_lc_tok"]), r["note"]]
@@ -210,8 +222,9 @@ def proxies(runs):
 
 
 TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "past_the_hour": past_the_hour, "ablations": ablations,
-          "recipe_versions": recipe_versions, "decoding": decoding}
-DOCS = [ROOT / "README.md", ROOT / "docs" / "recipe.md", ROOT / "bench" / "README.md"]
+          "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving}
+DOCS = [ROOT / "README.md", ROOT / "docs" / "recipe.md", ROOT / "docs" / "serving.md",
+        ROOT / "bench" / "README.md"]
 
 
 def render(text, runs):

@@ -59,7 +59,7 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
                            args.engine, "--checkpoint", args.checkpoint, "--beam",
                            str(args.beam), "--max-batch", str(args.batch_size),
                            "--port", str(port), "--max-queue", "4096"], cwd=ROOT,
-                          stderr=subprocess.DEVNULL)
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   url = f"http://127.0.0.1:{port}"
   deadline = time.time() + 900
   while time.time() < deadline:

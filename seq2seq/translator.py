@@ -52,11 +52,14 @@ from seq2seq.vocab import EOS_ID, PAD_ID, cut_at_eos
 log = logging.getLogger(__name__)
 
 
-def batch_rows(sentences: int, batch_size: int) -> int:
+def batch_rows(sentences: int, batch_size: int, row_sizes: Sequence[int] = ()) -> int:
   """Rows of a decoding batch of `sentences` inputs: the next power of two, at most
-  `batch_size`. A lone sentence (translate.py on one line, the HTTP server) then runs a
-  1-row search instead of a `batch_size`-row one, at the cost of a few more compiled
-  shapes (at most log2(batch_size) + 1 per length bucket)."""
+  `batch_size`. A lone sentence (translate.py on one line) then runs a 1-row search
+  instead of a `batch_size`-row one, at the cost of a few more compiled shapes (at most
+  log2(batch_size) + 1 per length bucket). With `row_sizes`, the smallest of them that
+  holds the batch instead (the server's (1, max_batch): two shapes per length bucket)."""
+  if row_sizes:
+    return min([r for r in row_sizes if r >= sentences] or [batch_size])
   return min(batch_size, 1 << max(sentences - 1, 0).bit_length())
 
 
@@ -98,6 +101,7 @@ class Translator:
           f"{model_cfg.vocab_size} rows: the tokenizer does not belong to this checkpoint")
     self.model_cfg, self.params, self.tokenizer = model_cfg, params, tokenizer
     self.decode_cfg = decode_cfg or DecodeConfig()
+    self.row_sizes: tuple[int, ...] = ()  # the rows a decoding batch may have (batch_rows)
     self.buckets = buckets or LengthBuckets.from_config(DataConfig(), model_cfg.max_len)
     self.model = Model(model_cfg)
     for member_cfg, _ in ensemble:
@@ -157,7 +161,7 @@ class Translator:
       return chunk, np.asarray(seqs), np.asarray(scores)
 
     jobs = search_jobs(src_ids, c, self.buckets, self.model_cfg.max_len, sampling,
-                       key_indices, prefix_ids)
+                       key_indices, prefix_ids, self.row_sizes)
     for chunk, seqs, scores in in_order(search, jobs, c.workers):
       yield {i: [(seqs[row, k], float(scores[row, k])) for k in range(min(nbest, seqs.shape[1]))]
              for row, i in enumerate(chunk)}
@@ -173,7 +177,7 @@ class Translator:
     run = bound_search(self._search.lower, self.all_params(params), c, None, 1)
     seen = set()
     for _, args in search_jobs(src_ids, c, self.buckets, self.model_cfg.max_len,
-                                 None, None, None):
+                                 None, None, None, self.row_sizes):
       shape = (args["src_BS"].shape, args["max_steps"])
       if shape not in seen:
         seen.add(shape)
@@ -303,7 +307,8 @@ def encode_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], rows: Sequenc
 def search_jobs(src_ids: Sequence[np.ndarray], c: DecodeConfig, buckets: LengthBuckets,
                 model_max_len: int,
                  sampling: Sampling | None, key_indices: Sequence[int] | None,
-                 prefix_ids: Sequence[np.ndarray] | None) -> Iterator[tuple[list[int], dict]]:
+                 prefix_ids: Sequence[np.ndarray] | None, row_sizes: Sequence[int] = ()
+                 ) -> Iterator[tuple[list[int], dict]]:
   """(input indices, the search's array arguments) of each batch, shortest first:
   sources padded to their length bucket in `batch_rows` rows, with the batch's step
   limit, sampling keys and forced prefixes."""
@@ -315,7 +320,7 @@ def search_jobs(src_ids: Sequence[np.ndarray], c: DecodeConfig, buckets: LengthB
   for start in range(0, len(order), c.batch_size):
     chunk = order[start:start + c.batch_size]
     length = buckets.length_for(max(len(src_ids[i]) for i in chunk))
-    rows = batch_rows(len(chunk), c.batch_size)
+    rows = batch_rows(len(chunk), c.batch_size, row_sizes)
     src = np.full((rows, length), PAD_ID, np.int32)
     src[:, 0] = EOS_ID  # filler rows: a one-token source, discarded below
     for row, i in enumerate(chunk):

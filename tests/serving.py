@@ -62,16 +62,17 @@ def get(url):
 
 def post(url, body, raw: bytes | None = None, content_type="application/json",
          timeout: float = 300, headers: dict | None = None):
-  """(status, JSON answer) of POST /translate; with `headers`, the answer's go there."""
+  """(status, JSON answer) of POST /translate; with `headers`, the answer's go there
+  (names in lower case)."""
   data = raw if raw is not None else json.dumps(body).encode()
   request = urllib.request.Request(url + "/translate", data=data,
                                    headers={"Content-Type": content_type})
   try:
     with urllib.request.urlopen(request, timeout=timeout) as r:
       if headers is not None:
-        headers.update(r.headers)
+        headers.update((k.lower(), v) for k, v in r.headers.items())
       return r.status, json.loads(r.read())
   except urllib.error.HTTPError as e:
     if headers is not None:
-      headers.update(e.headers)
+      headers.update((k.lower(), v) for k, v in e.headers.items())
     return e.code, json.loads(e.read())

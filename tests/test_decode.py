@@ -461,6 +461,8 @@ def test_translator_reuses_compiled_search(trained_run):
 def test_batch_rows_are_powers_of_two_up_to_the_batch_size():
   assert [batch_rows(n, 64) for n in (1, 2, 3, 5, 8, 9, 33, 64)] == [1, 2, 4, 8, 8, 16, 64, 64]
   assert batch_rows(5, 6) == 6 and batch_rows(1, 6) == 1
+  # the server's two sizes: a lone sentence, else a full batch
+  assert [batch_rows(n, 64, (1, 64)) for n in (1, 2, 33, 64)] == [1, 64, 64, 64]
 
 
 @pytest.mark.parametrize("n,k", [(8000, 10), (1000, 6), (8001, 2), (8009, 5), (40, 4)])

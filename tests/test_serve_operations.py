@@ -43,7 +43,7 @@ def test_overload_gets_429_with_retry_after_never_a_5xx_and_memory_stays_flat(tr
         except OSError as e:  # a dropped connection: never expected
           outcomes.append(("dropped", repr(e)))
           continue
-        outcomes.append((status, headers.get("Retry-After")))
+        outcomes.append((status, headers.get("retry-after")))
         if status == 429:
           time.sleep(0.05)
 
@@ -83,7 +83,10 @@ def test_sigterm_answers_every_accepted_request_then_exits(trained_run):
     results = [a.result() for a in answers]
   assert [status for status, _ in results] == [200] * 16
   proc.wait(timeout=120)
-  assert proc.returncode == 0
+  # uvicorn shuts down gracefully, then re-raises the signal for the default exit status
+  assert proc.returncode in (0, -signal.SIGTERM)
+  proc.log.seek(0)
+  assert b"Traceback" not in proc.log.read()
 
 
 @pytest.fixture(scope="module")
