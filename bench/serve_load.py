@@ -2,20 +2,22 @@
 engine and search in the same run.
 
   python bench/serve_load.py --workdir RUN_DIR [--engine jax|ctranslate2] [--beam 1] \
-      [--clients 1,8,64] [--seconds 30] [--checkpoint best]
+      [--clients 1,8,64] [--seconds 30] [--checkpoint best] [--decoders 2]
 
 First, in this process, the engine's own speeds on test_2016_flickr: batch decoding
 (batches of --batch-size, as bench/decode_speed.py: the median of three passes after a
 first that compiles) and the time of one short sentence alone (the median of 30). Then
 the engine is freed, the server started on 127.0.0.1 with the same model and search, and
 for each client count that many threads each send one test sentence per request, back to
-back, for --seconds. Reports sentences/s (and its share of batch decoding), p50/p95/p99
+back on a kept-alive connection, for --seconds. Reports sentences/s (and its share of batch decoding), p50/p95/p99
 latency, 429s, and checks every answer against the server's own answer to that sentence
 alone. The last line is the JSON of all figures.
 """
 
 import argparse
 import gc
+import http.client
+import json
 import statistics
 import subprocess
 import sys
@@ -58,6 +60,7 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
   proc = subprocess.Popen([sys.executable, "-m", "seq2seq.serve", *model, "--engine",
                            args.engine, "--checkpoint", args.checkpoint, "--beam",
                            str(args.beam), "--max-batch", str(args.batch_size),
+                           "--decoders", str(args.decoders),
                            "--port", str(port), "--max-queue", "4096"], cwd=ROOT,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   url = f"http://127.0.0.1:{port}"
@@ -80,12 +83,18 @@ def load(url, lines, clients, seconds, expected) -> dict:
   counter = iter(range(10**9))
   stop_at = time.perf_counter() + seconds
 
+  host, port = url.removeprefix("http://").split(":")
+
   def client():
+    connection = http.client.HTTPConnection(host, int(port), timeout=600)  # kept alive
     while time.perf_counter() < stop_at:
       with lock:
         text = lines[next(counter) % len(lines)]
       t = time.perf_counter()
-      status, body = post(url, {"text": text}, timeout=600)
+      connection.request("POST", "/translate", json.dumps({"text": text}),
+                         {"Content-Type": "application/json"})
+      response = connection.getresponse()
+      status, body = response.status, json.loads(response.read())
       with lock:
         if status == 429:
           refused[0] += 1
@@ -120,6 +129,7 @@ def main():
   p.add_argument("--seconds", type=float, default=30.0, help="per client count")
   p.add_argument("--beam", type=int, default=1)
   p.add_argument("--batch-size", type=int, default=64)
+  p.add_argument("--decoders", type=int, default=2, help="the server's --decoders")
   args = p.parse_args()
   enable_compilation_cache()
   lines = read_lines(args.src)
@@ -146,7 +156,7 @@ def main():
     print(f"1 client p50 / the engine's time for one short sentence: "
           f"{one['p50_ms'] / engine['one_short_sentence_ms']:.2f}")
   report({"benchmark": "serve_load", "workdir": args.workdir, "engine": args.engine,
-          "beam": args.beam, "batch_size": args.batch_size, **engine, "rows": rows,
+          "beam": args.beam, "batch_size": args.batch_size, "decoders": args.decoders, **engine, "rows": rows,
           "machine": machine()})
 
 
