@@ -348,7 +348,7 @@ def test_batches_searched_at_once_give_the_same_translations_in_order(trained_ru
     for a, b in zip(one_at_a_time, concurrent, strict=True):
       np.testing.assert_array_equal(a[0][0], b[0][0])
       assert a[0][1] == b[0][1]
-  with pytest.raises(ValueError, match="decoding workers must be at least 1"):
+  with pytest.raises(ValueError, match=r"decode.workers=0: expected an integer >= 1"):
     Translator.load(trained_run, workers=0).translate("A dog.")
 
 
@@ -373,7 +373,7 @@ def test_shrinking_batches_change_no_translation(trained_run):
     for a, b in zip(full, shrunk, strict=True):
       np.testing.assert_array_equal(a[0][0], b[0][0])
       np.testing.assert_allclose(a[0][1], b[0][1], rtol=1e-5, atol=1e-6)
-  with pytest.raises(ValueError, match="decode.min_rows must be at least 0"):
+  with pytest.raises(ValueError, match=r"decode.min_rows=-1: expected an integer >= 0"):
     Translator.load(trained_run, min_rows=-1).translate("A dog.")
 
 
@@ -430,7 +430,7 @@ def test_sooner_stops_find_no_better_than_the_exact_search(trained_run, stop):
     assert score_sooner <= score_exact + 1e-5
     if abs(score_sooner - score_exact) <= 1e-5:
       np.testing.assert_array_equal(ids_sooner, ids_exact)
-  with pytest.raises(ValueError, match="decode.beam_stop must be one of exact, current"):
+  with pytest.raises(ValueError, match="decode.beam_stop='soon': expected one of 'exact', 'current'"):
     Translator.load(trained_run, beam_stop="soon").translate("A dog.", beam_size=2)
 
 

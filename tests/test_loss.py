@@ -74,7 +74,7 @@ def test_chunked_output_loss_equals_the_full_logits(tied, dtype, matmul_dtype):
   for k in SUM_KEYS:
     np.testing.assert_allclose(got[k], want[k], rtol=tol)
   assert got["tokens"] == 18
-  with pytest.raises(ValueError, match="train.loss_chunk must be >= 0"):
+  with pytest.raises(ValueError, match=r"train.loss_chunk=-1: expected an integer >= 0"):
     DataParallelSteps(Config(model=cfg, train=TrainConfig(loss_chunk=-1)), model)
   if low_precision:
     return  # bfloat16 gradients of both forms differ by their own rounding: sums only

@@ -79,9 +79,8 @@ def test_translator_returns_the_mbr_choice_among_its_beam(trained_run):
 
 
 def test_a_bad_mbr_setting_is_refused_before_decoding(trained_run):
-  t = Translator.load(trained_run, mbr="bleu", mbr_weights="softmax")
-  with pytest.raises(ValueError, match="MBR weights must be one of uniform, model"):
-    t.translate(["A dog."])
+  with pytest.raises(ValueError, match="decode.mbr_weights='softmax': expected one of 'model'"):
+    Translator.load(trained_run, mbr="bleu", mbr_weights="softmax")
 
 
 def test_evaluate_cli_scores_the_mbr_choice(trained_run, tmp_path):

@@ -70,7 +70,7 @@ def test_dropout_ramp_starts_without_dropout_and_reaches_the_configured_rate():
   assert loss(ramped, 2) not in (pytest.approx(loss(plain, 2)), pytest.approx(loss(none, 2)))
   assert [float(dropout_scale(s, 4)) for s in (0, 1, 2, 4, 100)] == [0.0, 0.25, 0.5, 1, 1]
   assert dropout_scale(3, 0) is None
-  with pytest.raises(ValueError, match="dropout_ramp_steps=-1: expected a number"):
+  with pytest.raises(ValueError, match=r"dropout_ramp_steps=-1: expected an integer >= 0"):
     TrainConfig(dropout_ramp_steps=-1)
 
 
