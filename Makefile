@@ -33,7 +33,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 # One pytest worker per core (pytest-xdist), each test file on one worker so that a file's
-# module fixtures are built once: ~8.5 minutes on 2 cores.
+# module fixtures are built once: ~20 minutes on 2 cores.
 PYTEST := -m pytest -q -n auto --dist loadfile tests
 
 test: lint
