@@ -186,12 +186,12 @@ def _writing(kind: str, step: int, root: Path, size: int, previous: Path | None)
   """Turns any failure of a save into one CheckpointError naming the path, the space
   needed and free, and the previous checkpoint (intact); orbax's own error logs of the
   failed save are silenced, the partial files removed."""
+  probe = root if root.exists() else next(p for p in root.parents if p.exists())
   try:
-    probe = root if root.exists() else next(p for p in root.parents if p.exists())
-    free = shutil.disk_usage(probe).free
-    if free < size:
+    if shutil.disk_usage(probe).free < size:
       raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    yield
+    with _quiet():
+      yield
   except Exception as e:
     _remove_partial(root)
     kept = f"the previous one, {previous}, is intact" if previous else "there was none before"
@@ -237,7 +237,7 @@ def _write_step(root: Path, kind: str, step: int, items: dict[str, Any], size: i
   old_steps = steps_in(root)
   previous = root / str(old_steps[-1]) if old_steps else None
   final, staging, old = root / str(step), root / f".{step}.new", root / f".{step}.old"
-  with _quiet(), _writing(kind, step, root, size, previous):
+  with _writing(kind, step, root, size, previous):
     root.mkdir(parents=True, exist_ok=True)
     if _primary():
       _remove(staging)
@@ -270,7 +270,7 @@ class Checkpointer:
     params, opt_state = _to_host(params), _to_host(opt_state)
     root = Path(self.latest.directory)
     previous = self.latest.latest_step()
-    with _quiet(), _writing("latest", step, root, _nbytes(params, opt_state),
+    with _writing("latest", step, root, _nbytes(params, opt_state),
                   None if previous is None else root / str(previous)):
       self.latest.save(step, args=ocp.args.Composite(
           params=ocp.args.StandardSave(params), opt_state=ocp.args.StandardSave(opt_state),
@@ -364,23 +364,21 @@ def load_params(workdir: str | os.PathLike, name: str, model_cfg: ModelConfig):
   mismatch = (f"{path}: parameters do not match the model in config.json (different "
               "architecture or vocabulary size)")
   shapes = lambda tree: jax.tree_util.tree_map(lambda x: tuple(x.shape), tree)
-  try:
+  damaged = lambda e: CheckpointError(f"{path} cannot be read (a damaged or partial "
+                                      f"checkpoint): {first_line(e)}")
+  try:  # the saved shapes first: another model is told apart from a damaged file
     with _quiet(), ocp.StandardCheckpointer() as ckptr:
       saved = ckptr.metadata((path / "params").absolute()).item_metadata
     saved = dict(getattr(saved, "tree", saved))
   except Exception as e:  # noqa: BLE001 - tensorstore and orbax raise many kinds
-    raise CheckpointError(f"{path} cannot be read (a damaged or partial checkpoint): "
-                          f"{first_line(e)}") from e
+    raise damaged(e) from e
   if shapes(saved) != shapes(expected):
     raise CheckpointError(mismatch)
   try:
     with _quiet(), ocp.Checkpointer(ocp.CompositeCheckpointHandler()) as ckptr:
       restored = ckptr.restore(path.absolute(), args=ocp.args.Composite(**items))
   except Exception as e:  # noqa: BLE001
-    raise CheckpointError(f"{path} cannot be read (a damaged or partial checkpoint): "
-                          f"{first_line(e)}") from e
-  if shapes(restored["params"]) != shapes(expected):
-    raise CheckpointError(mismatch)
+    raise damaged(e) from e
   meta = dict(restored["meta"]) if "meta" in items else {}
   check_crc(path, meta, params=restored["params"])
   return restored["params"], meta

@@ -178,7 +178,8 @@ def create_app(translator=None, limits: Limits | None = None, info: dict | None 
       log.exception("translate failed")
       answer, status, headers = {"error": f"internal error: {type(e).__name__}"}, 500, {}
     server.metrics.latency.observe(time.perf_counter() - started)
-    request.scope["texts"] = len(answer.get("translations", [None] * ("translation" in answer)))
+    request.scope["texts"] = (len(answer["translations"]) if "translations" in answer
+                              else int("translation" in answer))  # for the access log
     return JSONResponse(answer, status_code=status, headers=headers)
 
   async def health(request):

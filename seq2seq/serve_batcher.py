@@ -176,8 +176,8 @@ class Batcher:
       self.busy -= 1
       self.wakeup.set()
     seconds = time.perf_counter() - started
-    self.rate = 0.8 * self.rate + 0.2 * len(texts) / max(seconds, 1e-6) if self.rate else (
-        len(texts) / max(seconds, 1e-6))
+    rate = len(texts) / max(seconds, 1e-6)
+    self.rate = 0.8 * self.rate + 0.2 * rate if self.rate else rate
     self.metrics.batch.observe(len(texts))
     self.metrics.decode.observe(seconds)
     self.metrics.texts.inc(len(texts))
