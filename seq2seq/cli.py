@@ -16,6 +16,7 @@ import difflib
 import importlib.util
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import ml_collections
@@ -111,15 +112,13 @@ def config_epilog() -> str:
   return "\n".join(lines)
 
 
-def load_config_file(value: str) -> ml_collections.ConfigDict:
-  """`get_config()` (or `get_config(ARG)` for `VALUE:ARG`) of a preset or a config file."""
+def load_config_module(value: str):
+  """The module of a preset or config file (`VALUE` or `VALUE:ARG`) and its `ARG`."""
   path, _, arg = presets.config_file(value).partition(":")  # checks that the file exists
   spec = importlib.util.spec_from_file_location("seq2seq_user_config", path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  cfg = module.get_config(arg) if arg else module.get_config()
-  cfg.lock()
-  return cfg
+  return module, arg
 
 
 def _parse_value(text: str, current: Any, name: str) -> Any:
@@ -180,10 +179,17 @@ def split_overrides(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
   return rest, overrides
 
 
-def training_config(value: str, overrides: list[tuple[str, str]]) -> Config:
-  """The typed config of `--config VALUE` with the overrides applied."""
-  cfg = load_config_file(value)
+def training_config(value: str, overrides: list[tuple[str, str]],
+                    workdir: str | None = None) -> Config:
+  """The typed config of `--config VALUE` with the overrides applied. A config file that
+  defines `complete(cfg, given, workdir)` (configs/auto.py) then chooses the fields that
+  the overrides (`given`, "section.field" names) leave to it."""
+  module, arg = load_config_module(value)
+  cfg = module.get_config(arg) if arg else module.get_config()
+  cfg.lock()
   apply_overrides(cfg, overrides)
+  if hasattr(module, "complete"):
+    module.complete(cfg, {name for name, _ in overrides}, Path(workdir or "."))
   return Config.from_dict(cfg)
 
 

@@ -10,6 +10,7 @@ gives; layers.py and loss.py call only these:
   materialize(x, token)               identity; x and its gradient get their own buffer
   layer_norm(x, scale, offset)        hk.LayerNorm's function, with its own gradient
   rounded_products_unsupported(...)   why a backend cannot run rounded products, or None
+  layer_product_seconds()             a layer's products timed with each operand dtype
   fastest_operand_dtype()             float32 or bfloat16 operands, timed on this machine
 
 The tests compare each with its plain JAX meaning (tests/test_kernels.py).
@@ -80,18 +81,13 @@ def rounded_products_unsupported(dtype: str, backend: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
-def fastest_operand_dtype(backend: str | None = None) -> tuple[str, str]:
-  """("bfloat16" or "float32", why): the operand dtype whose products run faster here.
-
-  Times a transformer layer's products at the Multi30k recipe's sizes (2,048 tokens,
-  width 128, feed-forward 512), forward and backward, with each operand dtype, in turns
-  (5 rounds), once per process. bfloat16 operands pay only where the CPU multiplies
-  them in hardware (AMX, AVX-512 BF16): elsewhere XLA converts them and float32 is
-  faster. Keeps float32 unless bfloat16 is at least 5 % faster.
-  """
+def layer_product_seconds(backend: str | None = None) -> dict[str, float]:
+  """{operand dtype: seconds} of a transformer layer's products at the Multi30k recipe's
+  sizes (2,048 tokens, width 128, feed-forward 512), forward and backward, best of 5
+  rounds taken in turns, once per process; only the dtypes this backend runs."""
   backend = backend or jax.default_backend()
-  if why := rounded_products_unsupported("bfloat16", backend):
-    return "float32", f"this {backend} backend does not run them ({why})"
+  dtypes = ["float32"] + ([] if rounded_products_unsupported("bfloat16", backend)
+                          else ["bfloat16"])
   device = jax.devices(backend)[0]
   keys = jax.random.split(jax.random.PRNGKey(0), 3)
   x, w1, w2 = (jax.device_put(jax.random.normal(k, s), device)
@@ -105,7 +101,7 @@ def fastest_operand_dtype(backend: str | None = None) -> tuple[str, str]:
     jax.block_until_ready(step(x, w1, w2))  # compile
     return step
 
-  steps = {d: program(d) for d in ("float32", "bfloat16")}
+  steps = {d: program(d) for d in dtypes}
   best = {d: float("inf") for d in steps}
   for _ in range(5):
     for d, step in steps.items():
@@ -113,6 +109,20 @@ def fastest_operand_dtype(backend: str | None = None) -> tuple[str, str]:
       for _ in range(3):
         jax.block_until_ready(step(x, w1, w2))
       best[d] = min(best[d], (time.perf_counter() - t) / 3)
+  return best
+
+
+@functools.lru_cache(maxsize=None)
+def fastest_operand_dtype(backend: str | None = None) -> tuple[str, str]:
+  """("bfloat16" or "float32", why): the operand dtype whose products run faster here
+  (`layer_product_seconds`). bfloat16 operands pay only where the CPU multiplies them in
+  hardware (AMX, AVX-512 BF16): elsewhere XLA converts them and float32 is faster.
+  Keeps float32 unless bfloat16 is at least 5 % faster.
+  """
+  backend = backend or jax.default_backend()
+  if why := rounded_products_unsupported("bfloat16", backend):
+    return "float32", f"this {backend} backend does not run them ({why})"
+  best = layer_product_seconds(backend)
   ratio = best["float32"] / best["bfloat16"]
   dtype = "bfloat16" if ratio >= 1.05 else "float32"
   return dtype, (f"a layer's products took {best['bfloat16'] * 1e3:.2f} ms with bfloat16 "

@@ -51,9 +51,11 @@ def main(argv=None) -> None:
   if args.config is None or args.workdir is None:
     cli.usage_error(prog, "--config and --workdir are required (--help lists the options)")
   try:
-    cfg = cli.training_config(args.config, overrides)
     devices = ([int(i) for i in args.local_device_ids.split(",")]
                if args.local_device_ids else None)
+    cfg_module, _ = cli.load_config_module(args.config)
+    if not hasattr(cfg_module, "complete"):  # checked before the cluster starts
+      cfg = cli.training_config(args.config, overrides)
   except (ValueError, TypeError) as e:
     cli.usage_error(prog, e)
   runtime.quiet_libraries()
@@ -65,6 +67,10 @@ def main(argv=None) -> None:
   from seq2seq.trainer import train  # JAX's backend starts only after the cluster is set
 
   try:
+    if hasattr(cfg_module, "complete"):  # it measures the machine: after the cluster
+      Path(args.workdir).mkdir(parents=True, exist_ok=True)
+      runtime.setup_run_logging(Path(args.workdir), to_file=distributed.is_primary())
+      cfg = cli.training_config(args.config, overrides, args.workdir)
     summary = train(cfg, args.workdir)
   except (corpus.DataError, checkpoint.CheckpointError, tokenizer.TokenizerMismatchError,
           FloatingPointError, ValueError) as e:
