@@ -47,7 +47,7 @@ def config(args):
 
 
 def generate(args) -> dict:
-  from seq2seq.corpus import read_lines
+  from seq2seq.textfiles import read_lines
   t0 = time.time()
   src = [s.split() for s in read_lines(Path(args.multi30k) / "train.en.gz")]
   tgt = [s.split() for s in read_lines(Path(args.multi30k) / "train.de.gz")]
@@ -82,11 +82,11 @@ def generate(args) -> dict:
 
 def prepare(args) -> dict:
   """The steps of `corpus.prepare`, each timed."""
-  from seq2seq import corpus, tokenizer
+  from seq2seq import corpus, data_source, tokenizer
   cfg = config(args)
   t = {}
   t0 = time.time()
-  ds = corpus.drop_empty(corpus.load_split(cfg.data, "train"))
+  ds = corpus.drop_empty(data_source.load_split(cfg.data, "train"))
   t["to_datasets_s"] = time.time() - t0
   t["peak_rss_mib_after_datasets"] = peak_rss_mib()
   t0 = time.time()

@@ -29,8 +29,8 @@ from pathlib import Path
 import sacrebleu
 
 from seq2seq import export
-from seq2seq.corpus import read_lines
 from seq2seq.runtime import enable_compilation_cache
+from seq2seq.textfiles import read_lines
 from seq2seq.translator import Translator
 
 from common import MULTI30K, machine, peak_rss_mib, report

@@ -27,6 +27,10 @@ and of averages of 5, 10 and 20. Server load tests (`kind` "serve", bench/serve_
 carry `engine`, `search`, `clients`, `sentences_per_s`, `share_of_batch` (of the engine's
 batch decoding in the same run), `p50_ms`, `p95_ms`, `p99_ms` and `alone_ratio` (1
 client's p50 over the engine's time for one short sentence alone, on the 1-client row).
+The automatic recipe against the hand-tuned one (`kind` "auto", bench/auto_recipe.py)
+carries `case` (en-de, de-en, subset10k), `arm` (hand or auto), `minutes`, `updates`,
+`val_bleu` (averaged checkpoint, beam 5 at the recipe's α), `settings` (the fields the
+arms differ in) and `plan` (the automatic recipe's measurements; null for the hand arm).
 """
 
 import argparse
@@ -207,6 +211,26 @@ def serving(runs):
                 "p50 ms", "p95 ms", "p99 ms", "1 client p50 / engine alone"], rows)
 
 
+def auto_recipe(runs):
+  """Each case's two arms, side by side, with the difference in val BLEU."""
+  rows, arms = [], {}
+  for r in runs:
+    if r["kind"] == "auto":
+      arms.setdefault((r["case"], r["minutes"], r["cpu"]), {})[r["arm"]] = r
+  for (case, minutes, cpu), pair in arms.items():
+    hand, auto = pair.get("hand"), pair.get("auto")
+    s = auto["settings"] if auto else {}
+    rows.append([case, cpu, f"{minutes:g}", fmt(hand and hand["val_bleu"]),
+                 f"{hand['updates']:,}" if hand else "—", fmt(auto and auto["val_bleu"]),
+                 f"{auto['updates']:,}" if auto else "—",
+                 fmt(auto["val_bleu"] - hand["val_bleu"]) if hand and auto else "—",
+                 (f"vocab {s['vocab_size']:,}, dropout {s['dropout']}, smoothing "
+                  f"{s['label_smoothing']}, warmup {s['warmup_steps']}, checkpoints every "
+                  f"{s['checkpoint_every']}") if s else "—"])
+  return table(["case", "CPU", "minutes", "hand val sacreBLEU", "hand updates",
+                "auto val sacreBLEU", "auto updates", "auto − hand", "auto chose"], rows)
+
+
 def settings(runs):
   """Decoding, averaging and ensembling choices scored on validation for trained runs."""
   rows = [[r["run"], r["setting"], fmt(r["val_bleu"]), fmt(r["val_lc_tok"]), r["note"]]
@@ -222,7 +246,7 @@ def proxies(runs):
 
 
 TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "past_the_hour": past_the_hour, "ablations": ablations,
-          "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving}
+          "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe}
 DOCS = [ROOT / "README.md", ROOT / "docs" / "recipe.md", ROOT / "docs" / "serving.md",
         ROOT / "bench" / "README.md"]
 

@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from seq2seq.corpus import read_lines
 from seq2seq.runtime import enable_compilation_cache
+from seq2seq.textfiles import read_lines
 from seq2seq.translator import Translator
 
 from common import MULTI30K

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from seq2seq import subword_sampling
-from seq2seq.corpus import read_lines
+from seq2seq.textfiles import read_lines
 from seq2seq.tokenizer import Tokenizer
 
 

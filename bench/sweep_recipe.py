@@ -48,7 +48,7 @@ def score(workdir: str, spans: list[int], beam: int, alpha: float) -> dict:
   """Validation BLEU of the run: greedy during training, and averaged + beam at the end."""
   import sacrebleu
 
-  from seq2seq import checkpoint, corpus
+  from seq2seq import checkpoint, data_source
   bleu = lambda hyps, refs: sacrebleu.corpus_bleu(hyps, [refs]).score
   from seq2seq.translator import Translator
 
@@ -56,7 +56,7 @@ def score(workdir: str, spans: list[int], beam: int, alpha: float) -> dict:
   val = [r for r in rows if r["kind"] == "val"]
   train = [r for r in rows if r["kind"] == "train"]
   cfg = checkpoint.load_config(workdir)
-  ds = corpus.load_split(cfg.data, cfg.data.val_split)
+  ds = data_source.load_split(cfg.data, cfg.data.val_split)
   sources, refs = list(ds["src"]), list(ds["tgt"])
   result = {"steps": train[-1]["step"], "epochs": train[-1]["epoch"],
             "minutes": round(train[-1]["elapsed"] / 60, 1),

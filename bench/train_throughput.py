@@ -20,7 +20,7 @@ import jax
 import numpy as np
 from matmul_ceiling import measure as matmul_gflops
 
-from seq2seq import corpus, flops, input_pipeline, tokenizer
+from seq2seq import corpus, data_source, flops, input_pipeline, tokenizer
 from seq2seq.config import PRESETS, Config, DataConfig, TrainConfig
 from seq2seq.model import Model
 from seq2seq.runtime import enable_compilation_cache
@@ -72,7 +72,7 @@ def main():
   data_cfg = DataConfig(dir=args.data,
                         max_tokens=args.max_tokens, pack_length=args.pack_length)
   cfg = Config(model=model_cfg, data=data_cfg, train=TrainConfig(warmup_steps=4000))
-  ds = corpus.load_split(data_cfg, "train")
+  ds = data_source.load_split(data_cfg, "train")
   tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), model_cfg.vocab_size)
   encoded = corpus.encode_dataset(tok, ds)
   steps = Steps(cfg, Model(model_cfg))

@@ -14,7 +14,7 @@ import time
 
 import sacrebleu
 
-from seq2seq import checkpoint, corpus
+from seq2seq import checkpoint, data_source
 from seq2seq.evaluate_lib import lowercase_tokenized_bleu
 from seq2seq.runtime import setup_cli_logging
 from seq2seq.translator import Translator
@@ -34,7 +34,7 @@ def main():
   args = p.parse_args()
   setup_cli_logging()
   cfg = checkpoint.load_config(args.workdir)
-  ds = corpus.load_split(cfg.data, cfg.data.val_split)
+  ds = data_source.load_split(cfg.data, cfg.data.val_split)
   sources, refs = list(ds["src"]), list(ds["tgt"])
   rows = []
   for len_a, stop in itertools.product((float(x) for x in args.len_a.split(",")),

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import sacrebleu
 
-from seq2seq import checkpoint, corpus, mbr
+from seq2seq import checkpoint, data_source, mbr
 from seq2seq.evaluate_lib import lowercase_tokenized_bleu
 from seq2seq.outputs import Sampling
 from seq2seq.runtime import setup_cli_logging
@@ -47,7 +47,7 @@ def main():
   args = p.parse_args()
   setup_cli_logging()
   cfg = checkpoint.load_config(args.workdir)
-  ds = corpus.load_split(cfg.data, cfg.data.val_split)
+  ds = data_source.load_split(cfg.data, cfg.data.val_split)
   sources, refs = list(ds["src"]), list(ds["tgt"])
   translator = Translator.load(args.workdir, args.checkpoint)
   alpha = translator.settings(alpha=args.alpha).alpha

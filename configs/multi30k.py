@@ -9,7 +9,7 @@ and every alternative tried: docs/recipe.md.
 """
 
 from seq2seq import presets
-from seq2seq.config import default_config
+from seq2seq.config import MULTI30K_BUCKETS, default_config
 
 
 def get_config(folder: str | None = None):
@@ -24,6 +24,8 @@ def get_config(folder: str | None = None):
     cfg.data.hub = presets.MULTI30K_HUB
   # The Hub calls the splits validation and test; the recipe keeps the release's names.
   cfg.data.hub_splits = "val=validation,test_2016_flickr=test"
+  cfg.data.test_split = "test_2016_flickr"
+  cfg.data.bucket_boundaries = MULTI30K_BUCKETS  # fine steps where its sentences are
   cfg.model.positional = "rotary"  # RoPE in self-attention: more learned per update
   # bfloat16 operands (float32 products) where the CPU multiplies them faster, else float32
   cfg.model.matmul_dtype = "auto"

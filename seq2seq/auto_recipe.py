@@ -45,6 +45,7 @@ class Measurements:
   mean_target_chars: float  # mean characters of a target sentence
   minutes: float  # train.max_minutes
   probe_seconds: float  # a layer's products in the faster operand dtype
+  word_types: int = 1_000_000  # distinct space-separated words of both sides (sampled)
 
 
 def _round_to(x: float, step: int) -> int:
@@ -78,6 +79,8 @@ def plan(m: Measurements) -> tuple[dict[str, Any], dict[str, str]]:
   updates = estimated_updates(m, preset, max_tokens)
   epochs = planned_epochs(m, updates, max_tokens)
   vocab = min(max(_round_to(8000 * math.sqrt(m.pairs / 29_000), 1000), 2000), 32_000)
+  # SentencePiece cannot make more pieces than a small corpus has: at most twice its words
+  vocab = min(vocab, max(100 * (2 * m.word_types // 100), 100))
   many = epochs >= 20
   checkpoint_every = min(max(_round_to(updates / 100, 25), 25), 1000)
   eval_every = checkpoint_every * max(math.ceil(updates / 10 / checkpoint_every), 1)
@@ -89,7 +92,8 @@ def plan(m: Measurements) -> tuple[dict[str, Any], dict[str, str]]:
       "model.encoder_layers": (model.encoder_layers, f"the `{preset}` preset"),
       "model.decoder_layers": (model.decoder_layers, f"the `{preset}` preset"),
       "model.vocab_size": (vocab, "8,000 x sqrt(pairs / 29,000), to 1,000, within 2,000-"
-                           "32,000 (8,000 was best on 29,000 pairs; 4,000 and 6,000 lost)"),
+                           "32,000 and at most twice the distinct words (8,000 was best on "
+                           "29,000 pairs; 4,000 and 6,000 lost)"),
       "model.positional": ("rotary", "more learned per update than sinusoidal"),
       "model.matmul_dtype": ("auto", "bfloat16 operands where this CPU runs them faster"),
       "model.dropout": (0.2 if many else 0.1, f"{epochs:.0f} planned epochs: 0.2 from 20 "
@@ -121,13 +125,16 @@ def plan(m: Measurements) -> tuple[dict[str, Any], dict[str, str]]:
   return ({k: v for k, (v, _) in choices.items()}, {k: w for k, (_, w) in choices.items()})
 
 
-def measure_corpus(cfg: Config) -> tuple[int, float]:
-  """(training pairs after cleaning, mean target characters of up to 20,000 of them)."""
+def measure_corpus(cfg: Config, workdir: Path) -> tuple[int, float, int]:
+  """(training pairs after cleaning, mean target characters and distinct words of both
+  sides of up to 20,000 of them)."""
   from seq2seq import corpus
-  ds = corpus.training_pairs(cfg)
+  ds = corpus.training_pairs(cfg, workdir)
   rows = np.random.default_rng([cfg.data.seed, 3]).choice(len(ds), min(len(ds), 20_000),
                                                           replace=False)
-  return len(ds), float(np.mean([len(t) for t in ds.select(np.sort(rows))["tgt"]]))
+  sample = ds.select(np.sort(rows))
+  words = {w for side in ("src", "tgt") for text in sample[side] for w in text.split()}
+  return len(ds), float(np.mean([len(t) for t in sample["tgt"]])), len(words)
 
 
 def complete(cfg: ml_collections.ConfigDict, given: set[str], workdir: Path) -> None:
@@ -139,11 +146,11 @@ def complete(cfg: ml_collections.ConfigDict, given: set[str], workdir: Path) -> 
   else:
     from seq2seq import distributed, kernels
     minutes = cfg.train.max_minutes if "train.max_minutes" in given else DEFAULT_MINUTES
-    pairs, chars = measure_corpus(Config.from_dict(cfg))
+    pairs, chars, words = measure_corpus(Config.from_dict(cfg), Path(workdir))
     seconds = kernels.layer_product_seconds()
     probe = min(seconds.values())
     probe = distributed.agree_int(int(probe * 1e7)) / 1e7  # process 0's measurement
-    m = Measurements(pairs, chars, minutes, probe)
+    m = Measurements(pairs, chars, minutes, probe, words)
     choices, reasons = plan(m)
     updates = estimated_updates(m, "compact", 2048)
     summary = (f"{pairs:,} pairs of {chars:.0f} target characters on average, "

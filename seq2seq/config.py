@@ -118,28 +118,49 @@ PRESETS: dict[str, ModelConfig] = {
 }
 
 
-BUCKETS = (8, 10, 12, 14, 16, 18, 20, 22, 24, 28, 32, 40, 48, 64, 100, 128, 256)
+# Padded lengths of the Multi30k recipe's batches: fine steps where its sentences are
+# (10-30 pieces) keep padding near 14 %.
+MULTI30K_BUCKETS = (8, 10, 12, 14, 16, 18, 20, 22, 24, 28, 32, 40, 48, 64, 100, 128, 256)
+# Any corpus: steps of at most 25 %, so a batch pads by at most a fifth.
+BUCKETS = (8, 12, 16, 20, 24, 32, 40, 48, 64, 80, 100, 128, 160, 200, 256)
 
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
-  """Where the parallel text comes from and how it is tokenized and batched."""
+  """Where the parallel text comes from, how it is cleaned, tokenized and batched."""
 
-  # Where the text is: exactly one of `dir` and `hub`. A command-line override of one
-  # replaces a source the config file set through the other (cli.apply_overrides).
-  dir: str = ""  # local folder of {split}.{lang}[.gz] files
+  # Where the text is (docs/data.md): a path per split, else a folder (`dir`) or a Hub
+  # data set (`hub`), one of the two. A command-line override of `dir` or `hub` replaces
+  # a source the config file set through the other (cli.apply_overrides).
+  train_path: str = ""  # training pairs: FILE.tsv, FILE.jsonl (.gz too) or SRC_FILE,TGT_FILE
+  val_path: str = ""  # validation pairs, the same forms; none: held out of training
+  test_path: str = ""  # test pairs for evaluate.py, the same forms
+  dir: str = ""  # a folder of {split}.{lang}, {split}.tsv or {split}.jsonl files (.gz too)
   hub: str = ""  # Hugging Face data set name or a `save_to_disk` folder, e.g. "wmt14"
   hub_config: str = ""  # Hub data set config, e.g. "de-en"
   # Hub names of splits that the config names otherwise, "ours=theirs,...", e.g.
   # "val=validation,test_2016_flickr=test" for bentrevett/multi30k.
   hub_splits: str = ""  # Hub split names, 'ours=theirs,...'
-  src_field: str = "en"  # column holding the source text; dotted for nested, e.g. "translation.en"
-  tgt_field: str = "de"  # column holding the target text
-  src_lang: str = "en"  # file suffix of the source language for local folders
-  tgt_lang: str = "de"  # file suffix of the target language
+  # Fields of a Hub data set or JSON Lines record; "" finds them: columns named by the
+  # languages, a dictionary holding both ("translation.en"), or source/target, src/tgt.
+  src_field: str = ""  # field of the source text; dotted for nested, e.g. "translation.en"
+  tgt_field: str = ""  # field of the target text; "" finds both
+  src_lang: str = "en"  # source language code (file suffix, field name)
+  tgt_lang: str = "de"  # target language code
   train_split: str = "train"  # split trained on
-  val_split: str = "val"  # split validated on
-  test_split: str = "test_2016_flickr"  # split evaluate.py scores by default
+  val_split: str = "val"  # split validated on; missing: held out of the training pairs
+  test_split: str = "test"  # split evaluate.py scores by default
+  # Without a validation split, this many cleaned training pairs (at most a tenth of
+  # them), drawn with `heldout_seed`, are held out for validation, never trained on, and
+  # written to WORKDIR/heldout.jsonl (evaluate.py --split val reads them there).
+  heldout_pairs: int = 1000  # validation pairs held out when there is no validation split
+  heldout_seed: int = 0  # seed of the held-out draw
+  # Filters of the training pairs, applied in order before the vocabulary is trained
+  # (seq2seq/cleaning.py; the counts and examples go to WORKDIR/data_report.json).
+  clean: str = "empty,long,ratio,copy,nontext,duplicate"  # cleaning filters; "" = none
+  clean_max_chars: int = 1000  # 'long': characters of a side
+  clean_max_ratio: float = 3.0  # 'ratio': longer / shorter side, characters + 10 each
+  clean_min_letters: float = 0.5  # 'nontext': letters among a side's non-space characters
   spm_model_type: str = "unigram"  # "unigram" or "bpe"; its size is model.vocab_size
   # An existing SentencePiece model (.model written by seq2seq) to use instead of training
   # one; with train.init_from the source run's model is used.
@@ -147,21 +168,15 @@ class DataConfig:
   spm_max_sentences: int = 2_000_000  # sentences sampled to train SentencePiece
   max_train_len: int = 100  # longer training pairs (pieces, EOS included) are dropped
   max_tokens: int = 4096  # token budget of one global training batch (padded rows x length), all devices together
-  # Padded lengths of training batches: one compiled shape each. Fine steps where
-  # Multi30k sentences are (10-30 pieces) keep padding near 14 %.
+  # Padded lengths of training batches: one compiled shape each.
   bucket_boundaries: tuple[int, ...] = BUCKETS  # padded lengths of batches
   # > 0: pack several training pairs into rows of this many pieces per side (segment
   # masks keep them apart): one compiled shape, and on Multi30k 7.6 % padding instead
   # of the buckets' 14 %. Pairs longer than this are dropped, like those over max_train_len.
   pack_length: int = 0  # pieces per packed row; 0 = length buckets
-  # Subword regularization (Kudo 2018; BPE-dropout, Provilkov et al. 2020): > 0 gives
-  # every epoch its own sampled segmentation of the training pairs, a pure function of
-  # (seed, epoch). Unigram models: the sampling smoothness, smaller is more random (0.1
-  # to 0.5 in the paper); BPE models: the probability of dropping a merge (0.1). The
-  # whole training text is held in memory; a unigram model's lattices are built once
-  # (~2.5 s for Multi30k) and each epoch drawn in ~0.2 s (seq2seq/subword_sampling.py),
-  # the n-best form re-encodes every epoch (~3.5 s): for corpora up to a few hundred
-  # thousand pairs.
+  # Subword regularization (Kudo 2018; BPE-dropout, Provilkov et al. 2020): every epoch
+  # segmented anew, a pure function of (seed, epoch); unigram: smoothing, smaller is more
+  # random; BPE: the merge drop rate. Holds the training text in memory (docs/data.md).
   sampling_alpha: float = 0.0  # subword sampling; 0 = off
   sampling_nbest: int = -1  # unigram: sample from the n best segmentations; -1 = all
   seed: int = 0  # shuffling seed
@@ -171,7 +186,12 @@ class DataConfig:
     require("data", self, "max_tokens spm_max_sentences", *POSITIVE)
     require("data", self, "max_train_len", lambda v: isinstance(v, int) and v >= 2,
             "an integer >= 2 (a piece and EOS)")
-    require("data", self, "pack_length seed", *COUNT)
+    require("data", self, "pack_length seed heldout_seed", *COUNT)
+    require("data", self, "heldout_pairs clean_max_chars", *POSITIVE)
+    require("data", self, "clean_max_ratio", lambda v: v >= 1, "a number >= 1")
+    require("data", self, "clean_min_letters", lambda v: 0 <= v <= 1, "a number from 0 to 1")
+    from seq2seq import cleaning
+    cleaning.active_filters(self)  # names the unknown ones
     b = self.bucket_boundaries
     if not b or any(not isinstance(x, int) or x < 2 for x in b) or list(b) != sorted(set(b)):
       raise ValueError(f"data.bucket_boundaries={b!r}: expected increasing integers >= 2")
@@ -181,6 +201,9 @@ class DataConfig:
     if self.dir and self.hub:
       raise ValueError(f"data.dir={self.dir!r} and data.hub={self.hub!r} are both set; "
                        "give one (--config.data.hub= reads the folder)")
+    if (self.src_field == "") != (self.tgt_field == ""):
+      raise ValueError(f"data.src_field={self.src_field!r}, data.tgt_field="
+                       f"{self.tgt_field!r}: give both, or neither to find them")
     self.hub_split("train")  # validates the format
     if self.sampling_alpha < 0 or (self.spm_model_type == "bpe" and self.sampling_alpha >= 1):
       raise ValueError(f"data.sampling_alpha={self.sampling_alpha}: expected 0 (off) or "
@@ -220,16 +243,12 @@ class TrainConfig:
   weight_decay: float = 0.0  # with adamw
   clip_norm: float = 1.0  # global gradient-norm clipping; 0 turns it off
   # Curriculum ("late") dropout (Morerio et al. 2017; Liu et al. 2023): every dropout rate
-  # of the model rises linearly from 0 to its configured value over the first N updates,
-  # so the model learns fast while it underfits and is regularised once it could overfit.
-  # 0 = the configured rates from the start.
+  # rises linearly from 0 to its configured value over the first N updates.
   dropout_ramp_steps: int = 0  # dropout rises from 0 over these updates; 0 = off
   label_smoothing: float = 0.1  # label smoothing of the training loss
-  # Tokens per chunk of the output layer + loss in training (`loss.output_loss_sums`: the
-  # [tokens, vocab] logits and their gradient are never held whole, which saves memory
-  # for large batches and vocabularies). With bfloat16 matmul operands it is also faster:
-  # 512 gives the `compact` step 1.13x (one [2048, 128] x [128, 8000] product takes ~5x
-  # as long as eight [256, 128] x [128, 8000] ones here; bench/README.md); 0 = all at once.
+  # Tokens per chunk of the output layer + loss (`loss.output_loss_sums`): the [tokens,
+  # vocab] logits are never held whole; with bfloat16 operands 512 is also 1.13x faster
+  # for `compact` (bench/README.md).
   loss_chunk: int = 0  # output layer + loss this many tokens at a time; 0 = all
   grad_accum_steps: int = 1  # micro-batches per optimizer update
   max_steps: int = 100_000  # optimizer updates

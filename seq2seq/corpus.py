@@ -1,19 +1,14 @@
-"""Parallel text -> Hugging Face `datasets` -> SentencePiece ids, cached per run.
+"""Training data of a run: the cleaned pairs, the held-out validation set, SentencePiece
+ids (EOS appended) cached per run. `prepare` does all of it for a training run.
 
-Sources: a local folder of `{split}.{lang}` / `{split}.{lang}.gz` files aligned by line,
-or a Hub data set (by name, or a folder written by `Dataset.save_to_disk`) whose source
-and target fields are mapped by config. Either way a split becomes a `datasets.Dataset`
-with the columns `src` and `tgt`, and then an `EncodedCorpus` of ids (EOS appended),
-memory-mapped from the run's cache. `prepare` does all of it for a training run.
+Where pairs come from is `seq2seq.data_source`; how they are cleaned, `seq2seq.cleaning`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import gzip
-import hashlib
-import itertools
+import json
 import logging
 import os
 import shutil
@@ -22,8 +17,10 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 
-from seq2seq import subword_sampling, tokenizer
+from seq2seq import cleaning, data_source, subword_sampling, tokenizer
 from seq2seq.config import Config, DataConfig
+from seq2seq.runtime import write_atomic
+from seq2seq.textfiles import DataError
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.vocab import EOS_ID
 
@@ -32,217 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-
-def _datasets():
-  """Hugging Face `datasets`, imported when a split is first loaded: translating never
-  needs it, and its import (pandas, pyarrow) was ~40 % of `import seq2seq.translator`."""
-  import datasets
-  datasets.disable_progress_bars()
-  return datasets
-
-
-class DataError(ValueError):
-  """Input data is missing or malformed; the message names the file and line."""
-
-
-# ------------------------------------------------------------------------------ reading
-
-
-def _open_binary(path: Path):
-  try:
-    return (gzip.open if path.suffix == ".gz" else open)(path, "rb")
-  except OSError as e:
-    raise DataError(f"{path}: cannot read: {e}") from e
-
-
-def iter_lines(path: str | os.PathLike, strict: bool = True) -> Iterator[str]:
-  """Lines of a UTF-8 text file, plain or gzipped, without their line endings, streamed.
-
-  Only '\\n' ends a line (str.splitlines would also split on U+2028 and friends and
-  misalign a parallel corpus). Invalid UTF-8 is an error naming the file and line.
-  """
-  path = Path(path)
-  with _open_binary(path) as f:
-    try:
-      for number, raw in enumerate(f, 1):
-        yield decode_line(raw[:-1] if raw.endswith(b"\n") else raw, f"{path},", number, strict)
-    except (OSError, EOFError) as e:
-      raise DataError(f"{path}: cannot read: {e}") from e
-
-
-def read_lines(path: str | os.PathLike) -> list[str]:
-  """All lines of a UTF-8 text file (plain or gzipped); see `iter_lines`."""
-  return list(iter_lines(path))
-
-
-def count_lines(path: str | os.PathLike) -> int:
-  """Lines of a text file (plain or gzipped), counted without decoding or holding it."""
-  path = Path(path)
-  count, last = 0, b"\n"
-  with _open_binary(path) as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      count, last = count + block.count(b"\n"), block[-1:]
-  return count + (last != b"\n")
-
-
-def split_lines(raw: bytes, name: str, strict: bool = True) -> list[str]:
-  """Splits bytes on '\\n' and decodes each line as UTF-8.
-
-  With `strict`, invalid UTF-8 raises DataError naming the line after the prefix `name`
-  ("data/train.de," or "input"); otherwise it is replaced with U+FFFD and a warning.
-  """
-  chunks = raw.split(b"\n")
-  if chunks and chunks[-1] == b"":
-    chunks.pop()
-  return [decode_line(chunk, name, number, strict) for number, chunk in enumerate(chunks, 1)]
-
-
-def decode_line(chunk: bytes, name: str, number: int, strict: bool = True) -> str:
-  """One line's bytes (without '\n') as text; a trailing '\r' is dropped. Invalid UTF-8
-  raises DataError naming `name` and the line `number`, or with `strict=False` is
-  replaced with U+FFFD and a warning."""
-  try:
-    return chunk.decode("utf-8").rstrip("\r")
-  except UnicodeDecodeError as e:
-    if strict:
-      raise DataError(f"{name} line {number}: not valid UTF-8 ({e.reason} at byte "
-                      f"{e.start})") from e
-    log.warning("%s line %d: invalid UTF-8 replaced with U+FFFD", name, number)
-    return chunk.decode("utf-8", errors="replace").rstrip("\r")
-
-
-def find_split_file(directory: str | os.PathLike, split: str, lang: str) -> Path:
-  directory = Path(directory)
-  for name in (f"{split}.{lang}", f"{split}.{lang}.gz"):
-    if (directory / name).exists():
-      return directory / name
-  available = sorted(p.name for p in directory.glob("*")) if directory.is_dir() else []
-  raise DataError(f"split {split!r} not found: expected {directory / f'{split}.{lang}'} "
-                  f"(or .gz); {directory} holds: {', '.join(available) or 'nothing'}")
-
-
-def _parallel_lines(src_path: str, tgt_path: str, signature: str) -> Iterator[dict]:
-  """Aligned pairs of two files, streamed; a length mismatch names both files and counts.
-  (`signature`, the files' sizes and times, only makes the `datasets` cache key change
-  when a file does.)"""
-  del signature
-  src_lines, tgt_lines = iter_lines(src_path), iter_lines(tgt_path)
-  count = 0
-  for count, (src, tgt) in enumerate(itertools.zip_longest(src_lines, tgt_lines), 1):
-    if src is None or tgt is None:
-      rest = 1 + sum(1 for _ in (src_lines if tgt is None else tgt_lines))
-      n_src, n_tgt = (count - 1 + rest, count - 1) if tgt is None else (count - 1, count - 1 + rest)
-      raise DataError(f"{src_path} has {n_src} lines but {tgt_path} has {n_tgt}; "
-                      "parallel files must be aligned line by line")
-    yield {"src": src, "tgt": tgt}
-
-
-def _local_split(cfg: DataConfig, split: str) -> datasets.Dataset:
-  """A split of local files as an on-disk (memory-mapped) Arrow data set, written by one
-  streaming pass through `datasets`' cache, so a corpus of millions of lines is never
-  held in memory."""
-  datasets = _datasets()
-  src_path = find_split_file(cfg.dir, split, cfg.src_lang)
-  tgt_path = find_split_file(cfg.dir, split, cfg.tgt_lang)
-  signature = ";".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
-                       for p in (src_path, tgt_path))
-  features = datasets.Features({"src": datasets.Value("string"),
-                                "tgt": datasets.Value("string")})
-  try:
-    return datasets.Dataset.from_generator(
-        _parallel_lines, features=features,
-        gen_kwargs={"src_path": str(src_path), "tgt_path": str(tgt_path),
-                    "signature": signature})
-  except datasets.exceptions.DatasetGenerationError as e:
-    cause = e.__cause__
-    while cause is not None and not isinstance(cause, DataError):
-      cause = cause.__cause__
-    if cause is not None:
-      raise cause from None
-    raise DataError(f"cannot read {src_path} and {tgt_path}: {e}") from e
-  except ValueError as e:  # `datasets` refuses to build a table of no rows
-    if "corresponds to no data" in str(e):
-      raise DataError(f"split {split!r} of {cfg.dir} is empty") from None
-    raise
-
-
-def _field(example: dict, dotted: str):
-  value = example
-  for part in dotted.split("."):
-    value = value[part]
-  return value
-
-
-def _hub_split(cfg: DataConfig, split: str) -> datasets.Dataset:
-  datasets = _datasets()
-  split = cfg.hub_split(split)
-  if Path(cfg.hub).is_dir():
-    loaded = datasets.load_from_disk(cfg.hub)
-    if isinstance(loaded, datasets.DatasetDict):
-      if split not in loaded:
-        raise DataError(f"split {split!r} not in {cfg.hub}; it has {', '.join(loaded)}")
-      ds = loaded[split]
-    else:
-      ds = loaded
-  else:
-    try:
-      ds = datasets.load_dataset(cfg.hub, cfg.hub_config or None, split=split)
-    except (ConnectionError, OSError) as e:
-      raise DataError(
-          f"cannot load Hub data set {cfg.hub!r} (config {cfg.hub_config!r}, split "
-          f"{split!r}): {e}. Without network access, point the package at local files "
-          "instead: --config.data.dir=FOLDER with "
-          "{split}.{lang}[.gz] files, or at a folder saved with Dataset.save_to_disk "
-          "(--config.data.hub=FOLDER).") from e
-  first = ds[0] if len(ds) else None
-  for f in (cfg.src_field, cfg.tgt_field):
-    try:
-      if first is not None:
-        _field(first, f)
-    except (KeyError, TypeError) as e:
-      raise DataError(f"Hub data set {cfg.hub!r} has no field {f!r}; its columns are "
-                      f"{ds.column_names} (set data.src_field / data.tgt_field, dotted "
-                      "for nested fields such as 'translation.en')") from e
-  return ds.map(lambda ex: {"src": _field(ex, cfg.src_field), "tgt": _field(ex, cfg.tgt_field)},
-                remove_columns=ds.column_names)
-
-
-def load_split(cfg: DataConfig, split: str) -> datasets.Dataset:
-  """A split as a Dataset with string columns `src` and `tgt`; empty splits are errors."""
-  if not cfg.hub and not cfg.dir:
-    raise DataError("no data source: set data.dir (a folder of {split}.{lang}[.gz] files) "
-                    "or data.hub (a Hugging Face data set)")
-  ds = _hub_split(cfg, split) if cfg.hub else _local_split(cfg, split)
-  if len(ds) == 0:
-    where = cfg.hub or cfg.dir
-    raise DataError(f"split {split!r} of {where} is empty")
-  return ds
-
-
-def corpus_id(cfg: DataConfig, split: str, vocab_size: int) -> str:
-  """Identifies a split's content (and the tokenizer settings) for caches and the tokenizer."""
-  h = hashlib.sha256()
-  if cfg.hub:
-    h.update(f"hub:{cfg.hub}:{cfg.hub_config}:{cfg.hub_split(split)}:{cfg.src_field}:{cfg.tgt_field}".encode())
-  else:
-    for lang in (cfg.src_lang, cfg.tgt_lang):
-      with open(find_split_file(cfg.dir, split, lang), "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-          h.update(block)
-  h.update(f"{cfg.spm_model_type}:{vocab_size}".encode())
-  return h.hexdigest()[:16]
-
-
-def drop_empty(ds: datasets.Dataset) -> datasets.Dataset:
-  """Drops pairs where either side is empty or whitespace, logging how many."""
-  keep = ds.filter(lambda b: [bool(s.strip()) and bool(t.strip())
-                              for s, t in zip(b["src"], b["tgt"])], batched=True)
-  if len(keep) < len(ds):
-    log.warning("dropped %d empty or whitespace-only pairs of %d", len(ds) - len(keep), len(ds))
-  if len(keep) == 0:
-    raise DataError("no non-empty sentence pairs left in the training corpus")
-  return keep
-
+REPORT_FILE = "data_report.json"
 
 # ----------------------------------------------------------------------------- encoding
 
@@ -396,9 +183,65 @@ def cache_dir(cfg: Config, workdir: Path) -> Path:
   return Path(cfg.data.cache_dir) if cfg.data.cache_dir else workdir / "cache"
 
 
-def training_pairs(cfg: Config) -> datasets.Dataset:
-  """The training split as a `datasets` table, empty pairs dropped."""
-  return drop_empty(load_split(cfg.data, cfg.data.train_split))
+@dataclasses.dataclass
+class TrainingSplit:
+  """The cleaned training pairs, and the validation pairs held out of them (None when the
+  source has a validation split)."""
+
+  train: datasets.Dataset
+  heldout: datasets.Dataset | None
+  report: cleaning.Report
+
+
+def heldout_rows(pairs: int, cfg: DataConfig) -> np.ndarray:
+  """Rows held out for validation: `heldout_pairs`, at most a tenth, drawn with the seed."""
+  n = min(cfg.heldout_pairs, pairs // 10)
+  if n == 0:
+    raise DataError(f"no validation split, and {pairs} training pairs are too few to hold "
+                    "out a tenth for validation: give data.val_path")
+  return np.sort(np.random.default_rng([cfg.heldout_seed, 5]).permutation(pairs)[:n])
+
+
+def training_split(cfg: Config, workdir: Path | None = None) -> TrainingSplit:
+  """The training split, cleaned (reasons cached in the run's cache when `workdir` is
+  given), less the pairs held out for validation when the source has no validation split."""
+  data = cfg.data
+  ds = data_source.load_split(data, data.train_split)
+  source = data_source.split_path(data, data.train_split) or data.dir or data.hub
+  cache = None
+  if workdir is not None:
+    raw_id = data_source.corpus_id(data, data.train_split, 0)
+    cache = cache_dir(cfg, workdir) / f"clean-{raw_id}-{cleaning.settings_id(data)}"
+  ds, report = cleaning.clean(ds, data, f"{source} ({data.train_split})", cache)
+  if not len(ds):
+    raise DataError(f"cleaning removed every training pair of {source}: "
+                    f"{report.removed} (data.clean)")
+  if data_source.has_split(data, data.val_split):
+    return TrainingSplit(ds, None, report)
+  held = heldout_rows(len(ds), data)
+  keep = np.setdiff1d(np.arange(len(ds)), held)
+  return TrainingSplit(ds.select(keep), ds.select(held), report)
+
+
+def training_pairs(cfg: Config, workdir: Path | None = None) -> datasets.Dataset:
+  """The pairs trained on: cleaned, the held-out validation pairs left out."""
+  return training_split(cfg, workdir).train
+
+
+def _report(split: TrainingSplit, cfg: Config, workdir: Path) -> None:
+  for line in split.report.lines():
+    log.info("%s", line)
+  record = json.loads(split.report.to_json())
+  if split.heldout is not None:
+    record["heldout"] = {"pairs": len(split.heldout), "seed": cfg.data.heldout_seed,
+                         "file": str(workdir / data_source.HELDOUT_FILE)}
+    text = "".join(json.dumps({"src": s, "tgt": t}, ensure_ascii=False) + "\n"
+                   for s, t in zip(split.heldout["src"], split.heldout["tgt"]))
+    write_atomic(workdir / data_source.HELDOUT_FILE, text)
+    log.info("no %r split: %d cleaned training pairs held out for validation "
+             "(data.heldout_pairs, data.heldout_seed=%d), in %s", cfg.data.val_split,
+             len(split.heldout), cfg.data.heldout_seed, workdir / data_source.HELDOUT_FILE)
+  write_atomic(workdir / REPORT_FILE, json.dumps(record, indent=1, ensure_ascii=False))
 
 
 def prepare(cfg: Config, workdir: Path
@@ -410,8 +253,8 @@ def prepare(cfg: Config, workdir: Path
   yet: a resumed run, or a process that joins after process 0 prepared the data, maps
   the ids from the run's cache."""
   vocab_size = cfg.model.vocab_size
-  train_ds = functools.cache(lambda: training_pairs(cfg))
-  train_id = corpus_id(cfg.data, cfg.data.train_split, vocab_size)
+  split = functools.cache(lambda: training_split(cfg, workdir))
+  train_id = data_source.corpus_id(cfg.data, cfg.data.train_split, vocab_size)
   given = cfg.data.spm_model
   if cfg.train.init_from:
     given = str(Path(cfg.train.init_from) / tokenizer.MODEL_FILE)
@@ -421,16 +264,23 @@ def prepare(cfg: Config, workdir: Path
           f"train.init_from ({given}); a fine-tuned model keeps its source's vocabulary")
   tok = tokenizer.load_or_train(
       workdir, train_id,
-      lambda: tokenizer_sample(train_ds(), cfg.data.spm_max_sentences, cfg.data.seed),
+      lambda: tokenizer_sample(split().train, cfg.data.spm_max_sentences, cfg.data.seed),
       vocab_size, cfg.data.spm_model_type, cfg.data.spm_max_sentences, given)
   if tok.vocab_size != vocab_size:
     raise tokenizer.TokenizerMismatchError(
         f"tokenizer has {tok.vocab_size} pieces but model.vocab_size={vocab_size}")
   cache = cache_dir(cfg, workdir)
-  train_ids = cache / f"{cfg.data.train_split}-{train_id}-{tok.fingerprint()}"
-  train = encode_dataset(tok, None if train_ids.is_dir() else train_ds(), train_ids)
-  val_ds = load_split(cfg.data, cfg.data.val_split)
-  val_id = corpus_id(cfg.data, cfg.data.val_split, vocab_size)
+  held_out = not data_source.has_split(cfg.data, cfg.data.val_split)
+  settings = cleaning.settings_id(cfg.data) + (
+      f"-h{cfg.data.heldout_pairs}s{cfg.data.heldout_seed}" if held_out else "")
+  train_ids = cache / f"{cfg.data.train_split}-{train_id}-{settings}-{tok.fingerprint()}"
+  if not train_ids.is_dir() or not (workdir / REPORT_FILE).is_file() or (
+      held_out and not (workdir / data_source.HELDOUT_FILE).is_file()):
+    _report(split(), cfg, workdir)
+  train = encode_dataset(tok, None if train_ids.is_dir() else split().train, train_ids)
+  val_ds = data_source.load_split(cfg.data, cfg.data.val_split, workdir)
+  val_id = (data_source.corpus_id(cfg.data, cfg.data.val_split, vocab_size) if not held_out
+            else f"heldout-{train_id}-{settings}")
   val = encode_dataset(tok, val_ds, cache / f"{cfg.data.val_split}-{val_id}-{tok.fingerprint()}")
   log.info("data: %d training pairs, %d validation pairs, %d pieces",
            len(train), len(val), tok.vocab_size)

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import sacrebleu
 
-from seq2seq import checkpoint, cli, corpus, export, model_card
+from seq2seq import checkpoint, cli, data_source, export, model_card, textfiles
 from seq2seq.translator import one_line
 
 log = logging.getLogger(__name__)
@@ -113,12 +113,12 @@ def main(argv=None) -> None:
     if not args.ref or args.workdir or args.split or args.src:
       parser.error("--hyp FILE takes --ref FILE and no --workdir, --split or --src")
     try:
-      hypotheses = corpus.read_lines(args.hyp)
-      references = corpus.read_lines(args.ref)
+      hypotheses = textfiles.read_lines(args.hyp)
+      references = textfiles.read_lines(args.ref)
       result = score(hypotheses, references, args.lowercase_tokenized, args.lang)
     except ScoreError as e:
       sys.exit(f"error: {args.hyp} and {args.ref}: {e}")
-    except corpus.DataError as e:
+    except textfiles.DataError as e:
       sys.exit(f"error: {e}")
     if args.sentence_level:
       write_sentence_level(Path(args.sentence_level), None, hypotheses, references)
@@ -135,17 +135,17 @@ def main(argv=None) -> None:
     cfg = (export.load_export(args.workdir[0])[1] if args.engine == "ctranslate2"
            else checkpoint.load_config(args.workdir[0]))
     if args.split:
-      ds = corpus.load_split(cfg.data, args.split)
+      ds = data_source.load_split(cfg.data, args.split, args.workdir[0])
       sources, references, name = list(ds["src"]), list(ds["tgt"]), args.split
     else:
-      sources = corpus.read_lines(args.src)
-      references = corpus.read_lines(args.ref)
+      sources = textfiles.read_lines(args.src)
+      references = textfiles.read_lines(args.ref)
       name = Path(args.src).name.removesuffix(".gz")
       if len(sources) != len(references):
         raise ScoreError(f"{args.src} has {len(sources)} lines but {args.ref} has "
                          f"{len(references)}")
     translator, c = cli.load_translator(args)
-  except (corpus.DataError, checkpoint.CheckpointError, ScoreError, ValueError) as e:
+  except (textfiles.DataError, checkpoint.CheckpointError, ScoreError, ValueError) as e:
     sys.exit(f"error: {e}")
   beam = c.beam_size
   hypotheses = [one_line(h) for h in translator.translate(

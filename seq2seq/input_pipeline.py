@@ -18,7 +18,8 @@ import jax
 import numpy as np
 
 from seq2seq.config import DataConfig
-from seq2seq.corpus import DataError, EncodedCorpus, SubwordSampler
+from seq2seq.corpus import EncodedCorpus, SubwordSampler
+from seq2seq.textfiles import DataError
 from seq2seq.vocab import PAD_ID, truncate_keeping_eos
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from typing import Any
 
 import jax
 
-from seq2seq import __version__, checkpoint, corpus
+from seq2seq import __version__, checkpoint, data_source, textfiles
 from seq2seq.config import PRESETS, Config, DataConfig
 from seq2seq.runtime import write_atomic
 from seq2seq.tokenizer import META_FILE
@@ -32,23 +32,26 @@ def file_record(path: Path) -> dict[str, Any]:
   with open(path, "rb") as f:
     for block in iter(lambda: f.read(1 << 20), b""):
       h.update(block)
-  return {"file": str(path), "lines": corpus.count_lines(path),
+  return {"file": str(path), "lines": textfiles.count_lines(path),
           "bytes": path.stat().st_size, "sha256": h.hexdigest()}
 
 
 def data_records(data: DataConfig) -> list[dict[str, Any]]:
-  """What the run read: each local split file (lines, bytes, sha256), or the Hub data set."""
-  splits = [data.train_split, data.val_split, data.test_split]
-  if data.hub:
-    return [{"hub": data.hub, "config": data.hub_config, "split": data.hub_split(s)}
-            for s in splits]
+  """What the run read: each local split file (lines, bytes, sha256), or the Hub data set;
+  a split the source lacks is recorded as missing (validation: held out of training)."""
   records = []
-  for split in splits:
-    for lang in (data.src_lang, data.tgt_lang):
-      try:
-        records.append(file_record(corpus.find_split_file(data.dir, split, lang)))
-      except corpus.DataError:
-        records.append({"file": f"{Path(data.dir) / split}.{lang}", "missing": True})
+  for split in (data.train_split, data.val_split, data.test_split):
+    try:
+      files = data_source.local_files(data, split)
+    except textfiles.DataError:
+      files = None
+    if files is not None:
+      records += [dict(file_record(p), split=split) for p in files[1]]
+    elif data.hub and not data_source.split_path(data, split):
+      records.append({"hub": data.hub, "config": data.hub_config,
+                      "split": data.hub_split(split)})
+    else:
+      records.append({"split": split, "missing": True})
   return records
 
 
@@ -109,7 +112,9 @@ def render(workdir: Path) -> str:
     if "hub" in r:
       lines.append(f"- Hugging Face data set `{r['hub']}` {r['config']} split `{r['split']}`")
     elif r.get("missing"):
-      lines.append(f"- `{r['file']}`: not present")
+      lines.append(f"- {r.get('split', r.get('file'))}: not present"
+                   + (" (held out of the training pairs)" if r.get("split") == cfg.data.val_split
+                      else ""))
     else:
       lines.append(f"- `{r['file']}`: {r['lines']:,} lines, {r['bytes']:,} bytes, "
                    f"sha256 `{r['sha256'][:16]}…`")

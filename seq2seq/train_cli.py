@@ -8,7 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
-from seq2seq import checkpoint, cli, corpus, distributed, presets, runtime, tokenizer
+from seq2seq import checkpoint, cli, distributed, presets, runtime, textfiles, tokenizer
 
 
 def parser(prog: str) -> argparse.ArgumentParser:
@@ -72,7 +72,7 @@ def main(argv=None) -> None:
       runtime.setup_run_logging(Path(args.workdir), to_file=distributed.is_primary())
       cfg = cli.training_config(args.config, overrides, args.workdir)
     summary = train(cfg, args.workdir)
-  except (corpus.DataError, checkpoint.CheckpointError, tokenizer.TokenizerMismatchError,
+  except (textfiles.DataError, checkpoint.CheckpointError, tokenizer.TokenizerMismatchError,
           FloatingPointError, ValueError) as e:
     logging.getLogger("seq2seq").error("%s", e)
     print(f"error: {e}", file=sys.stderr)

@@ -318,7 +318,8 @@ class Trainer:
     t, p = self.cfg.train, self.progress
     sampler = None
     if self.cfg.data.sampling_alpha:  # subword regularization: text needed every epoch
-      sampler = corpus.SubwordSampler(self.tok, corpus.training_pairs(self.cfg), self.cfg.data)
+      sampler = corpus.SubwordSampler(self.tok, corpus.training_pairs(self.cfg, self.workdir),
+                                        self.cfg.data)
     batches = input_pipeline.TrainBatches(self.train_corpus, self.cfg.data,
                                           self.steps.num_devices, sampler)
     # Shapes to compile ahead, read before the prefetching thread re-indexes the corpus.

@@ -13,8 +13,8 @@ from typing import Iterator
 import numpy as np
 
 from seq2seq import checkpoint, cli
-from seq2seq.corpus import decode_line, split_lines
 from seq2seq.outputs import Sampling
+from seq2seq.textfiles import decode_line, split_lines
 from seq2seq.translator import Translator, one_line
 from seq2seq.vocab import BOS_ID, EOS_ID, cut_at_eos
 

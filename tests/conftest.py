@@ -55,7 +55,7 @@ def multi30k_dir():
 def multi30k_tokenizer(multi30k_dir):
   """One 8,000-piece joint SentencePiece model of Multi30k's training set, shared."""
   from seq2seq import tokenizer
-  from seq2seq.corpus import read_lines
+  from seq2seq.textfiles import read_lines
   lines = read_lines(multi30k_dir / "train.en.gz") + read_lines(multi30k_dir / "train.de.gz")
   return tokenizer.train(lines, vocab_size=8000)
 

@@ -8,9 +8,9 @@ import pytest
 
 from seq2seq import decode
 from seq2seq.config import PRESETS
-from seq2seq.corpus import read_lines
 from seq2seq.model import Model
 from seq2seq.model_search import output_limits, search
+from seq2seq.textfiles import read_lines
 from seq2seq.translator import Sampling, Translator, batch_rows, encode_prefixes, in_order
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID
 

@@ -70,7 +70,7 @@ def test_results_rows_are_complete_and_consistent():
   names = [r["name"] for r in runs]
   assert len(names) == len(set(names)), "run names must be unique"
   for r in runs:
-    assert r["kind"] in ("hour", "longer", "decode", "setting", "proxy", "serve"), r["name"]
+    assert r["kind"] in ("hour", "longer", "decode", "setting", "proxy", "serve", "auto"), r["name"]
     assert r["commit"] and re.fullmatch(r"[0-9a-f]{7,40}", r["commit"]), r["name"]
     if r["kind"] == "decode":
       assert r["sentences_per_s"] > 0, r["name"]
@@ -78,6 +78,10 @@ def test_results_rows_are_complete_and_consistent():
     if r["kind"] == "serve":
       assert r["sentences_per_s"] > 0 and 0 < r["share_of_batch"] and r["command"], r["name"]
       assert r["p50_ms"] <= r["p95_ms"] <= r["p99_ms"] and r["cpu"], r["name"]
+      continue
+    if r["kind"] == "auto":
+      assert r["arm"] in ("hand", "auto") and r["case"] and r["cpu"] and r["command"], r["name"]
+      assert r["updates"] > 0 and r["val_bleu"] > 0 and (r["plan"] is None) == (r["arm"] == "hand")
       continue
     if r["kind"] == "proxy":
       assert r["recipe"] in report.RECIPES and r["updates"] > 0, r["name"]

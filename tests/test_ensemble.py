@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from seq2seq import checkpoint
-from seq2seq.corpus import read_lines
+from seq2seq.textfiles import read_lines
 from seq2seq.trainer import train
 from seq2seq.translator import Translator
 

@@ -8,7 +8,7 @@ import pytest
 import sacrebleu
 
 from seq2seq import checkpoint, export
-from seq2seq.corpus import read_lines
+from seq2seq.textfiles import read_lines
 from seq2seq.trainer import train
 from seq2seq.translator import Translator
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from seq2seq import checkpoint, metrics, tokenizer
-from seq2seq.corpus import read_lines
+from seq2seq.textfiles import read_lines
 from seq2seq.trainer import train
 
 from helpers import SAMPLE, tiny_config, write_corpus

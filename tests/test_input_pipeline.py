@@ -10,9 +10,9 @@ import datasets
 import numpy as np
 import pytest
 
-from seq2seq import corpus, tokenizer
+from seq2seq import corpus, data_source, textfiles, tokenizer
 from seq2seq import input_pipeline as ip
-from seq2seq.config import DataConfig
+from seq2seq.config import MULTI30K_BUCKETS, Config, DataConfig
 from seq2seq.vocab import EOS_ID, PAD_ID
 
 from helpers import ROOT, SAMPLE, write_corpus
@@ -26,47 +26,36 @@ def test_plain_and_gzipped_files_read_the_same(tmp_path):
     data = (tmp_path / "plain" / f"train.{lang}").read_bytes()
     with gzip.open(gz / f"train.{lang}.gz", "wb") as f:
       f.write(data)
-  a = corpus.load_split(DataConfig(dir=str(tmp_path / "plain")), "train")
-  b = corpus.load_split(DataConfig(dir=str(gz)), "train")
+  a = data_source.load_split(DataConfig(dir=str(tmp_path / "plain")), "train")
+  b = data_source.load_split(DataConfig(dir=str(gz)), "train")
   assert list(a["src"]) == list(b["src"]) == ["a b", "c\u2028d"]  # U+2028 does not split a line
   assert list(a["tgt"]) == list(b["tgt"]) == ["x", "y"]
 
 
-def test_line_count_mismatch_names_both_files(tmp_path):
-  write_corpus(tmp_path, "train", ["a", "b", "c"], ["x", "y"])
-  with pytest.raises(corpus.DataError, match=r"train\.en has 3 lines but .*train\.de has 2"):
-    corpus.load_split(DataConfig(dir=str(tmp_path)), "train")
-
-
 def test_missing_split_is_named(tmp_path):
   write_corpus(tmp_path, "train", ["a"], ["x"])
-  with pytest.raises(corpus.DataError, match="split 'val' not found.*holds: train.de, train.en"):
-    corpus.load_split(DataConfig(dir=str(tmp_path)), "val")
+  with pytest.raises(textfiles.DataError, match="split 'val' not found.*holds: train.de, train.en"):
+    data_source.load_split(DataConfig(dir=str(tmp_path)), "val")
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path):
   write_corpus(tmp_path, "train", ["a", "b", "c"], ["x", "y", "z"])
   (tmp_path / "train.de").write_bytes(b"x\ny\n\xff\xfez\n")
-  with pytest.raises(corpus.DataError, match=r"train\.de, line 3: not valid UTF-8"):
-    corpus.load_split(DataConfig(dir=str(tmp_path)), "train")
+  with pytest.raises(textfiles.DataError, match=r"train\.de, line 3: not valid UTF-8"):
+    data_source.load_split(DataConfig(dir=str(tmp_path)), "train")
 
 
 def test_empty_corpus_is_an_error(tmp_path):
   write_corpus(tmp_path, "train", [], [])
-  with pytest.raises(corpus.DataError, match="empty"):
-    corpus.load_split(DataConfig(dir=str(tmp_path)), "train")
+  with pytest.raises(textfiles.DataError, match="empty"):
+    data_source.load_split(DataConfig(dir=str(tmp_path)), "train")
 
 
-def test_empty_pairs_are_dropped_with_a_count(tmp_path, caplog):
-  write_corpus(tmp_path, "train", ["a", "  ", "c", "d"], ["x", "y", "", "w"])
-  ds = corpus.load_split(DataConfig(dir=str(tmp_path)), "train")
-  with caplog.at_level("WARNING"):
-    kept = corpus.drop_empty(ds)
-  assert list(kept["src"]) == ["a", "d"]
-  assert "dropped 2 empty" in caplog.text
-  write_corpus(tmp_path / "blank", "train", [" "], ["x"])
-  with pytest.raises(corpus.DataError, match="no non-empty"):
-    corpus.drop_empty(corpus.load_split(DataConfig(dir=str(tmp_path / "blank")), "train"))
+def test_a_corpus_that_cleaning_empties_is_an_error(tmp_path):
+  write_corpus(tmp_path, "train", [" ", "a"], ["x", ""])
+  with pytest.raises(textfiles.DataError, match=r"cleaning removed every training pair.*"
+                     r"'empty': 2"):
+    corpus.training_split(Config(data=DataConfig(dir=str(tmp_path))))
 
 
 def test_hub_dataset_fields_are_mapped(tmp_path):
@@ -75,35 +64,35 @@ def test_hub_dataset_fields_are_mapped(tmp_path):
   datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows)}).save_to_disk(tmp_path / "hub")
   cfg = DataConfig(dir="", hub=str(tmp_path / "hub"), src_field="translation.en",
                    tgt_field="translation.de")
-  ds = corpus.load_split(cfg, "train")
+  ds = data_source.load_split(cfg, "train")
   assert list(ds["src"]) == ["a dog", "a cat"] and list(ds["tgt"]) == ["ein Hund", "eine Katze"]
-  with pytest.raises(corpus.DataError, match="split 'validation' not in"):
-    corpus.load_split(cfg, "validation")
-  with pytest.raises(corpus.DataError, match="no field 'translation.fr'"):
-    corpus.load_split(dataclasses.replace(cfg, src_field="translation.fr"), "train")
+  with pytest.raises(textfiles.DataError, match="split 'validation' not in"):
+    data_source.load_split(cfg, "validation")
+  with pytest.raises(textfiles.DataError, match="no field 'translation.fr'"):
+    data_source.load_split(dataclasses.replace(cfg, src_field="translation.fr"), "train")
 
 
 def test_unreachable_hub_gives_one_clear_error():
-  code = ("from seq2seq import corpus; from seq2seq.config import DataConfig\n"
-          "try:\n  corpus.load_split(DataConfig(dir='', hub='bentrevett/multi30k'), 'train')\n"
-          "except corpus.DataError as e:\n  print('DATAERROR', e)\n")
+  code = ("from seq2seq import data_source, textfiles; from seq2seq.config import DataConfig\n"
+          "try:\n  data_source.load_split(DataConfig(dir='', hub='bentrevett/multi30k'), 'train')\n"
+          "except textfiles.DataError as e:\n  print('DATAERROR', e)\n")
   env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
   out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
   assert "DATAERROR cannot load Hub data set 'bentrevett/multi30k'" in out.stdout, out.stderr
-  assert "--config.data.dir=FOLDER" in out.stdout
+  assert "data.train_path" in out.stdout
 
 
 @pytest.fixture(scope="module")
 def multi30k(multi30k_dir, multi30k_tokenizer):
-  cfg = DataConfig(dir=str(multi30k_dir))
-  ds = corpus.load_split(cfg, "train")
+  cfg = DataConfig(dir=str(multi30k_dir), bucket_boundaries=MULTI30K_BUCKETS)  # the recipe's
+  ds = data_source.load_split(cfg, "train")
   return cfg, multi30k_tokenizer, corpus.encode_dataset(multi30k_tokenizer, ds)
 
 
 def test_encoding_is_cached(multi30k, tmp_path):
   cfg, tok, _ = multi30k
-  ds = corpus.load_split(cfg, "val")
+  ds = data_source.load_split(cfg, "val")
   path = tmp_path / "val"
   first = corpus.encode_dataset(tok, ds, path)
   assert path.is_dir() and not list(tmp_path.glob("*.tmp*"))
@@ -123,7 +112,7 @@ def test_encoding_is_cached(multi30k, tmp_path):
 def test_encoding_streams_in_batches_and_a_damaged_cache_is_named(multi30k, tmp_path,
                                                                    monkeypatch):
   cfg, tok, _ = multi30k
-  ds = corpus.load_split(cfg, "val")
+  ds = data_source.load_split(cfg, "val")
   monkeypatch.setattr(corpus, "ENCODE_BATCH", 100)  # 1,014 pairs: 11 batches, one partial
   streamed = corpus.encode_dataset(tok, ds, tmp_path / "val")
   whole = corpus.encode_dataset(tok, ds)
@@ -131,7 +120,7 @@ def test_encoding_streams_in_batches_and_a_damaged_cache_is_named(multi30k, tmp_
   np.testing.assert_array_equal(streamed.tgt.offsets, whole.tgt.offsets)
   ids = tmp_path / "val" / "tgt.ids"
   ids.write_bytes(ids.read_bytes()[:-8])
-  with pytest.raises(corpus.DataError, match=r"tgt\.ids holds .* ids but its offsets expect"):
+  with pytest.raises(textfiles.DataError, match=r"tgt\.ids holds .* ids but its offsets expect"):
     corpus.encode_dataset(None, None, tmp_path / "val")
 
 
@@ -149,10 +138,10 @@ def test_tokenizer_sample_is_drawn_from_the_whole_corpus():
 
 def test_local_files_stream_to_an_on_disk_dataset(tmp_path):
   write_corpus(tmp_path, "train", ["a", "b"], ["x", "y"])
-  ds = corpus.load_split(DataConfig(dir=str(tmp_path)), "train")
+  ds = data_source.load_split(DataConfig(dir=str(tmp_path)), "train")
   assert ds.cache_files, "written to datasets' cache and memory-mapped, not held in memory"
   write_corpus(tmp_path, "train", ["a", "b", "c"], ["x", "y", "z"])  # same path, new content
-  assert list(corpus.load_split(DataConfig(dir=str(tmp_path)), "train")["src"]) == ["a", "b", "c"]
+  assert list(data_source.load_split(DataConfig(dir=str(tmp_path)), "train")["src"]) == ["a", "b", "c"]
 
 
 def test_multi30k_epoch_has_few_shapes_and_little_padding(multi30k):
@@ -231,7 +220,7 @@ def test_resume_sees_the_same_batches(multi30k):
 
 def test_subword_sampling_resegments_each_epoch_reproducibly():
   cfg = DataConfig(dir=str(SAMPLE), max_tokens=300, sampling_alpha=0.1)
-  ds = corpus.load_split(cfg, "train")
+  ds = data_source.load_split(cfg, "train")
   tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
   encoded = corpus.encode_dataset(tok, ds)
   sampled = lambda: ip.TrainBatches(encoded, cfg, sampler=corpus.SubwordSampler(tok, ds, cfg))
@@ -258,7 +247,7 @@ def test_subword_sampling_resegments_each_epoch_reproducibly():
 
 def test_batches_split_evenly_across_devices():
   cfg = DataConfig(dir=str(SAMPLE), max_tokens=300)
-  ds = corpus.load_split(cfg, "train")
+  ds = data_source.load_split(cfg, "train")
   tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
   encoded = corpus.encode_dataset(tok, ds)
   batches = ip.TrainBatches(encoded, cfg, num_devices=2)
@@ -271,7 +260,7 @@ def test_batches_split_evenly_across_devices():
 def test_each_process_builds_exactly_its_rows_of_the_global_batch(pack_length):
   cfg = DataConfig(dir=str(SAMPLE), max_tokens=300, pack_length=pack_length,
                    max_train_len=48, bucket_boundaries=(16, 24, 48))
-  ds = corpus.load_split(cfg, "train")
+  ds = data_source.load_split(cfg, "train")
   tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
   batches = ip.TrainBatches(corpus.encode_dataset(tok, ds), cfg, num_devices=4)
   whole = batches.iterate(epoch=1)

@@ -6,7 +6,7 @@ import pytest
 import sacrebleu
 
 from seq2seq import mbr
-from seq2seq.corpus import read_lines
+from seq2seq.textfiles import read_lines
 from seq2seq.translator import Translator
 
 from conftest import run_cli

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from seq2seq.corpus import read_lines
+from seq2seq.textfiles import read_lines
 from seq2seq.translator import Sampling, Translator
 from seq2seq.vocab import EOS_ID
 

@@ -7,7 +7,7 @@ from importlib import util
 import datasets
 import pytest
 
-from seq2seq import checkpoint, cli, corpus, presets
+from seq2seq import checkpoint, cli, data_source, presets, textfiles
 from seq2seq.config import Config, field_help
 
 from conftest import run_cli
@@ -76,9 +76,9 @@ def test_hub_layout_of_multi30k_is_read_under_the_recipes_split_names(tmp_path, 
   cfg = load_config("multi30k")
   cfg.data.hub = str(saved)  # a local stand-in for the Hub name: same loader, same layout
   data = Config.from_dict(cfg).data
-  assert list(corpus.load_split(data, "val")["src"])[0] == "validation dog 0"
-  assert list(corpus.load_split(data, "test_2016_flickr")["tgt"])[2] == "test Hund 2"
-  assert list(corpus.load_split(data, "train")["src"])[1] == "train dog 1"
+  assert list(data_source.load_split(data, "val")["src"])[0] == "validation dog 0"
+  assert list(data_source.load_split(data, "test_2016_flickr")["tgt"])[2] == "test Hund 2"
+  assert list(data_source.load_split(data, "train")["src"])[1] == "train dog 1"
 
 
 def test_train_help_lists_options_and_every_config_field_with_its_description():
@@ -111,8 +111,8 @@ def test_wmt14_recipe_runs_end_to_end_on_a_slice_of_the_hub_layout(tmp_path):
   # train, validation, test. A slice in that shape (sample sentences) stands in for it;
   # the recipe's own field paths and split names read it. Only the model is shrunk.
   def split(name):
-    en = corpus.read_lines(ROOT / "data" / "sample" / f"{name}.en")
-    de = corpus.read_lines(ROOT / "data" / "sample" / f"{name}.de")
+    en = textfiles.read_lines(ROOT / "data" / "sample" / f"{name}.en")
+    de = textfiles.read_lines(ROOT / "data" / "sample" / f"{name}.de")
     return datasets.Dataset.from_dict({"translation": [{"de": d, "en": e} for e, d in zip(en, de)]})
   saved = tmp_path / "wmt14"
   datasets.DatasetDict({"train": split("train"), "validation": split("val"),
@@ -132,4 +132,4 @@ def test_wmt14_recipe_runs_end_to_end_on_a_slice_of_the_hub_layout(tmp_path):
   out = run_cli("evaluate.py", "--workdir", workdir, "--split", "test", "--beam", "1").stdout
   assert "BLEU" in out.decode()
   hyps = (workdir / "hyps" / "test.beam1.txt").read_text().splitlines()
-  assert len(hyps) == len(corpus.read_lines(ROOT / "data" / "sample" / "test.en"))
+  assert len(hyps) == len(textfiles.read_lines(ROOT / "data" / "sample" / "test.en"))

@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from seq2seq import Translator, serve_api
-from seq2seq.corpus import read_lines
 from seq2seq.outputs import Sampling
+from seq2seq.textfiles import read_lines
 
 from helpers import ROOT, SAMPLE
 from serving import get, post, start_server, stop_server

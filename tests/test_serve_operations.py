@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from seq2seq import Translator
-from seq2seq.corpus import read_lines
+from seq2seq.textfiles import read_lines
 
 from helpers import SAMPLE
 from serving import get, post, start_server, stop_server

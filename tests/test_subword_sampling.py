@@ -9,13 +9,13 @@ import sys
 import pytest
 import sentencepiece as spm
 
-from seq2seq import corpus, tokenizer
 from seq2seq import subword_sampling as ss
+from seq2seq import textfiles, tokenizer
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 from helpers import ROOT, SAMPLE
 
-LINES = corpus.read_lines(SAMPLE / "train.en") + corpus.read_lines(SAMPLE / "train.de")
+LINES = textfiles.read_lines(SAMPLE / "train.en") + textfiles.read_lines(SAMPLE / "train.de")
 # Characters the model never saw (written as their bytes), blanks that normalisation
 # folds, an empty line.
 ODD = ["a \u2603x", "  Ünïcödé  \u2603\u2603 ok 日本語 ", "", "\t"]
@@ -132,7 +132,7 @@ def test_each_seed_gives_its_own_draw_and_the_same_one_every_time(tok, nbest):
 _SAMPLE_IN_A_PROCESS = """
 import hashlib, sys
 from seq2seq import subword_sampling, tokenizer
-from seq2seq.corpus import read_lines
+from seq2seq.textfiles import read_lines
 tok = tokenizer.Tokenizer(open(sys.argv[1], "rb").read())
 sampler = subword_sampling.make_sampler(tok, read_lines(sys.argv[2]), 0.1, int(sys.argv[3]),
                                         "unigram")

@@ -3,7 +3,7 @@
 import pytest
 
 from seq2seq import tokenizer, vocab
-from seq2seq.corpus import read_lines
+from seq2seq.textfiles import read_lines
 
 from helpers import SAMPLE
 

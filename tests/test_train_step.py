@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seq2seq import corpus, input_pipeline, tokenizer
+from seq2seq import corpus, data_source, input_pipeline, tokenizer
 from seq2seq.config import TrainConfig
 from seq2seq.input_pipeline import Batch
 from seq2seq.loss import loss_sums
@@ -115,7 +115,7 @@ def test_packed_batch_has_the_loss_of_its_pairs_alone():
   cfg = tiny_config(SAMPLE)
   cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, dropout=0.0),
                             data=dataclasses.replace(cfg.data, pack_length=48))
-  ds = corpus.load_split(cfg.data, "train")
+  ds = data_source.load_split(cfg.data, "train")
   tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
   encoded = corpus.encode_dataset(tok, ds)
   batches = input_pipeline.TrainBatches(encoded, cfg.data)
@@ -142,7 +142,7 @@ def test_compiled_ahead_shapes_need_no_compilation_in_the_loop(accum, pack):
   cfg = tiny_config(SAMPLE, grad_accum_steps=accum)
   cfg = dataclasses.replace(cfg, data=dataclasses.replace(
       cfg.data, pack_length=pack, max_tokens=256, bucket_boundaries=(12, 16, 20, 24, 32, 48)))
-  ds = corpus.load_split(cfg.data, "train")
+  ds = data_source.load_split(cfg.data, "train")
   tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
   batches = input_pipeline.TrainBatches(corpus.encode_dataset(tok, ds), cfg.data)
   templates = batches.templates()

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from seq2seq import checkpoint, corpus, input_pipeline, kernels, metrics, tokenizer
-from seq2seq.corpus import read_lines
+from seq2seq import checkpoint, data_source, input_pipeline, kernels, metrics, tokenizer
+from seq2seq.textfiles import read_lines
 from seq2seq.train_step import compile_ahead
 from seq2seq.trainer import Trainer, resolve_precision, train
 from seq2seq.translator import Translator
@@ -56,7 +56,7 @@ def test_overfits_a_handful_of_pairs(tmp_path, matmul_dtype):
   # Six sentences cannot train a 400-piece vocabulary (byte fallback alone needs 260):
   # store one trained on the whole sample, registered for this corpus, as a user could.
   sample = read_lines(SAMPLE / "train.en") + read_lines(SAMPLE / "train.de")
-  name = corpus.corpus_id(cfg.data, "train", cfg.model.vocab_size)
+  name = data_source.corpus_id(cfg.data, "train", cfg.model.vocab_size)
   tokenizer.load_or_train(tmp_path / "run", name, lambda: sample, 400, "unigram", 10**6)
   summary = train(cfg, tmp_path / "run")
   last = [r for r in metrics.read(tmp_path / "run") if r["kind"] == "train"][-1]

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from seq2seq import tokenizer
-from seq2seq.corpus import read_lines
+from seq2seq.textfiles import read_lines
 from seq2seq.translator import Translator, one_line
 
 from conftest import run_cli
