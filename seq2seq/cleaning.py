@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from seq2seq.config import CLEAN_FILTERS as FILTERS
 from seq2seq.config import DataConfig
 
 if TYPE_CHECKING:
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FILTERS = ("empty", "long", "ratio", "copy", "nontext", "duplicate")
 KEPT = 0  # reason code of a kept pair; filter i removes with code i + 1
 EXAMPLES = 3
 BATCH = 10_000
@@ -98,11 +98,8 @@ def reasons(ds: datasets.Dataset, cfg: DataConfig) -> np.ndarray:
 
 
 def active_filters(cfg: DataConfig) -> list[str]:
-  names = [x.strip() for x in cfg.clean.split(",") if x.strip()]
-  unknown = [n for n in names if n not in FILTERS]
-  if unknown:
-    raise ValueError(f"data.clean={cfg.clean!r}: unknown filter(s) {', '.join(unknown)}; "
-                     f"filters: {', '.join(FILTERS)}")
+  """The filters of `data.clean` (checked by DataConfig), in the order they apply."""
+  names = {x.strip() for x in cfg.clean.split(",")}
   return [n for n in FILTERS if n in names]
 
 

@@ -121,6 +121,8 @@ PRESETS: dict[str, ModelConfig] = {
 # Padded lengths of the Multi30k recipe's batches: fine steps where its sentences are
 # (10-30 pieces) keep padding near 14 %.
 MULTI30K_BUCKETS = (8, 10, 12, 14, 16, 18, 20, 22, 24, 28, 32, 40, 48, 64, 100, 128, 256)
+# Cleaning filters of the training pairs, in the order they apply (seq2seq/cleaning.py).
+CLEAN_FILTERS = ("empty", "long", "ratio", "copy", "nontext", "duplicate")
 # Any corpus: steps of at most 25 %, so a batch pads by at most a fifth.
 BUCKETS = (8, 12, 16, 20, 24, 32, 40, 48, 64, 80, 100, 128, 160, 200, 256)
 
@@ -138,9 +140,7 @@ class DataConfig:
   dir: str = ""  # a folder of {split}.{lang}, {split}.tsv or {split}.jsonl files (.gz too)
   hub: str = ""  # Hugging Face data set name or a `save_to_disk` folder, e.g. "wmt14"
   hub_config: str = ""  # Hub data set config, e.g. "de-en"
-  # Hub names of splits that the config names otherwise, "ours=theirs,...", e.g.
-  # "val=validation,test_2016_flickr=test" for bentrevett/multi30k.
-  hub_splits: str = ""  # Hub split names, 'ours=theirs,...'
+  hub_splits: str = ""  # Hub names of our splits, 'ours=theirs,...' (docs/data.md)
   # Fields of a Hub data set or JSON Lines record; "" finds them: columns named by the
   # languages, a dictionary holding both ("translation.en"), or source/target, src/tgt.
   src_field: str = ""  # field of the source text; dotted for nested, e.g. "translation.en"
@@ -150,9 +150,8 @@ class DataConfig:
   train_split: str = "train"  # split trained on
   val_split: str = "val"  # split validated on; missing: held out of the training pairs
   test_split: str = "test"  # split evaluate.py scores by default
-  # Without a validation split, this many cleaned training pairs (at most a tenth of
-  # them), drawn with `heldout_seed`, are held out for validation, never trained on, and
-  # written to WORKDIR/heldout.jsonl (evaluate.py --split val reads them there).
+  # Without a validation split, this many cleaned training pairs (at most a tenth), drawn
+  # with `heldout_seed`, are held out for validation and written to WORKDIR/heldout.jsonl.
   heldout_pairs: int = 1000  # validation pairs held out when there is no validation split
   heldout_seed: int = 0  # seed of the held-out draw
   # Filters of the training pairs, applied in order before the vocabulary is trained
@@ -190,8 +189,9 @@ class DataConfig:
     require("data", self, "heldout_pairs clean_max_chars", *POSITIVE)
     require("data", self, "clean_max_ratio", lambda v: v >= 1, "a number >= 1")
     require("data", self, "clean_min_letters", lambda v: 0 <= v <= 1, "a number from 0 to 1")
-    from seq2seq import cleaning
-    cleaning.active_filters(self)  # names the unknown ones
+    if unknown := set(self.clean.replace(" ", "").split(",")) - {"", *CLEAN_FILTERS}:
+      raise ValueError(f"data.clean={self.clean!r}: unknown filter(s) {', '.join(sorted(unknown))}"
+                       f"; filters: {', '.join(CLEAN_FILTERS)}")
     b = self.bucket_boundaries
     if not b or any(not isinstance(x, int) or x < 2 for x in b) or list(b) != sorted(set(b)):
       raise ValueError(f"data.bucket_boundaries={b!r}: expected increasing integers >= 2")

@@ -17,6 +17,8 @@ import dataclasses
 import functools
 import logging
 import os
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator, Sequence
 
@@ -86,6 +88,27 @@ def in_order(fn, jobs: Iterator, workers: int) -> Iterator:
 
 
 
+class FirstShapes:
+  """Runs searches, saying when one runs a batch shape for the first time: it compiles
+  then (or loads from the compilation cache), which can take a while."""
+
+  def __init__(self):
+    self.seen: set[tuple] = set()
+    self.lock = threading.Lock()
+
+  def run(self, shape: tuple[int, int], key: tuple, call) -> tuple[np.ndarray, np.ndarray]:
+    with self.lock:
+      first = (shape, key) not in self.seen
+      self.seen.add((shape, key))
+    if first:
+      log.info("first batch of %d x %d pieces: compiling its search", *shape)
+    start = time.perf_counter()
+    seqs, scores = (np.asarray(x) for x in call())
+    if first and time.perf_counter() - start > 2:
+      log.info("search for %d x %d pieces ready in %.0f s", *shape, time.perf_counter() - start)
+    return seqs, scores
+
+
 class Translator:
   """A model, its parameters and tokenizer, with compiled search functions reused across calls."""
 
@@ -116,6 +139,7 @@ class Translator:
         static_argnames=("beam_size", "alpha", "max_len_a", "max_len_b", "max_steps",
                          "sampling", "nbest", "min_rows", "beam_stop"))
     self._forced_logprob = jax.jit(functools.partial(forced_logprob, models))
+    self._first_shapes = FirstShapes()
 
   def all_params(self, params=None):
     """The parameters the compiled functions take: one tree, or a tuple for an ensemble."""
@@ -157,8 +181,8 @@ class Translator:
 
     def search(job):
       chunk, args = job
-      seqs, scores = run(**args)
-      return chunk, np.asarray(seqs), np.asarray(scores)
+      key = (args["max_steps"], c.beam_size, nbest, sampling is None)
+      return (chunk, *self._first_shapes.run(args["src_BS"].shape, key, lambda: run(**args)))
 
     jobs = search_jobs(src_ids, c, self.buckets, self.model_cfg.max_len, sampling,
                        key_indices, prefix_ids, self.row_sizes)
