@@ -9,13 +9,16 @@ Each case trains two runs one after the other on Multi30k (../shared/data/multi3
 both with `train.max_minutes` set to --minutes. `de-en` swaps the direction for both;
 `subset10k` trains both on 10,000 training pairs drawn with seed 0 (written to
 RUNS_DIR/subset10k-data, with Multi30k's val and test beside them). Each run's averaged
-checkpoint is scored on val with beam 5 and its recipe's alpha. Appends one row per run to
---results (kind `auto`) and prints them.
+checkpoint is scored on val with beam 5 and its recipe's alpha. Both arms compile from an
+empty XLA cache (SEQ2SEQ_XLA_CACHE=""), as a first run does: a warm cache would favour
+the arm whose programs an earlier run compiled (the hand recipe's, here: ~95 s of its 10
+minutes). Appends one row per run to --results (kind `auto`) and prints them.
 """
 
 import argparse
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,8 +46,9 @@ def subset(folder: Path, pairs: int, seed: int = 0) -> Path:
 
 def run(cmd: list[str], log: Path) -> None:
   print("$", " ".join(cmd), flush=True)
+  env = dict(os.environ, SEQ2SEQ_XLA_CACHE="")  # no compilation cache: see above
   with open(log, "a") as f:
-    if subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT).returncode:
+    if subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=env).returncode:
       sys.exit(f"failed: {' '.join(cmd)} (log: {log})")
 
 

@@ -40,8 +40,13 @@ def _datasets():
 
 def split_path(cfg: DataConfig, split: str) -> str:
   """The path given for `split` (`data.train_path` etc.), or ""."""
-  return {cfg.train_split: cfg.train_path, cfg.val_split: cfg.val_path,
-          cfg.test_split: cfg.test_path}.get(split, "")
+  return getattr(cfg, path_field(cfg, split)) if path_field(cfg, split) else ""
+
+
+def path_field(cfg: DataConfig, split: str) -> str:
+  """The field that gives `split` a path: "train_path", "val_path", "test_path" or ""."""
+  return {cfg.test_split: "test_path", cfg.val_split: "val_path",
+          cfg.train_split: "train_path"}.get(split, "")
 
 
 def _kind(path: Path) -> str:
@@ -58,12 +63,12 @@ def local_files(cfg: DataConfig, split: str) -> tuple[str, list[Path]] | None:
     paths = [Path(p.strip()) for p in given.split(",")]
     for p in paths:
       if not p.is_file():
-        raise DataError(f"data.{split}_path: {p} does not exist")
+        raise DataError(f"data.{path_field(cfg, split)}: {p} does not exist")
     if len(paths) == 2:
       return "pair", paths
     if len(paths) == 1 and _kind(paths[0]):
       return _kind(paths[0]), paths
-    raise DataError(f"data.{split}_path={given!r}: expected FILE.tsv, FILE.jsonl (either "
+    raise DataError(f"data.{path_field(cfg, split)}={given!r}: expected FILE.tsv, FILE.jsonl (either "
                     "may end in .gz) or SRC_FILE,TGT_FILE")
   if not cfg.dir:
     return None
@@ -197,8 +202,9 @@ def load_split(cfg: DataConfig, split: str, workdir: str | Path | None = None
                     f"and .{cfg.tgt_lang}, or {split}.tsv or {split}.jsonl (each may end "
                     f"in .gz); {folder} holds: {', '.join(held) or 'nothing'}")
   else:
-    raise DataError(f"no data for split {split!r}: set data.{split}_path (FILE.tsv, "
-                    "FILE.jsonl or SRC_FILE,TGT_FILE), data.dir (a folder) or data.hub")
+    field = path_field(cfg, split)
+    given = f"data.{field} (FILE.tsv, FILE.jsonl or SRC_FILE,TGT_FILE), " if field else ""
+    raise DataError(f"no data for split {split!r}: set {given}data.dir (a folder) or data.hub")
   if len(ds) == 0:
     raise DataError(f"split {split!r} of {cfg.hub or cfg.dir or split_path(cfg, split)} "
                     "is empty")

@@ -19,7 +19,9 @@ The tests compare each with its plain JAX meaning (tests/test_kernels.py).
 from __future__ import annotations
 
 import functools
+import json
 import math
+import os
 import time
 
 import jax
@@ -112,21 +114,57 @@ def layer_product_seconds(backend: str | None = None) -> dict[str, float]:
   return best
 
 
+def _machine_key(backend: str) -> str:
+  """The backend, JAX's version and, on a CPU, its model and the flags that decide how
+  fast it multiplies bfloat16: what makes two machines time the same."""
+  key = f"{backend}|jax {jax.__version__}"
+  if backend == "cpu" and os.path.exists("/proc/cpuinfo"):
+    with open("/proc/cpuinfo") as f:
+      info = f.read()
+    model = next((x.split(":", 1)[1].strip() for x in info.splitlines()
+                  if x.startswith("model name")), "")
+    flags = set(next((x.split(":", 1)[1].split() for x in info.splitlines()
+                      if x.startswith("flags")), []))
+    key += f"|{model}|{' '.join(sorted(flags & {'amx_bf16', 'avx512_bf16', 'avx512f', 'avx2'}))}"
+  return key
+
+
 @functools.lru_cache(maxsize=None)
 def fastest_operand_dtype(backend: str | None = None) -> tuple[str, str]:
   """("bfloat16" or "float32", why): the operand dtype whose products run faster here
   (`layer_product_seconds`). bfloat16 operands pay only where the CPU multiplies them in
   hardware (AMX, AVX-512 BF16): elsewhere XLA converts them and float32 is faster.
-  Keeps float32 unless bfloat16 is at least 5 % faster.
+  Keeps float32 unless bfloat16 is at least 5 % faster. The answer is kept per machine
+  (`_machine_key`) in $XDG_CACHE_HOME/seq2seq/operand_dtype.json (~/.cache), so that
+  loading a model for translation times nothing after the first time.
   """
   backend = backend or jax.default_backend()
   if why := rounded_products_unsupported("bfloat16", backend):
     return "float32", f"this {backend} backend does not run them ({why})"
+  path = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                      "seq2seq", "operand_dtype.json")
+  key = _machine_key(backend)
+  try:
+    with open(path) as f:
+      known = json.load(f)
+  except (OSError, ValueError):
+    known = {}
+  if isinstance(known.get(key), list) and len(known[key]) == 2:
+    return known[key][0], f"{known[key][1]}, timed before on this machine"
   best = layer_product_seconds(backend)
   ratio = best["float32"] / best["bfloat16"]
   dtype = "bfloat16" if ratio >= 1.05 else "float32"
-  return dtype, (f"a layer's products took {best['bfloat16'] * 1e3:.2f} ms with bfloat16 "
-                 f"operands and {best['float32'] * 1e3:.2f} ms with float32 ({ratio:.2f}x)")
+  why = (f"a layer's products took {best['bfloat16'] * 1e3:.2f} ms with bfloat16 operands "
+         f"and {best['float32'] * 1e3:.2f} ms with float32 ({ratio:.2f}x)")
+  try:  # a cache that cannot be written only costs the next process the timing
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w") as f:
+      json.dump({**known, key: [dtype, why]}, f, indent=1)
+    os.replace(tmp, path)
+  except OSError:
+    pass
+  return dtype, why
 
 
 def _indices(spec: str) -> tuple[str, str, str]:

@@ -10,13 +10,9 @@ makes the same updates as one that was not interrupted.
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import logging
-import os
-import threading
-import time
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -170,50 +166,23 @@ class DataParallelSteps:
                     ) -> Iterator[tuple[str, jax.stages.Lowered]]:
     """(name, program) of the update for each batch shape of `templates`, traced and
     lowered (with micro-batches: their gradient, the zeroed sums and the update)."""
-    shape = lambda b: "x".join(map(str, b.src.shape[:1] + b.tgt.shape[1:]))
     if micro_batches == 1:
       for b in templates:
-        yield f"update {shape(b)}", self.train_step.lower(state, self.put_batch(b))
+        yield self.program_names(b, 1)[0], self.train_step.lower(state, self.put_batch(b))
       return
     acc = jax.eval_shape(self.zero_sums, state.params)
     acc = jax.tree_util.tree_map(
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self.replicated), acc)
     for b in templates:
-      yield f"gradient {shape(b)}", self.add_micro_batch.lower(
+      yield self.program_names(b, 2)[0], self.add_micro_batch.lower(
           acc, state.params, self.put_batch(b), state.step, 0)
     yield "zeroed sums", self.zero_sums.lower(state.params)
     yield "update", self.apply_gradients.lower(state, *acc)
 
-
-def compile_ahead(programs: Iterable[tuple[str, jax.stages.Lowered]],
-                  workers: int | None = None) -> float:
-  """Compiles `programs` ((name, lowered) pairs) on `workers` threads (default: one per
-  CPU core) while the next ones are traced and lowered here, and logs each one as it is
-  done, with how many are done and left and the time so far: on 2 cores a first run
-  compiles for minutes. The executables land in `jit`'s own cache, so the first call of
-  each runs at once. Returns the seconds it took."""
-  t0 = time.time()
-  lock, count = threading.Lock(), {"done": 0, "total": 0}
-
-  def report(name: str):
-    def done(future: concurrent.futures.Future) -> None:
-      if future.exception() is None:
-        with lock:
-          count["done"] += 1
-          left = f" of {count['total']}" if count["total"] else ""
-          log.info("compiled %s (%d%s, %.0fs)", name, count["done"], left, time.time() - t0)
-    return done
-
-  workers = max(1, workers or os.cpu_count() or 1)
-  with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-    futures = []
-    for name, lowered in programs:
-      futures.append(pool.submit(lowered.compile))
-      futures[-1].add_done_callback(report(name))
-    with lock:
-      count["total"] = len(futures)
-    log.info("compiling %d programs for this run's shapes (%d done, %.0fs)", len(futures),
-             count["done"], time.time() - t0)
-    for future in futures:
-      future.result()
-  return time.time() - t0
+  @staticmethod
+  def program_names(batch: Batch, micro_batches: int) -> list[str]:
+    """The names `lower_updates` gives the programs an update of `batch`'s shape runs."""
+    shape = "x".join(map(str, batch.src.shape[:1] + batch.tgt.shape[1:]))
+    if micro_batches == 1:
+      return [f"update {shape}"]
+    return [f"gradient {shape}", "zeroed sums", "update"]

@@ -29,10 +29,11 @@ from seq2seq import (
   model_card,
   runtime,
 )
+from seq2seq.compiling import BackgroundCompiler
 from seq2seq.config import NOT_ARCHITECTURE, Config
 from seq2seq.model import Model
 from seq2seq.optimizer import ema_params
-from seq2seq.train_step import DataParallelSteps, TrainState, compile_ahead
+from seq2seq.train_step import DataParallelSteps, TrainState
 from seq2seq.translator import Translator
 from seq2seq.validation import Validation
 
@@ -261,6 +262,8 @@ class Trainer:
     self.window = LogWindow()
 
   def validate(self) -> dict[str, float]:
+    if getattr(self, "compiler", None) is not None:
+      self.compiler.wait_all()  # its programs, compiled once
     t0, p, params, v = time.time(), self.progress, self.state.params, self.validation
     scores = v.loss(params)
     hyps = v.translate(params)
@@ -329,16 +332,15 @@ class Trainer:
     reason, first_step = self.stop_reason(), p.step
     if reason:
       log.info("nothing to do: %s", reason)
-    else:
-      seconds = compile_ahead(itertools.chain(
-          self.steps.lower_updates(self.state, templates, t.grad_accum_steps),
-          self.validation.lower(self.state.params)))
-      log.info("compiled the update for %d batch shapes and the validation in %.1fs",
-               len(templates), seconds)
+    first = [next(stream) for _ in range(t.grad_accum_steps)] if reason is None else []
+    stream = itertools.chain(first, stream)
+    self.compiler = start_compiling(self, templates, [batch for _, _, batch in first])
     pending = None  # the previous update's metrics, read after the next is dispatched
     try:
       while reason is None:
         micro = [next(stream) for _ in range(t.grad_accum_steps)]
+        for name in self.steps.program_names(micro[0][2], t.grad_accum_steps):
+          self.compiler.wait(name)
         self.state, m = self.steps.update(self.state, [batch for _, _, batch in micro])
         p.step += 1
         p.epoch, p.batch_index = micro[-1][0], micro[-1][1]
@@ -366,8 +368,33 @@ class Trainer:
         self.record(*pending)
       reason = "interrupted"
       log.warning("interrupted at step %d; saving the latest checkpoint", p.step)
+    finally:
+      self.compiler.stop()
     self.save()
     return finish(self, reason)
+
+
+def start_compiling(trainer: Trainer, templates: list, first: list) -> BackgroundCompiler:
+  """Compiles the run's programs while it trains: the update of the first batch's shape
+  first, then the other shapes', then the validation's (`seq2seq.compiling`). With
+  several processes, every program is compiled before the first update, as each process
+  lowers the validation's search from its own copy of the parameters."""
+  if first:
+    shape = first[0].shape
+    templates = sorted(templates, key=lambda b: b.shape != shape)  # stable: it goes first
+  accum = trainer.cfg.train.grad_accum_steps
+  if jax.process_count() > 1:
+    programs = itertools.chain(trainer.steps.lower_updates(trainer.state, templates, accum),
+                               trainer.validation.lower(trainer.state.params))
+  else:  # shapes only: the loop donates the state's buffers while the thread lowers
+    state = jax.tree_util.tree_map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), trainer.state)
+    programs = itertools.chain(trainer.steps.lower_updates(state, templates, accum),
+                               trainer.validation.lower(state.params))
+  compiler = BackgroundCompiler(programs if first else iter(()))
+  if jax.process_count() > 1:
+    compiler.wait_all()
+  return compiler
 
 
 def finish(trainer: Trainer, reason: str) -> dict[str, Any]:

@@ -299,6 +299,7 @@ def load_run(workdir: str | os.PathLike | Sequence[str | os.PathLike],
                        "(seq2seq-export --checkpoint); --checkpoint is for the JAX engine")
     return CTranslate2Translator.load(workdirs[0], **decode_overrides)
   cfg: Config = checkpoint.load_config(workdirs[0])
+  cfg = decode_precision(cfg)
   tok = checkpoint.load_tokenizer(workdirs[0])
   params, _ = checkpoint.load_params(workdirs[0], checkpoint_name, cfg.model)
   ensemble = []
@@ -309,12 +310,21 @@ def load_run(workdir: str | os.PathLike | Sequence[str | os.PathLike],
           f"{other} and {workdirs[0]} have different SentencePiece models (fingerprints "
           f"{other_tok.fingerprint()} and {tok.fingerprint()}): an ensemble needs one "
           "shared vocabulary (train with --config.data.spm_model=FIRST_RUN/spm.model)")
-    other_cfg = checkpoint.load_config(other)
+    other_cfg = decode_precision(checkpoint.load_config(other))
     ensemble.append((other_cfg.model,
                      checkpoint.load_params(other, checkpoint_name, other_cfg.model)[0]))
   decode_cfg = dataclasses.replace(cfg.decode, **decode_overrides)
   return Translator(cfg.model, params, tok, decode_cfg,
                     LengthBuckets.from_config(cfg.data, cfg.model.max_len), ensemble)
+
+
+def decode_precision(cfg: Config) -> Config:
+  """A model trained with bfloat16 matmul operands decodes with whichever of bfloat16 and
+  float32 this machine multiplies faster (`matmul_dtype="auto"`, logged): float32 is at
+  least as precise, and faster on CPUs without bfloat16 hardware."""
+  if cfg.model.matmul_dtype != "bfloat16":
+    return cfg
+  return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, matmul_dtype="auto"))
 
 
 def encode_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], rows: Sequence[int],

@@ -1,6 +1,8 @@
 """The XLA:CPU-shaped kernels against their plain JAX meaning: dropout masks, the fusion
 boundary, bfloat16-operand products and their gradients, layer norm's own gradient."""
 
+import json
+
 import haiku as hk
 import jax
 import jax.numpy as jnp
@@ -129,7 +131,8 @@ def test_an_index_summed_within_one_operand_is_refused():
     kernels.einsum("ij,jk->k", jnp.ones((2, 3)), jnp.ones((3, 4)), "bfloat16")
 
 
-def test_fastest_operand_dtype_times_both_and_names_its_reason(monkeypatch):
+def test_fastest_operand_dtype_times_both_and_names_its_reason(monkeypatch, tmp_path):
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
   kernels.fastest_operand_dtype.cache_clear()
   dtype, why = kernels.fastest_operand_dtype()
   assert dtype in ("float32", "bfloat16")
@@ -139,4 +142,26 @@ def test_fastest_operand_dtype_times_both_and_names_its_reason(monkeypatch):
   monkeypatch.setattr(kernels, "rounded_products_unsupported", lambda dtype, backend: "no kernel")
   assert kernels.fastest_operand_dtype() == (
       "float32", f"this {jax.default_backend()} backend does not run them (no kernel)")
+  kernels.fastest_operand_dtype.cache_clear()
+
+
+def test_the_operand_dtype_is_timed_once_per_machine(monkeypatch, tmp_path):
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+  monkeypatch.setattr(kernels, "layer_product_seconds",
+                      lambda backend: {"float32": 0.002, "bfloat16": 0.004})
+  monkeypatch.setattr(kernels, "rounded_products_unsupported", lambda dtype, backend: None)
+  kernels.fastest_operand_dtype.cache_clear()
+  assert kernels.fastest_operand_dtype()[0] == "float32"
+  known = json.loads((tmp_path / "seq2seq" / "operand_dtype.json").read_text())
+  assert list(known.values()) == [["float32", kernels.fastest_operand_dtype()[1]]]
+  # Another process on this machine reads the answer instead of timing again.
+  monkeypatch.setattr(kernels, "layer_product_seconds", lambda backend: pytest.fail("timed"))
+  kernels.fastest_operand_dtype.cache_clear()
+  dtype, why = kernels.fastest_operand_dtype()
+  assert dtype == "float32" and why.endswith("timed before on this machine")
+  # Another machine (here: another JAX version) times anew.
+  monkeypatch.setattr(kernels.jax, "__version__", "0.0.0")
+  kernels.fastest_operand_dtype.cache_clear()
+  with pytest.raises(pytest.fail.Exception, match="timed"):
+    kernels.fastest_operand_dtype()
   kernels.fastest_operand_dtype.cache_clear()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from seq2seq import kernels, layers
-from seq2seq.config import PRESETS, ModelConfig
+from seq2seq.config import PRESETS, Config, ModelConfig
 from seq2seq.model import Model, count_params, shift_right
 from seq2seq.vocab import PAD_ID
 
@@ -310,6 +310,13 @@ def test_bfloat16_matmul_operands_probe_and_fallback(monkeypatch, caplog):
 def test_automatic_precision_takes_the_timed_dtype(monkeypatch):
   monkeypatch.setattr(kernels, "fastest_operand_dtype", lambda: ("float32", "timed"))
   assert Model(dataclasses.replace(TINY, matmul_dtype="auto")).matmul_dtype == "float32"
+  # A model trained with bfloat16 operands decodes with the faster of the two here; one
+  # trained with float32 keeps float32 (bfloat16 would lose precision it trained with).
+  from seq2seq.translator import decode_precision
+  trained = Config(model=dataclasses.replace(TINY, matmul_dtype="bfloat16"))
+  assert decode_precision(trained).model.matmul_dtype == "auto"
+  assert Model(decode_precision(trained).model).matmul_dtype == "float32"
+  assert decode_precision(Config(model=TINY)).model.matmul_dtype == "float32"
 
 
 def test_config_validation():

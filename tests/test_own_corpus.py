@@ -20,7 +20,8 @@ FAST = ["--config", "tiny", "--config.data.dir=", "--config.model.encoder_layers
 
 def test_a_tsv_file_trains_evaluates_and_translates_with_one_command_each(tmp_path):
   src, tgt = read_lines(SAMPLE / "train.en"), read_lines(SAMPLE / "train.de")
-  rows = [f"{s}\t{t}" for s, t in zip(src, tgt)] + ["", "Same\tsame", "A dog.\t@@ @@ @@ @@"]
+  rows = [f"{s}\t{t}" for s, t in zip(src, tgt)] + ["", "Same\tsame",
+      "A dog.\tEin sehr großer brauner Hund rennt schnell über die grüne Wiese im Park."]
   (tmp_path / "pairs.tsv").write_text("\n".join(rows) + "\n", "utf-8")
   run = tmp_path / "run"
   run_cli("train.py", *FAST, "--workdir", run, f"--config.data.train_path={tmp_path}/pairs.tsv")

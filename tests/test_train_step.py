@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 
 from seq2seq import corpus, data_source, input_pipeline, tokenizer
+from seq2seq.compiling import compile_ahead
 from seq2seq.config import TrainConfig
 from seq2seq.input_pipeline import Batch
 from seq2seq.loss import loss_sums
 from seq2seq.model import Model, shift_right
-from seq2seq.train_step import DataParallelSteps, compile_ahead, dropout_scale
+from seq2seq.train_step import DataParallelSteps, dropout_scale
 
 from helpers import SAMPLE, tiny_config
 

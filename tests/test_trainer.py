@@ -10,9 +10,9 @@ import pytest
 import sacrebleu
 
 from seq2seq import checkpoint, data_source, input_pipeline, kernels, metrics, tokenizer
+from seq2seq.compiling import BackgroundCompiler
 from seq2seq.textfiles import read_lines
-from seq2seq.train_step import compile_ahead
-from seq2seq.trainer import Trainer, resolve_precision, train
+from seq2seq.trainer import Trainer, resolve_precision, start_compiling, train
 from seq2seq.translator import Translator
 
 from conftest import run_cli
@@ -87,25 +87,34 @@ def test_average_checkpoints(trained_run, tmp_path):
   assert Translator.load(run, "averaged").translate(["A dog is running."])[0]
 
 
-def test_validation_compiled_ahead_needs_no_compilation(tmp_path):
-  # The trainer compiles its validation's programs (loss and greedy search, one per
-  # batch shape) with the update's, for the initial parameters; a validation after an
-  # update, with the parameters the loop made, then traces, lowers and compiles nothing.
+def test_programs_compiled_while_training_are_not_compiled_again(tmp_path):
+  # The trainer compiles its programs (an update per batch shape, the validation's loss
+  # and greedy search per shape) on threads, from the state's shapes alone, the first
+  # batch's first; the loop's updates and a validation after them, with the parameters
+  # the loop made, then trace, lower and compile nothing.
   cfg = tiny_config(SAMPLE, eval_max_sentences=0)  # all 100 sentences: several shapes
   trainer = Trainer(cfg, tmp_path / "run")
+  batches = input_pipeline.TrainBatches(trainer.train_corpus, cfg.data)
+  real = {}
+  for b in batches.epoch_batches(0):
+    batch = batches.make_batch(b)
+    real.setdefault(batch.shape, batch)
+  first = list(real.values())[-1]
   events = []
   record = lambda name, seconds, **kw: events.append(name)
   jax.monitoring.register_event_duration_secs_listener(record)
   try:
-    programs = list(trainer.validation.lower(trainer.state.params))
-    assert len(programs) >= 4, len(programs)
+    compiler = start_compiling(trainer, batches.templates(), [first])
+    assert compiler.wait_all() > 0
+    names = list(compiler.futures)
+    assert names[0] == trainer.steps.program_names(first, 1)[0] and len(real) > 2
+    assert sum(n.startswith("validation") for n in names) >= 4, names
     # The control: lowering them traced each one.
-    assert events.count("/jax/core/compile/jaxpr_trace_duration") >= len(programs)
-    assert compile_ahead(iter(programs)) > 0
-    batches = input_pipeline.TrainBatches(trainer.train_corpus, cfg.data)
-    batch = batches.make_batch(batches.epoch_batches(0)[0])
-    trainer.state, _ = trainer.steps.update(trainer.state, [batch])
+    assert events.count("/jax/core/compile/jaxpr_trace_duration") >= len(names)
     events.clear()
+    for batch in real.values():
+      trainer.state, m = trainer.steps.update(trainer.state, [batch])
+      assert np.isfinite(float(m["loss"]))
     scores = trainer.validation.loss(trainer.state.params)
     hyps = trainer.validation.translate(trainer.state.params)
   finally:
@@ -113,6 +122,33 @@ def test_validation_compiled_ahead_needs_no_compilation(tmp_path):
   assert np.isfinite(scores["loss"]) and len(hyps) == 100
   compiling = [e for e in events if e.startswith("/jax/core/compile/")]
   assert not compiling, compiling
+
+
+def test_a_compiler_waits_for_the_program_asked_for_and_reports_failures():
+  import threading
+  release = threading.Event()
+
+  class Slow:
+    def __init__(self, fail=False):
+      self.fail = fail
+    def compile(self):
+      release.wait(10)
+      if self.fail:
+        raise RuntimeError("no memory")
+
+  compiler = BackgroundCompiler([("a", Slow()), ("b", Slow(fail=True))], workers=2)
+  waited = threading.Thread(target=compiler.wait, args=("a",))
+  waited.start()
+  waited.join(0.3)
+  assert waited.is_alive()  # "a" is still compiling
+  release.set()
+  waited.join(5)
+  assert not waited.is_alive()
+  compiler.wait("no such program")  # returns at once: nothing to wait for
+  with pytest.raises(RuntimeError, match="no memory"):
+    compiler.wait("b")
+  with pytest.raises(RuntimeError, match="no memory"):
+    compiler.wait_all()
 
 
 def test_tensorboard_event_files_hold_the_metrics_and_translations(tmp_path):
