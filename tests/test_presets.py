@@ -28,7 +28,7 @@ def test_presets_are_found_by_name_and_paths_still_work(tmp_path):
   own.write_text("from seq2seq.config import default_config\ndef get_config():\n"
                  "  return default_config('tiny')\n")
   assert presets.config_file(str(own)) == str(own)
-  with pytest.raises(ValueError, match=r"not a preset name \(presets: multi30k, tiny"):
+  with pytest.raises(ValueError, match=r"not a preset name \(presets: auto, multi30k, tiny"):
     presets.config_file("tinyy")
   assert presets.sample_dir() == ROOT / "data" / "sample"
 

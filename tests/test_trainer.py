@@ -99,16 +99,19 @@ def test_programs_compiled_while_training_are_not_compiled_again(tmp_path):
   for b in batches.epoch_batches(0):
     batch = batches.make_batch(b)
     real.setdefault(batch.shape, batch)
-  first = list(real.values())[-1]
+  templates = batches.templates()
+  # the first batch of a shape that is not the first template's: it must come first
+  first = next(b for shape, b in real.items() if shape != templates[0].shape)
   events = []
   record = lambda name, seconds, **kw: events.append(name)
   jax.monitoring.register_event_duration_secs_listener(record)
   try:
-    compiler = start_compiling(trainer, batches.templates(), [first])
+    compiler = start_compiling(trainer, templates, [first])
     assert compiler.wait_all() > 0
     names = list(compiler.futures)
-    assert names[0] == trainer.steps.program_names(first, 1)[0] and len(real) > 2
-    assert sum(n.startswith("validation") for n in names) >= 4, names
+    assert names[0] == trainer.steps.program_names(first, 1)[0] and len(real) >= 2
+    assert any(n.startswith("validation loss") for n in names), names
+    assert "validation search" in names and names[-1].startswith("validation"), names
     # The control: lowering them traced each one.
     assert events.count("/jax/core/compile/jaxpr_trace_duration") >= len(names)
     events.clear()
