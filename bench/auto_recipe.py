@@ -62,6 +62,7 @@ def main():
   args = p.parse_args()
   src, tgt = CASES[args.case]
   runs = Path(args.runs_dir)
+  runs.mkdir(parents=True, exist_ok=True)
   data = subset(runs / "subset10k-data", 10_000) if args.case == "subset10k" else MULTI30K
   common = [f"--config.data.dir={data}", f"--config.data.src_lang={src}",
             f"--config.data.tgt_lang={tgt}", f"--config.train.max_minutes={args.minutes:g}",
