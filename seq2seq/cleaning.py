@@ -117,10 +117,10 @@ class Report:
   @classmethod
   def build(cls, ds: datasets.Dataset, codes: np.ndarray, cfg: DataConfig, source: str
             ) -> "Report":
-    removed, examples = {}, {}
+    removed, examples, active = {}, {}, active_filters(cfg)
     for i, name in enumerate(FILTERS):
       rows = np.flatnonzero(codes == i + 1)
-      if name in active_filters(cfg):
+      if name in active:
         removed[name] = int(len(rows))
       if len(rows):
         picked = ds.select(rows[:EXAMPLES])

@@ -40,7 +40,8 @@ def _datasets():
 
 def split_path(cfg: DataConfig, split: str) -> str:
   """The path given for `split` (`data.train_path` etc.), or ""."""
-  return getattr(cfg, path_field(cfg, split)) if path_field(cfg, split) else ""
+  field = path_field(cfg, split)
+  return getattr(cfg, field) if field else ""
 
 
 def path_field(cfg: DataConfig, split: str) -> str:
