@@ -82,8 +82,10 @@ def plan(m: Measurements) -> tuple[dict[str, Any], dict[str, str]]:
   # SentencePiece cannot make more pieces than a small corpus has: at most twice its words
   vocab = min(vocab, max(100 * (2 * m.word_types // 100), 100))
   many = epochs >= 20
-  checkpoint_every = min(max(_round_to(updates / 100, 25), 25), 1000)
-  eval_every = checkpoint_every * max(math.ceil(updates / 10 / checkpoint_every), 1)
+  # a save and a validation each cost seconds: in 10-minute runs, saving every 25 and
+  # validating every 175 updates cost 8 % of the updates (bench/results.jsonl, kind auto)
+  checkpoint_every = min(max(_round_to(updates / 100, 25), 100), 1000)
+  eval_every = checkpoint_every * max(round(updates / 6 / checkpoint_every), 1)
   short = (800, 200) if preset == "compact" else (4000, 800)
   choices: dict[str, tuple[Any, str]] = {
       "model.d_model": (model.d_model, f"the `{preset}` preset: {why_preset}"),
@@ -115,10 +117,12 @@ def plan(m: Measurements) -> tuple[dict[str, Any], dict[str, str]]:
       "train.lr_schedule": ("inverse_sqrt", "linear decay tied, at a fixed length"),
       "train.max_steps": (1_000_000, "the minutes end the run"),
       "train.max_minutes": (m.minutes, "the time given"),
-      "train.checkpoint_every": (checkpoint_every, "a hundredth of the planned updates"),
+      "train.checkpoint_every": (checkpoint_every, "a hundredth of the planned updates, "
+                                  "100 at least (a save costs ~0.5 s)"),
       "train.keep_checkpoints": (10, "the last 10 are averaged"),
       "train.average_last": (10, "averaging 5, 20, 30 or 40 tied or lost"),
-      "train.eval_every": (eval_every, "about 10 validations per run"),
+      "train.eval_every": (eval_every, "about 6 validations per run (each a greedy "
+                           "pass over the validation set)"),
       "decode.beam_size": (5, "beams 8 and 12 tied at up to 2.4x the time"),
       "decode.alpha": (1.3, "tuned on Multi30k val; bench/tune_decoding.py tunes yours"),
   }
