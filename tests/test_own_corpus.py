@@ -91,10 +91,12 @@ def test_the_plan_gives_the_hand_recipe_back_at_its_own_point():
 
 
 @pytest.mark.parametrize("pairs, minutes, updates, expect", [
-    (10_000, 10, 1_300, {"model.vocab_size": 5000, "model.dropout": 0.1,
-                         "train.warmup_steps": 250, "train.checkpoint_every": 100}),
-    (29_000, 10, 1_300, {"model.vocab_size": 8000, "model.dropout": 0.1}),
+    (10_000, 10, 1_300, {"model.vocab_size": 5000, "model.dropout": 0.2,
+                         "train.dropout_ramp_steps": 3000, "train.warmup_steps": 250,
+                         "train.checkpoint_every": 100}),
+    (29_000, 10, 1_300, {"model.vocab_size": 8000, "model.dropout": 0.2}),
     (1_000_000, 600, 200_000, {"model.d_model": 256, "model.vocab_size": 32_000,
+                              "model.dropout": 0.1,
                               "data.sampling_alpha": 0.0, "data.max_tokens": 4096}),
     (5_000_000, 6000, 5_000_000, {"model.d_model": 512, "train.warmup_steps": 4000}),
 ])
