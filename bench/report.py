@@ -212,23 +212,27 @@ def serving(runs):
 
 
 def auto_recipe(runs):
-  """Each case's two arms, side by side, with the difference in val BLEU."""
-  rows, arms = [], {}
+  """Each automatic run beside the hand run of its case before it in the file (the same
+  sitting), with the difference in val BLEU and the commit whose rules it ran; the
+  latest first."""
+  rows, hand = [], {}
   for r in runs:
-    if r["kind"] == "auto":
-      arms.setdefault((r["case"], r["minutes"], r["cpu"]), {})[r["arm"]] = r
-  for (case, minutes, cpu), pair in arms.items():
-    hand, auto = pair.get("hand"), pair.get("auto")
-    s = auto["settings"] if auto else {}
-    rows.append([case, cpu, f"{minutes:g}", fmt(hand and hand["val_bleu"]),
-                 f"{hand['updates']:,}" if hand else "—", fmt(auto and auto["val_bleu"]),
-                 f"{auto['updates']:,}" if auto else "—",
-                 fmt(auto["val_bleu"] - hand["val_bleu"]) if hand and auto else "—",
-                 (f"vocab {s['vocab_size']:,}, dropout {s['dropout']}, smoothing "
-                  f"{s['label_smoothing']}, warmup {s['warmup_steps']}, checkpoints every "
-                  f"{s['checkpoint_every']}") if s else "—"])
+    if r["kind"] != "auto":
+      continue
+    key = (r["case"], r["minutes"], r["cpu"])
+    if r["arm"] == "hand":
+      hand[key] = r
+      continue
+    h, s = hand.get(key), r["settings"]
+    rows.append([r["case"], r["cpu"], f"{r['minutes']:g}", fmt(h and h["val_bleu"]),
+                 f"{h['updates']:,}" if h else "—", fmt(r["val_bleu"]), f"{r['updates']:,}",
+                 fmt(r["val_bleu"] - h["val_bleu"]) if h else "—", f"`{r['commit']}`",
+                 f"vocab {s['vocab_size']:,}, dropout {s['dropout']}, smoothing "
+                 f"{s['label_smoothing']}, warmup {s['warmup_steps']}, ramp "
+                 f"{s['dropout_ramp_steps']:,}, checkpoints every {s['checkpoint_every']}"])
   return table(["case", "CPU", "minutes", "hand val sacreBLEU", "hand updates",
-                "auto val sacreBLEU", "auto updates", "auto − hand", "auto chose"], rows)
+                "auto val sacreBLEU", "auto updates", "auto − hand", "rules of",
+                "auto chose"], rows[::-1])  # the latest rules first
 
 
 def settings(runs):
