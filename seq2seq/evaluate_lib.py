@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -71,6 +72,21 @@ def write_sentence_level(path: Path, sources, hypotheses, references) -> None:
                 f"{one_line(r)}")
   path.parent.mkdir(parents=True, exist_ok=True)
   path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+def translate_all(translator, sources: Sequence[str], c) -> list[str]:
+  """The translations of `sources` with the settings `c`, one batch first and then 16
+  batches at a time, each part logged: from an empty compilation cache the first part is
+  done once one search is compiled, not one per length bucket of the whole set."""
+  from seq2seq.translate_cli import chunks
+  out: list[str] = []
+  start = time.perf_counter()
+  for chunk in chunks(iter(sources), c.batch_size, 16 * c.batch_size):
+    out += [one_line(h) for h in translator.translate(chunk, beam_size=c.beam_size,
+                                                      alpha=c.alpha, batch_size=c.batch_size)]
+    log.info("translated %d of %d sentences (%.1f s)", len(out), len(sources),
+             time.perf_counter() - start)
+  return out
 
 
 def print_result(result: dict) -> None:
@@ -148,8 +164,7 @@ def main(argv=None) -> None:
   except (textfiles.DataError, checkpoint.CheckpointError, ScoreError, ValueError) as e:
     sys.exit(f"error: {e}")
   beam = c.beam_size
-  hypotheses = [one_line(h) for h in translator.translate(
-      sources, beam_size=beam, alpha=c.alpha, batch_size=c.batch_size)]
+  hypotheses = translate_all(translator, sources, c)
   ensemble = ".ensemble" if len(args.workdir) > 1 else ""
   mbr_name = f".mbr-{c.mbr}-{c.mbr_weights}" if c.mbr else ""
   out = (Path(args.output) if args.output else

@@ -73,13 +73,16 @@ def read_input(stream, strict: bool) -> Iterator[str]:
     yield decode_line(raw.removesuffix(b"\n"), "input", number, strict=False)
 
 
-def chunks(lines: Iterator[str], size: int) -> Iterator[list[str]]:
+def chunks(lines: Iterator[str], first: int, size: int) -> Iterator[list[str]]:
+  """The lines in lists of `size`, the first of only `first` lines: its translations come
+  out once one batch is searched (from an empty compilation cache, once one search is
+  compiled, instead of one per length bucket that `size` lines reach)."""
   chunk: list[str] = []
   for line in lines:
     chunk.append(line)
-    if len(chunk) == size:
+    if len(chunk) == first:
       yield chunk
-      chunk = []
+      chunk, first = [], size
   if chunk:
     yield chunk
 
@@ -123,7 +126,8 @@ def parser() -> argparse.ArgumentParser:
                  "(needs --beam >= N)")
   p.add_argument("--buffer", type=int, default=16,
                  help="batches read ahead and sorted by length before decoding; "
-                 "their lines are written as soon as they are translated")
+                 "their lines are written as soon as they are translated (the first "
+                 "batch's alone, so that output starts after one search)")
   p.add_argument("--input", default="-", help="input file; - = stdin")
   p.add_argument("--output", default="-", help="output file; - = stdout")
   p.add_argument("--strict", action="store_true",
@@ -225,7 +229,7 @@ def main(argv=None) -> None:
   elif args.prefix:
     lines = tab_pairs(lines, "PREFIX")
   try:
-    for chunk in chunks(lines, c.batch_size * max(args.buffer, 1)):
+    for chunk in chunks(lines, c.batch_size, c.batch_size * max(args.buffer, 1)):
       if args.prefix:
         opts["prefixes"] = [b for _, b in chunk]
         chunk = [a for a, _ in chunk]

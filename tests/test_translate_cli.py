@@ -1,7 +1,11 @@
 """translate.py as a user runs it: the API's translations, one output line per input
 line, bad input handled line by line, usage errors in one line."""
 
+import queue
 import shutil
+import subprocess
+import sys
+import threading
 
 import pytest
 
@@ -10,7 +14,7 @@ from seq2seq.textfiles import read_lines
 from seq2seq.translator import Translator, one_line
 
 from conftest import run_cli
-from helpers import SAMPLE
+from helpers import ROOT, SAMPLE
 
 
 def test_bad_input_is_handled_line_by_line(trained_run):
@@ -71,6 +75,28 @@ def test_interactive_translates_each_line(trained_run):
                  input_bytes=b"A dog is running.\n\nA man is sitting.\n")
   api = Translator.load(trained_run).translate(["A dog is running.", "", "A man is sitting."])
   assert proc.stdout.decode().split("\n") == api + [""]
+
+
+def test_the_first_batch_is_written_before_the_rest_is_read(trained_run):
+  # The first batch's lines come out while the input is still open: a user sees output
+  # after one search, not after --buffer batches are read, sorted and searched.
+  lines = read_lines(SAMPLE / "test.en")[:7]
+  proc = subprocess.Popen([sys.executable, "translate.py", "--workdir", str(trained_run),
+                           "--batch-size", "4"], cwd=ROOT, stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+  got = queue.Queue()
+  threading.Thread(target=lambda: [got.put(line) for line in proc.stdout], daemon=True).start()
+  try:
+    proc.stdin.write("".join(line + "\n" for line in lines[:4]).encode())
+    proc.stdin.flush()
+    first = [got.get(timeout=300).decode().rstrip("\n") for _ in range(4)]
+    proc.stdin.write("".join(line + "\n" for line in lines[4:]).encode())
+    proc.stdin.close()
+    assert proc.wait(timeout=300) == 0
+  finally:
+    proc.kill()
+  rest = [got.get(timeout=10).decode().rstrip("\n") for _ in range(3)]
+  assert first + rest == Translator.load(trained_run).translate(lines)
 
 
 def test_mismatched_tokenizer_is_refused(trained_run, tmp_path):
