@@ -3,7 +3,7 @@ threads, ahead of the loop or while it runs.
 
 On 2 CPU cores a run's ~30 programs take minutes to compile from an empty cache. The
 trainer does not wait for them: `BackgroundCompiler` lowers them on a thread of its own
-(the first batch's shape first) and compiles them on a pool of workers, logging each as
+(in the order the batches need them) and compiles them on a pool of workers, logging each as
 it is done, while updates start as soon as the first batch's program is ready. Before an
 update of a new shape, the loop `wait`s for that shape's program, so no shape is ever
 compiled twice (once by the pool, once by `jit` on the call); before a validation it
@@ -32,7 +32,8 @@ class BackgroundCompiler:
   def __init__(self, programs: Iterable[tuple[str, jax.stages.Lowered]],
                workers: int | None = None):
     self.t0 = time.time()
-    self.futures: dict[str, concurrent.futures.Future] = {}
+    self.futures: dict[str, concurrent.futures.Future] = {}  # by name: the last of a name
+    self.all: list[concurrent.futures.Future] = []
     self.done, self.submitted, self.error = 0, False, None
     self.cond = threading.Condition()
     self.pool = concurrent.futures.ThreadPoolExecutor(max(1, workers or os.cpu_count() or 1))
@@ -47,6 +48,7 @@ class BackgroundCompiler:
         future.add_done_callback(lambda f, name=name: self._done(f, name))
         with self.cond:
           self.futures[name] = future
+          self.all.append(future)
           self.cond.notify_all()
     except BaseException as e:  # noqa: BLE001 (raised again by wait / wait_all)
       self.error = e
@@ -55,16 +57,16 @@ class BackgroundCompiler:
         self.submitted = True
         self.cond.notify_all()
         log.info("compiling %d programs for this run's shapes (%d done, %.0fs)",
-                 len(self.futures), self.done, time.time() - self.t0)
+                 len(self.all), self.done, time.time() - self.t0)
 
   def _done(self, future: concurrent.futures.Future, name: str) -> None:
     if future.cancelled() or future.exception() is not None:
       return
     with self.cond:
       self.done += 1
-      total = f" of {len(self.futures)}" if self.submitted else ""
+      total = f" of {len(self.all)}" if self.submitted else ""
       log.info("compiled %s (%d%s, %.0fs)", name, self.done, total, time.time() - self.t0)
-      if self.submitted and self.done == len(self.futures):
+      if self.submitted and self.done == len(self.all):
         log.info("compiled all %d programs of the run in %.1fs", self.done,
                  time.time() - self.t0)
 
@@ -83,7 +85,7 @@ class BackgroundCompiler:
     self.thread.join()
     if self.error is not None:
       raise self.error
-    for future in list(self.futures.values()):
+    for future in list(self.all):
       future.result()
     return time.time() - self.t0
 

@@ -214,14 +214,23 @@ class TrainBatches:
         s_at, t_at = s_at + len(x), t_at + len(y)
     return Batch(src, tgt, src_seg, tgt_seg)
 
-  def templates(self, process: int = 0, processes: int = 1) -> list[Batch]:
+  def templates(self, process: int = 0, processes: int = 1, epoch: int | None = None,
+                index: int = 0) -> list[Batch]:
     """One all-padding batch of each shape that this epoch's batches take (one per
     length bucket holding pairs, or the one packed shape), with `make_batch`'s rows of
-    `process`'s share: what a step can be compiled for before the first real batch arrives."""
+    `process`'s share: what a step can be compiled for before the first real batch arrives.
+    With `epoch`, in the order that epoch's batches from `index` on first take them."""
     if self.cfg.pack_length:
       return [self._packed_batch([], process, processes)]
+    first_use: dict[int, int] = {}
+    if epoch is not None:  # (with a sampler, this indexes the epoch's segmentation)
+      for i, idx in enumerate(self.epoch_batches(epoch)[index:]):
+        longest = int(max(self.src_len[idx].max(), self.tgt_len[idx].max()))
+        first_use.setdefault(self.lengths.length_for(longest), i)
+    order = sorted(self.buckets, key=lambda length: (length not in first_use,
+                                                     first_use.get(length, length)))
     out = []
-    for length in self.buckets:
+    for length in order:
       rows = rows_for(length, self.cfg.max_tokens, self.num_devices)
       out.append(pad_batch([], [], rows // processes, length, length))
     return out

@@ -326,7 +326,8 @@ class Trainer:
     batches = input_pipeline.TrainBatches(self.train_corpus, self.cfg.data,
                                           self.steps.num_devices, sampler)
     # Shapes to compile ahead, read before the prefetching thread re-indexes the corpus.
-    templates = batches.templates(jax.process_index(), jax.process_count())
+    templates = batches.templates(jax.process_index(), jax.process_count(), p.epoch,
+                                  p.batch_index)
     stream = input_pipeline.prefetch(batches.iterate(p.epoch, p.batch_index,
                                                      jax.process_index(), jax.process_count()))
     reason, first_step = self.stop_reason(), p.step
@@ -375,8 +376,8 @@ class Trainer:
 
 
 def start_compiling(trainer: Trainer, templates: list, first: list) -> BackgroundCompiler:
-  """Compiles the run's programs while it trains: the update of the first batch's shape
-  first, then the other shapes', then the validation's (`seq2seq.compiling`). With
+  """Compiles the run's programs while it trains: the updates in the order the epoch's
+  batches first take their shapes, then the validation's (`seq2seq.compiling`). With
   several processes, every program is compiled before the first update, as each process
   lowers the validation's search from its own copy of the parameters."""
   if first:

@@ -245,6 +245,23 @@ def test_subword_sampling_resegments_each_epoch_reproducibly():
   assert sorted(np.concatenate(a.epoch_batches(1)).tolist()) == list(range(len(encoded)))
 
 
+def test_templates_come_in_the_order_the_batches_first_need_their_shapes():
+  cfg = DataConfig(dir=str(SAMPLE), max_tokens=300, bucket_boundaries=(8, 12, 16, 20, 24, 32, 48))
+  ds = data_source.load_split(cfg, "train")
+  tok = tokenizer.train(list(ds["src"]) + list(ds["tgt"]), vocab_size=400)
+  batches = ip.TrainBatches(corpus.encode_dataset(tok, ds), cfg)
+  for epoch, index in [(0, 0), (1, 0), (2, 5)]:
+    seen = []
+    for idx in batches.epoch_batches(epoch)[index:]:
+      shape = batches.make_batch(idx).src.shape
+      if shape not in seen:
+        seen.append(shape)
+    ordered = [t.src.shape for t in batches.templates(epoch=epoch, index=index)]
+    assert ordered[:len(seen)] == seen
+    assert sorted(ordered) == sorted(t.src.shape for t in batches.templates())
+  assert len(seen) > 2
+
+
 def test_batches_split_evenly_across_devices():
   cfg = DataConfig(dir=str(SAMPLE), max_tokens=300)
   ds = data_source.load_split(cfg, "train")
