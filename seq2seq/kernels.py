@@ -200,6 +200,12 @@ def matmul(x: jnp.ndarray, w: jnp.ndarray, operand_dtype: str | None = None) -> 
   if operand_dtype in (None, "float32"):
     return x @ w.astype(x.dtype)
   x_MK = x.reshape(-1, x.shape[-1])
+  if x_MK.shape[0] == 1:
+    # XLA:CPU multiplies a lone row by another kernel than two or more, which rounds
+    # bfloat16 products differently: with a second row, a sentence searched alone (one
+    # greedy row) is translated exactly as in a batch.
+    return matmul(jnp.concatenate([x_MK, x_MK]), w, operand_dtype)[:1].reshape(
+        *x.shape[:-1], w.shape[-1])
   return einsum("mk,kn->mn", x_MK, w, operand_dtype).reshape(*x.shape[:-1], w.shape[-1])
 
 

@@ -1,6 +1,9 @@
 """Search invariants: known best sequence, beam 1 == greedy, EOS, n-best order, limits,
 cache == recomputation, batch-size independence."""
 
+import json
+import shutil
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -334,6 +337,24 @@ def test_translations_do_not_depend_on_batch_size(trained_run):
     many = t.translate(lines, beam_size=beam, batch_size=64)
     assert one == many
     assert len(one) == len(lines) and one[-2] == ""
+
+
+def test_translations_do_not_depend_on_batch_size_at_the_recipes_precision(trained_run,
+                                                                            tmp_path):
+  # The recipe trains with bfloat16 operands; such a run decodes with whichever of
+  # bfloat16 and float32 this machine multiplies faster. Either way, the batch a
+  # sentence is searched in must not change its translation.
+  run = tmp_path / "run"
+  shutil.copytree(trained_run, run)
+  cfg = json.loads((run / "config.json").read_text())
+  cfg["model"]["matmul_dtype"] = "bfloat16"
+  (run / "config.json").write_text(json.dumps(cfg))
+  t = Translator.load(run)
+  lines = read_lines(SAMPLE / "test.en")[:70]
+  for beam in (1, 3):
+    one = t.translate(lines, beam_size=beam, batch_size=1)
+    assert one == t.translate(lines, beam_size=beam, batch_size=8)
+    assert one == t.translate(lines, beam_size=beam, batch_size=64)
 
 
 def test_batches_searched_at_once_give_the_same_translations_in_order(trained_run):

@@ -88,6 +88,19 @@ def test_bfloat16_matmul_operands_round_operands_and_cotangents(spec, shape_a, s
   assert float(jnp.max(jnp.abs(got(a, b, g)[0] - jnp.einsum(spec, a, b)))) > 1e-3
 
 
+def test_a_lone_row_is_multiplied_as_in_a_batch():
+  # XLA:CPU multiplies a single row by another kernel than two or more; with bfloat16
+  # operands it rounds differently there, so a sentence searched alone (greedy, one row)
+  # could be translated differently than in a batch. matmul gives a lone row a second.
+  x = jax.random.normal(jax.random.PRNGKey(0), (2, 128))
+  w = jax.random.normal(jax.random.PRNGKey(1), (128, 512))
+  alone = jax.jit(lambda x: kernels.matmul(x, w, "bfloat16"))(x[:1])
+  both = jax.jit(lambda x: kernels.matmul(x, w, "bfloat16"))(x)
+  np.testing.assert_array_equal(alone, both[:1])
+  grad = jax.grad(lambda x: kernels.matmul(x, w, "bfloat16").sum())(x[:1])
+  assert grad.shape == (1, 128)
+
+
 def test_layer_norm_is_haiku_s_in_value_gradient_and_parameter_names():
   """`layers.LayerNorm` computes `hk.LayerNorm`'s function with its own gradient: the
   same outputs and gradients for x, scale and offset (random non-trivial scale and

@@ -310,13 +310,12 @@ def test_bfloat16_matmul_operands_probe_and_fallback(monkeypatch, caplog):
 def test_automatic_precision_takes_the_timed_dtype(monkeypatch):
   monkeypatch.setattr(kernels, "fastest_operand_dtype", lambda: ("float32", "timed"))
   assert Model(dataclasses.replace(TINY, matmul_dtype="auto")).matmul_dtype == "float32"
-  # A model trained with bfloat16 operands decodes with the faster of the two here; one
-  # trained with float32 keeps float32 (bfloat16 would lose precision it trained with).
+  # A model trained with bfloat16 (or automatic) operands decodes with float32 ones, as
+  # does one trained with float32.
   from seq2seq.translator import decode_precision
-  trained = Config(model=dataclasses.replace(TINY, matmul_dtype="bfloat16"))
-  assert decode_precision(trained).model.matmul_dtype == "auto"
-  assert Model(decode_precision(trained).model).matmul_dtype == "float32"
-  assert decode_precision(Config(model=TINY)).model.matmul_dtype == "float32"
+  for dtype in ("bfloat16", "auto", "float32"):
+    trained = Config(model=dataclasses.replace(TINY, matmul_dtype=dtype))
+    assert decode_precision(trained).model.matmul_dtype == "float32"
 
 
 def test_config_validation():
