@@ -7,21 +7,23 @@ engine and search in the same run.
 First, in this process, the engine's own speeds on test_2016_flickr: batch decoding
 (batches of --batch-size, as bench/decode_speed.py: the median of three passes after a
 first that compiles) and the time of one short sentence alone (the median of 30). Then
-the engine is freed, the server started on 127.0.0.1 with the same model and search, and
-for each client count that many threads each send one test sentence per request, back to
+the engine is freed, the server started on 127.0.0.1 with the same model and search (and,
+for JAX, given the time to compile its batches of every row count), and
+for each client count that many clients (coroutines of one asyncio loop, as light on the
+shared cores as a load generator can be) each send one test sentence per request, back to
 back on a kept-alive connection, for --seconds. Reports sentences/s (and its share of batch decoding), p50/p95/p99
 latency, 429s, and checks every answer against the server's own answer to that sentence
 alone. The last line is the JSON of all figures.
 """
 
 import argparse
+import asyncio
 import gc
-import http.client
+import itertools
 import json
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
@@ -65,9 +67,11 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   url = f"http://127.0.0.1:{port}"
   deadline = time.time() + 900
+  rows = [1 << k for k in range(args.batch_size.bit_length())]
   while time.time() < deadline:
-    try:
-      if get(url + "/health")[0] == 200:
+    try:  # ready, and (JAX) every batch row count compiled: the steady state is measured
+      status, health = get(url + "/health")
+      if status == 200 and health.get("batch_rows") in ([], rows):
         return proc, url
     except OSError:
       pass
@@ -78,44 +82,52 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
   sys.exit("server did not start")
 
 
-def load(url, lines, clients, seconds, expected) -> dict:
-  latencies, wrong, refused, lock = [], [], [0], threading.Lock()
-  counter = iter(range(10**9))
-  stop_at = time.perf_counter() + seconds
-
-  host, port = url.removeprefix("http://").split(":")
-
-  def client():
-    connection = http.client.HTTPConnection(host, int(port), timeout=600)  # kept alive
+async def client(host: str, port: int, texts, stop_at: float, out: dict) -> None:
+  """Sends one text per request, back to back on one kept-alive connection, until
+  `stop_at`: raw HTTP/1.1 on asyncio streams, so that the load generator, which shares the
+  server's cores, spends as little of them as it can."""
+  reader, writer = await asyncio.open_connection(host, port)
+  try:
     while time.perf_counter() < stop_at:
-      with lock:
-        text = lines[next(counter) % len(lines)]
+      text = next(texts)
+      body = json.dumps({"text": text}).encode()
       t = time.perf_counter()
-      connection.request("POST", "/translate", json.dumps({"text": text}),
-                         {"Content-Type": "application/json"})
-      response = connection.getresponse()
-      status, body = response.status, json.loads(response.read())
-      with lock:
-        if status == 429:
-          refused[0] += 1
-          continue
-        latencies.append(time.perf_counter() - t)
-        if expected[text] != body["translation"]:
-          wrong.append(text)
+      writer.write(b"POST /translate HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json"
+                   b"\r\nContent-Length: %d\r\n\r\n%s" % (host.encode(), len(body), body))
+      head = await reader.readuntil(b"\r\n\r\n")
+      status = int(head.split(b" ", 2)[1])
+      length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:"))
+      answer = json.loads(await reader.readexactly(length))
+      if status == 429:
+        out["refused"] += 1
+        continue
+      out["latencies"].append(time.perf_counter() - t)
+      if status != 200 or out["expected"][text] != answer["translation"]:
+        out["wrong"].append((status, text))
+  finally:
+    writer.close()
+
+
+def load(url, lines, clients, seconds, expected) -> dict:
+  host, port = url.removeprefix("http://").split(":")
+  out = {"latencies": [], "wrong": [], "refused": 0, "expected": expected}
+  texts = itertools.cycle(lines)
+
+  async def all_clients():
+    stop_at = time.perf_counter() + seconds
+    await asyncio.gather(*(client(host, int(port), texts, stop_at, out)
+                           for _ in range(clients)))
 
   t0 = time.perf_counter()
-  threads = [threading.Thread(target=client) for _ in range(clients)]
-  for th in threads:
-    th.start()
-  for th in threads:
-    th.join()
+  asyncio.run(all_clients())
   wall = time.perf_counter() - t0
-  ms = np.array(latencies) * 1000
+  ms = np.array(out["latencies"]) * 1000
   pct = lambda q: round(float(np.percentile(ms, q)), 1)
-  return {"clients": clients, "requests": len(latencies), "seconds": round(wall, 1),
-          "sentences_per_s": round(len(latencies) / wall, 1), "p50_ms": pct(50),
-          "p95_ms": pct(95), "p99_ms": pct(99), "refused_429": refused[0],
-          "mismatches": len(wrong)}
+  return {"clients": clients, "requests": len(ms), "seconds": round(wall, 1),
+          "sentences_per_s": round(len(ms) / wall, 1), "p50_ms": pct(50),
+          "p95_ms": pct(95), "p99_ms": pct(99), "refused_429": out["refused"],
+          "mismatches": len(out["wrong"])}
 
 
 def main():

@@ -26,10 +26,11 @@ import dataclasses
 import json
 import logging
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -45,25 +46,51 @@ WARM_UP = "A man in a blue shirt is standing on a ladder cleaning windows."
 
 
 def warm_up(translator, limits: Limits, longest: int = 64) -> float:
-  """Compiles, before /health says ready, the searches the server runs: batches of 1 or
-  max_batch rows (`Translator.row_sizes`: two shapes per length) of every length bucket
-  up to `longest` pieces, at the default search settings, two at a time. Kept in the XLA
-  cache, a restart loads them in seconds. Returns the seconds it took."""
+  """Compiles, before /health says ready, the searches the server runs first: batches of
+  1 or max_batch rows (`Translator.row_sizes`) of every length bucket up to `longest`
+  pieces, at the default search settings, two at a time; then starts compiling the row
+  counts between (2, 4, ... max_batch / 2) on a thread, each taken into use once all its
+  lengths are compiled, so that a batch of a few texts stops paying for max_batch rows.
+  Kept in the XLA cache, a restart loads them in seconds. Returns the seconds it took."""
   started = time.perf_counter()
   if not hasattr(translator, "lower_searches"):  # CTranslate2 compiles nothing
     translator.translate([WARM_UP])
     return time.perf_counter() - started
-  translator.row_sizes = (1, limits.max_batch)
+  translator.row_sizes = tuple(sorted({1, limits.max_batch}))
+  compile_rows(translator, translator.row_sizes, limits.max_batch, longest)
+  translator.translate([WARM_UP], batch_size=limits.max_batch)
+  between = [r for r in powers_of_two(limits.max_batch) if r not in translator.row_sizes]
+  if between:
+    threading.Thread(target=add_row_sizes, args=(translator, between, limits.max_batch,
+                                                 longest), daemon=True,
+                     name="compile-rows").start()
+  return time.perf_counter() - started
+
+
+def powers_of_two(limit: int) -> list[int]:
+  return [1 << k for k in range(limit.bit_length()) if 1 << k < limit]
+
+
+def compile_rows(translator, rows: Sequence[int], batch_size: int, longest: int) -> None:
+  """Compiles the searches of `rows`-row batches of every length bucket up to `longest`."""
   pieces = translator.encode([WARM_UP])[0][:-1]
   sources = [np.append(np.resize(pieces, length - 1), EOS_ID).astype(np.int32)
              for length in translator.buckets.boundaries if length <= longest]
-  lowered = [lowered for src in sources for rows in sorted({1, limits.max_batch})
-             for lowered in translator.lower_searches([src] * rows,
-                                                      batch_size=limits.max_batch)]
+  lowered = [lowered for src in sources for r in rows
+             for lowered in translator.lower_searches([src] * r, batch_size=batch_size,
+                                                      row_sizes=(r,))]
   with ThreadPoolExecutor(2) as pool:
     list(pool.map(lambda lower: lower.compile(), lowered))
-  translator.translate([WARM_UP], batch_size=limits.max_batch)
-  return time.perf_counter() - started
+
+
+def add_row_sizes(translator, rows: Sequence[int], batch_size: int, longest: int) -> None:
+  """Compiles each row count in turn and adds it to the translator's row sizes."""
+  started = time.perf_counter()
+  for r in rows:
+    compile_rows(translator, [r], batch_size, longest)
+    translator.row_sizes = tuple(sorted({*translator.row_sizes, r}))
+  log.info("compiled batches of %s rows too, in %.1f s", ", ".join(map(str, rows)),
+           time.perf_counter() - started)
 
 
 class Server:
@@ -120,9 +147,10 @@ class Server:
   def health(self) -> tuple[int, dict[str, Any]]:
     status = "ready" if self.batcher else ("failed" if self.failed else "loading")
     stats = self.batcher.stats if self.batcher else {}
+    rows = list(getattr(self.translator, "row_sizes", ()))  # JAX: the compiled batch rows
     return (200 if self.batcher else 503), {"status": status, **self.info, **stats,
                                             "queue": len(self.batcher.pending)
-                                            if self.batcher else 0}
+                                            if self.batcher else 0, "batch_rows": rows}
 
 
 class AccessLog:

@@ -44,6 +44,16 @@ def start_server(*args, timeout: float = 300):
     time.sleep(0.3)
 
 
+def wait_for_all_batch_rows(url, max_batch: int = 64, timeout: float = 600) -> None:
+  """Waits until a JAX server has compiled its batches of every row count (1, 2, 4, ...
+  max_batch), which it does on a thread after it says ready."""
+  want = [1 << k for k in range(max_batch.bit_length())]
+  deadline = time.time() + timeout
+  while get(url + "/health")[1]["batch_rows"] != want:
+    assert time.time() < deadline, get(url + "/health")[1]
+    time.sleep(0.5)
+
+
 def stop_server(proc) -> str:
   """Stops the server with SIGTERM (as a service manager does); returns its log."""
   proc.send_signal(signal.SIGTERM)

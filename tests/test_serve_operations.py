@@ -16,7 +16,7 @@ from seq2seq import Translator
 from seq2seq.textfiles import read_lines
 
 from helpers import SAMPLE
-from serving import get, post, start_server, stop_server
+from serving import get, post, start_server, stop_server, wait_for_all_batch_rows
 
 SOURCES = read_lines(SAMPLE / "test.en")[:64]
 
@@ -58,6 +58,7 @@ def test_overload_gets_429_with_retry_after_never_a_5xx_and_memory_stays_flat(tr
         t.join()
       return outcomes
 
+    wait_for_all_batch_rows(url)  # compiling them grows the memory; the queue must not
     sustainable = load(4, 4.0)
     assert {s for s, _ in sustainable} == {200}
     before = rss_mb(proc.pid)
