@@ -203,12 +203,17 @@ def decoding(runs):
 
 
 def serving(runs):
-  rows = [[r["cpu"], r["engine"], r["search"], r["clients"], fmt(r["sentences_per_s"], 1),
-           f"{100 * r['share_of_batch']:.0f} %", fmt(r["p50_ms"], 0), fmt(r["p95_ms"], 0),
-           fmt(r["p99_ms"], 0), fmt(r.get("alone_ratio"))]
-          for r in runs if r["kind"] == "serve"]
-  return table(["CPU", "engine", "search", "clients", "sentences/s", "of batch decoding",
-                "p50 ms", "p95 ms", "p99 ms", "1 client p50 / engine alone"], rows)
+  """Server load tests, the latest commit's first."""
+  serve = [r for r in runs if r["kind"] == "serve"]
+  order = list(dict.fromkeys(r["commit"] for r in serve))[::-1]
+  serve.sort(key=lambda r: order.index(r["commit"]))  # stable within a commit
+  rows = [[f"`{r['commit']}`", r["cpu"], r["engine"], r["search"], r["clients"],
+           fmt(r["sentences_per_s"], 1), f"{100 * r['share_of_batch']:.0f} %",
+           fmt(r["p50_ms"], 0), fmt(r["p95_ms"], 0), fmt(r["p99_ms"], 0),
+           fmt(r.get("alone_ratio"))] for r in serve]
+  return table(["commit", "CPU", "engine", "search", "clients", "sentences/s",
+                "of batch decoding", "p50 ms", "p95 ms", "p99 ms",
+                "1 client p50 / engine alone"], rows)
 
 
 def auto_recipe(runs):
