@@ -194,16 +194,14 @@ class Translator:
                      beam_size: int | None = None, alpha: float | None = None,
                      batch_size: int | None = None, row_sizes: Sequence[int] | None = None
                      ) -> Iterator[jax.stages.Lowered]:
-    """The searches `translate_batches` would run on these inputs (with `row_sizes` in
-    place of the translator's), one per distinct batch shape, traced and lowered but not
-    run: `.compile()` puts each in the cache that call uses, so it then compiles nothing
-    (the trainer compiles the validation's searches this way before the first update)."""
+    """The searches `translate_batches` would run on these inputs (with `row_sizes` for
+    the translator's), one per batch shape, lowered but not run: `.compile()` puts each
+    in the cache that call uses (the trainer compiles the validation's searches so)."""
     c = self.settings(beam_size, alpha, batch_size)
     run = bound_search(self._search.lower, self.all_params(params), c, None, 1)
     seen = set()
-    rows = self.row_sizes if row_sizes is None else row_sizes
-    for _, args in search_jobs(src_ids, c, self.buckets, self.model_cfg.max_len,
-                                 None, None, None, rows):
+    for _, args in search_jobs(src_ids, c, self.buckets, self.model_cfg.max_len, None, None,
+                               None, self.row_sizes if row_sizes is None else row_sizes):
       shape = (args["src_BS"].shape, args["max_steps"])
       if shape not in seen:
         seen.add(shape)
