@@ -59,16 +59,13 @@ def warm_up(translator, limits: Limits, longest: int = 64) -> float:
   translator.row_sizes = tuple(sorted({1, limits.max_batch}))
   compile_rows(translator, translator.row_sizes, limits.max_batch, longest)
   translator.translate([WARM_UP], batch_size=limits.max_batch)
-  between = [r for r in powers_of_two(limits.max_batch) if r not in translator.row_sizes]
+  between = [1 << k for k in range(1, limits.max_batch.bit_length())
+             if 1 << k < limits.max_batch]  # 2, 4, ... below max_batch
   if between:
     threading.Thread(target=add_row_sizes, args=(translator, between, limits.max_batch,
                                                  longest), daemon=True,
                      name="compile-rows").start()
   return time.perf_counter() - started
-
-
-def powers_of_two(limit: int) -> list[int]:
-  return [1 << k for k in range(limit.bit_length()) if 1 << k < limit]
 
 
 def compile_rows(translator, rows: Sequence[int], batch_size: int, longest: int) -> None:

@@ -321,10 +321,8 @@ def load_run(workdir: str | os.PathLike | Sequence[str | os.PathLike],
 def decode_precision(cfg: Config) -> Config:
   """A model trained with bfloat16 matmul operands (float32 products) decodes with float32
   operands: at least as precise, and faster in decoding's small matmuls even where the
-  CPU multiplies bfloat16 in hardware (greedy 1.25-1.39x, beam 5 1.47-1.85x on an AMD EPYC with
-  AVX-512 BF16, where training's large ones ran 1.86x faster in bfloat16)."""
-  if cfg.model.matmul_dtype not in ("bfloat16", "auto"):
-    return cfg
+  CPU multiplies bfloat16 in hardware (greedy 1.25-1.39x, beam 5 1.47-1.85x on an AMD
+  EPYC with AVX-512 BF16, where training's large ones ran 1.86x faster in bfloat16)."""
   return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, matmul_dtype="float32"))
 
 
