@@ -104,17 +104,37 @@ class GreedyState(NamedTuple):
   rows: dict  # what each row keeps through the search: limit, prefix, keys, source
 
 
+def prefix_tokens(prefix_RP: jnp.ndarray, step: jnp.ndarray, pad_id: int
+                  ) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """(each row's forced token at `step`, whether `step` is inside the row's forced prefix
+  `prefix_RP`, padded with pad_id)."""
+  forced_R = jax.lax.dynamic_index_in_dim(prefix_RP, jnp.minimum(step, prefix_RP.shape[1] - 1),
+                                          axis=1, keepdims=False)
+  return forced_R, (step < prefix_RP.shape[1]) & (forced_R != pad_id)
+
+
 def force_prefix(x_RV: jnp.ndarray, prefix_RP: jnp.ndarray | None, step: jnp.ndarray,
                  pad_id: int) -> jnp.ndarray:
   """While `step` is inside a row's forced prefix (`prefix_RP`, padded with pad_id), only
   the prefix's token may be chosen; its score stays the model's."""
   if prefix_RP is None:
     return x_RV
-  forced_R = jax.lax.dynamic_index_in_dim(prefix_RP, jnp.minimum(step, prefix_RP.shape[1] - 1),
-                                          axis=1, keepdims=False)
-  active_R = (step < prefix_RP.shape[1]) & (forced_R != pad_id)
+  forced_R, active_R = prefix_tokens(prefix_RP, step, pad_id)
   other_RV = jnp.arange(x_RV.shape[-1])[None, :] != forced_R[:, None]
   return jnp.where(active_R[:, None] & other_RV, NEG_INF, x_RV)
+
+
+def forced_tokens(token_R: jnp.ndarray, must_end_R: jnp.ndarray, prefix_RP: jnp.ndarray | None,
+                  step: jnp.ndarray, eos_id: int, pad_id: int) -> jnp.ndarray:
+  """A row's token where it has no choice: EOS at its last allowed position, the prefix's
+  token inside its forced prefix, else `token_R`. For a search that picks one token per
+  row, the same as choosing among `only_eos_where` and `force_prefix`'s masked logits,
+  without their two passes over `[R, V]`."""
+  token_R = jnp.where(must_end_R, eos_id, token_R)
+  if prefix_RP is None:
+    return token_R
+  forced_R, active_R = prefix_tokens(prefix_RP, step, pad_id)
+  return jnp.where(active_R, forced_R, token_R)
 
 
 # choose(log_probs_BV, step, keys_B) -> tokens_B: a sampler (keys_B: one key per row).
@@ -132,7 +152,7 @@ def sampler(temperature: float, top_k: int = 0, top_p: float = 1.0) -> Choose:
 
   def choose(logp_BV: jnp.ndarray, step: jnp.ndarray, keys_B: jax.Array) -> jnp.ndarray:
     if temperature == 0:
-      return jnp.argmax(logp_BV, axis=-1).astype(jnp.int32)
+      return argmax_rows(logp_BV)
     logits_BV = logp_BV / temperature
     if top_k:
       kth_B1 = jax.lax.top_k(logits_BV, top_k)[0][:, -1:]
@@ -173,12 +193,12 @@ def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.n
     logits_BV, cache = tokens_to_logits(s.last, s.cache, s.rows["source"])
     logits_BV = logits_BV.astype(jnp.float32)
     lse_B = jax.nn.logsumexp(logits_BV, axis=-1)
-    x_BV = only_eos_where(logits_BV, s.step + 1 >= s.rows["max_len"], eos_id)
-    x_BV = force_prefix(x_BV, s.rows["prefix"], s.step, pad_id)
     if choose is None:  # the arg-max of the logits: no [B, V] log-probabilities needed
-      token_B = jnp.argmax(x_BV, axis=-1).astype(jnp.int32)
+      token_B = argmax_rows(logits_BV)
     else:
-      token_B = choose(x_BV - lse_B[:, None], s.step, s.rows["keys"])
+      token_B = choose(logits_BV - lse_B[:, None], s.step, s.rows["keys"])
+    token_B = forced_tokens(token_B, s.step + 1 >= s.rows["max_len"], s.rows["prefix"],
+                            s.step, eos_id, pad_id)
     chosen = jnp.take_along_axis(logits_BV, token_B[:, None], axis=-1)[:, 0] - lse_B
     token_B = jnp.where(s.finished, pad_id, token_B)
     return s._replace(
@@ -197,6 +217,31 @@ def _group_size(n: int, target: int = 64) -> int:
   """A divisor of n near `target` (so rows split into groups without padding), else target."""
   divisors = [g for g in range(target // 2, 2 * target + 1) if n % g == 0]
   return min(divisors, key=lambda g: abs(g - target)) if divisors else target
+
+
+def argmax_rows(x_RN: jnp.ndarray) -> jnp.ndarray:
+  """`jnp.argmax(x_RN, axis=-1)` as int32 for long rows: the first index of each row's
+  maximum. XLA:CPU runs argmax as a (value, index) reduction element by element (1.4 ms
+  for 64 rows of 8,000 pieces, half a greedy step); here every pass is a plain max or
+  min: the row's maximum over group maxima, the first group holding it, the first
+  position in that group (0.1 ms; bench/README.md). A row holding NaN gives some index
+  within the row."""
+  rows, n = x_RN.shape
+  group = _group_size(n, 16)
+  num_groups = -(-n // group)
+  if num_groups * group != n:
+    x_RN = jnp.pad(x_RN, ((0, 0), (0, num_groups * group - n)), constant_values=-jnp.inf)
+  x_RGg = x_RN.reshape(rows, num_groups, group)
+  max_RG = jnp.max(x_RGg, axis=-1)
+  max_R1 = jnp.max(max_RG, axis=-1, keepdims=True)
+  first_R = jnp.min(jnp.where(max_RG == max_R1, jnp.arange(num_groups, dtype=jnp.int32),
+                              num_groups), axis=-1)
+  first_R = jnp.minimum(first_R, num_groups - 1)
+  block_Rg = jnp.take_along_axis(x_RGg, first_R[:, None, None], axis=1,
+                                 mode="promise_in_bounds")[:, 0]
+  within_R = jnp.min(jnp.where(block_Rg == max_R1, jnp.arange(group, dtype=jnp.int32), group),
+                     axis=-1)
+  return jnp.minimum(first_R * group + within_R, n - 1)
 
 
 def top_k_rows(x_RN: jnp.ndarray, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
@@ -219,7 +264,8 @@ def top_k_rows(x_RN: jnp.ndarray, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
   x_RGg = x_RN.reshape(rows, num_groups, group)
   _, groups_Rk = jax.lax.top_k(jnp.max(x_RGg, axis=-1), k)
   groups_Rk = jnp.sort(groups_Rk, axis=-1)  # candidates in index order: ties break as top_k's
-  candidates = jnp.take_along_axis(x_RGg, groups_Rk[:, :, None], axis=1).reshape(rows, -1)
+  candidates = jnp.take_along_axis(x_RGg, groups_Rk[:, :, None], axis=1,
+                                   mode="promise_in_bounds").reshape(rows, -1)  # no select
   values_Rk, pos_Rk = jax.lax.top_k(candidates, k)
   index_Rk = jnp.take_along_axis(groups_Rk, pos_Rk // group, axis=1) * group + pos_Rk % group
   return values_Rk, index_Rk

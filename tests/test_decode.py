@@ -493,3 +493,28 @@ def test_top_k_rows_equals_lax_top_k(n, k):
   ref_values, ref_index = jax.lax.top_k(x, k)
   np.testing.assert_array_equal(np.asarray(index), np.asarray(ref_index))
   np.testing.assert_array_equal(np.asarray(values), np.asarray(ref_values))
+
+
+@pytest.mark.parametrize("n", [8000, 8003, 100, 7, 1])
+def test_argmax_rows_equals_the_first_maximum(n):
+  rng = np.random.default_rng(n)
+  x = rng.integers(0, 4, (9, n)).astype(np.float32)  # many ties: the first one wins
+  x[2] = -np.inf
+  x[3] = decode.NEG_INF
+  x[4, -1] = 10.0  # the maximum in the last (padded) group
+  np.testing.assert_array_equal(np.asarray(decode.argmax_rows(jnp.asarray(x))),
+                                np.argmax(x, axis=-1))
+
+
+def test_forced_tokens_equal_the_argmax_of_the_masked_logits():
+  logits = jax.random.normal(jax.random.PRNGKey(0), (6, 50))
+  # (a prefix leaves room for EOS: no row must end inside its prefix)
+  must_end = jnp.array([False, False, False, True, False, False])
+  prefix = jnp.array([[7, 9], [7, PAD_ID], [3, 4], [PAD_ID, PAD_ID], [8, PAD_ID],
+                      [5, 6]], jnp.int32)
+  for step in range(3):
+    masked = decode.force_prefix(decode.only_eos_where(logits, must_end, EOS_ID), prefix,
+                                 jnp.asarray(step), PAD_ID)
+    forced = decode.forced_tokens(decode.argmax_rows(logits), must_end, prefix,
+                                  jnp.asarray(step), EOS_ID, PAD_ID)
+    np.testing.assert_array_equal(np.asarray(forced), np.argmax(np.asarray(masked), axis=-1))
