@@ -4,9 +4,11 @@
       [--min-rows N] [--workers N] [--beam-stops exact,current] [--compare-ctranslate2]
 
 Model load and compilation (a first pass over the same data) are timed separately;
-the reported sentences/s and output tokens/s are the median of three more, steady-state
-passes (each pass's figure is printed too). All passes must give identical
-translations, and so must batch size 1 on a sample.
+the reported sentences/s and output tokens/s are the median of `--passes` more,
+steady-state passes (each pass's figure is printed too), taken in alternation across
+all searches and engines, so that the machine's drift during the run (these figures
+move by a third between runs on a shared VM) hits every engine alike. All passes must
+give identical translations, and so must batch size 1 on a sample.
 
 With --compare-ctranslate2 the same checkpoint is exported (seq2seq-export) as float32
 and int8 and decoded by CTranslate2 in the same run, same batches, one thread per core;
@@ -33,34 +35,37 @@ from seq2seq.runtime import enable_compilation_cache
 from seq2seq.textfiles import read_lines
 from seq2seq.translator import Translator
 
-from common import MULTI30K, machine, peak_rss_mib, report
+from common import MULTI30K, alternate, machine, peak_rss_mib, report
 
 
-def timed_pass(translator, lines, beam, batch_size, alpha=None):
+def first_pass(translator, lines, beam, batch_size, alpha=None) -> dict:
+  """The compiling first pass: its seconds, outputs, and a function that runs one more
+  pass and checks that it gives the same translations."""
+  def run():
+    return translator.translate(lines, beam_size=beam, alpha=alpha, batch_size=batch_size,
+                                nbest=1)
   t = time.perf_counter()
-  out = translator.translate(lines, beam_size=beam, alpha=alpha, batch_size=batch_size, nbest=1)
-  return time.perf_counter() - t, out
+  out = run()
+  seconds = time.perf_counter() - t
+  texts = [h[0].text for h in out]
+
+  def again():
+    assert [h[0].text for h in run()] == texts, "a later pass changed a translation"
+  return {"seconds": seconds, "out": out, "again": again,
+          "alpha": translator.settings(alpha=alpha).alpha}
 
 
-def measure(translator, lines, references, beam, batch_size, alpha=None, passes=3
-            ) -> tuple[dict, list]:
-  first_s, first = timed_pass(translator, lines, beam, batch_size, alpha)
-  times = []
-  for _ in range(passes):
-    seconds, out = timed_pass(translator, lines, beam, batch_size, alpha)
-    assert [h[0].text for h in first] == [h[0].text for h in out]
-    times.append(seconds)
+def figures(first: dict, times: list, lines, references) -> dict:
+  out = first["out"]
   steady_s = statistics.median(times)
   tokens = sum(len(h[0].ids) + 1 for h in out)  # EOS included
-  texts = [h[0].text for h in out]
-  figures = {"sentences_per_s": round(len(lines) / steady_s, 1),
-             "output_tokens_per_s": round(tokens / steady_s),
-             "seconds": round(steady_s, 2),
-             "sentences_per_s_each_pass": [round(len(lines) / t, 1) for t in times],
-             "compile_and_first_pass_s": round(first_s, 1),
-             "alpha": translator.settings(alpha=alpha).alpha,
-             "bleu": round(sacrebleu.corpus_bleu(texts, [references]).score, 2)}
-  return figures, out
+  return {"sentences_per_s": round(len(lines) / steady_s, 1),
+          "output_tokens_per_s": round(tokens / steady_s),
+          "seconds": round(steady_s, 2),
+          "sentences_per_s_each_pass": [round(len(lines) / t, 1) for t in times],
+          "compile_and_first_pass_s": round(first["seconds"], 1),
+          "alpha": first["alpha"],
+          "bleu": round(sacrebleu.corpus_bleu([h[0].text for h in out], [references]).score, 2)}
 
 
 def main():
@@ -81,6 +86,8 @@ def main():
                  "(default: the run's setting)")
   p.add_argument("--compare-ctranslate2", action="store_true",
                  help="also export the checkpoint and decode with CTranslate2 float32 and int8")
+  p.add_argument("--passes", type=int, default=5,
+                 help="steady-state passes of each search, in alternation (default 5)")
   p.add_argument("--ct2-alpha", type=float, default=1.3,
                  help="CTranslate2's length penalty (length ** alpha) for beam search; 1.3 "
                  "was best on Multi30k val for the recipe's model (bench/README.md)")
@@ -102,25 +109,34 @@ def main():
   searches = [("greedy", 1, translator)] + [
       (f"beam{args.beam}" + ("" if stop == "exact" else f"_{stop}"), args.beam, translators[stop])
       for stop in stops]
-  jax_out = {}
+  firsts = {}
   for name, beam, search in searches:
-    result[name], jax_out[name] = measure(search, lines, references, beam, args.batch_size)
+    firsts[name] = first_pass(search, lines, beam, args.batch_size)
     one = search.translate(lines[:50], beam_size=beam, batch_size=1)
-    result[name]["batch_1_identical_on_50"] = one == [h[0].text for h in jax_out[name][:50]]
+    result[f"{name}_batch_1_identical_on_50"] = one == [h[0].text
+                                                        for h in firsts[name]["out"][:50]]
   result["jax_peak_rss_mib"] = peak_rss_mib()  # before CTranslate2 is loaded
-  if args.compare_ctranslate2:
-    with tempfile.TemporaryDirectory() as tmp:
+  with tempfile.TemporaryDirectory() as tmp:
+    if args.compare_ctranslate2:
       for q in ("float32", "int8"):
         path = export.export_ctranslate2(args.workdir, Path(tmp) / q, args.checkpoint, q)
         ct2 = Translator.load(path, engine="ctranslate2")
         for name, beam in (("greedy", 1), (f"beam{args.beam}", args.beam)):
           alpha = 0.0 if beam == 1 else args.ct2_alpha
-          figures, out = measure(ct2, lines, references, beam, args.batch_size, alpha)
-          # the share of lines equal to each JAX search of the same beam size
-          figures["identical_to_jax"] = {
-              jax_name: sum(a[0].ids == b[0].ids for a, b in zip(out, jax_out[jax_name]))
-              / len(lines) for jax_name, jax_beam, _ in searches if jax_beam == beam}
-          result[f"ctranslate2_{q}_{name}"] = figures
+          firsts[f"ctranslate2_{q}_{name}"] = first_pass(ct2, lines, beam, args.batch_size,
+                                                         alpha)
+    seconds = alternate({name: first["again"] for name, first in firsts.items()},
+                        args.passes)
+  for name, first in firsts.items():
+    result[name] = figures(first, seconds[name], lines, references)
+  if args.compare_ctranslate2:
+    for q in ("float32", "int8"):
+      for ct2_name, beam in (("greedy", 1), (f"beam{args.beam}", args.beam)):
+        # the share of lines equal to each JAX search of the same beam size
+        out = firsts[f"ctranslate2_{q}_{ct2_name}"]["out"]
+        result[f"ctranslate2_{q}_{ct2_name}"]["identical_to_jax"] = {
+            name: sum(a[0].ids == b[0].ids for a, b in zip(out, firsts[name]["out"]))
+            / len(lines) for name, jax_beam, _ in searches if jax_beam == beam}
     for name, beam, _ in searches:
       ct2_name = "greedy" if beam == 1 else f"beam{args.beam}"
       result[f"ratio_jax_to_ctranslate2_float32_{name}"] = round(
