@@ -10,7 +10,7 @@ gives; layers.py and loss.py call only these:
   materialize(x, token)               identity; x and its gradient get their own buffer
   layer_norm(x, scale, offset)        hk.LayerNorm's function, with its own gradient
   rounded_products_unsupported(...)   why a backend cannot run rounded products, or None
-  layer_product_seconds()             a layer's products timed with each operand dtype
+  layer_product_seconds()             training's or decoding's products timed per operand dtype
   fastest_operand_dtype()             float32 or bfloat16 operands, timed on this machine
 
 The tests compare each with its plain JAX meaning (tests/test_kernels.py).
@@ -83,33 +83,57 @@ def rounded_products_unsupported(dtype: str, backend: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
-def layer_product_seconds(backend: str | None = None) -> dict[str, float]:
-  """{operand dtype: seconds} of a transformer layer's products at the Multi30k recipe's
-  sizes (2,048 tokens, width 128, feed-forward 512), forward and backward, best of 5
-  rounds taken in turns, once per process; only the dtypes this backend runs."""
+def layer_product_seconds(backend: str | None = None, use: str = "training"
+                          ) -> dict[str, float]:
+  """{operand dtype: seconds} of the products of the Multi30k recipe's model (width 128,
+  feed-forward 512) for `use`, best of 5 rounds taken in turns, once per process; only
+  the dtypes this backend runs. "training": a layer's products for 2,048 tokens, forward
+  and backward. "decoding": one decoder step's products (4 layers, self-attention over 64
+  cached positions each) and the output layer (8,000 pieces), forward, for 64 and for 320
+  rows (a greedy batch, a beam-5 one). Its attention products decide it on an AMD EPYC
+  with AVX-512 BF16: their bfloat16 form (operands converted every step) ran 6-7x slower
+  than float32 there, while the output layer ran 1.57x faster."""
+  if use not in ("training", "decoding"):
+    raise ValueError(f"use must be 'training' or 'decoding', got {use!r}")
   backend = backend or jax.default_backend()
   dtypes = ["float32"] + ([] if rounded_products_unsupported("bfloat16", backend)
                           else ["bfloat16"])
   device = jax.devices(backend)[0]
-  keys = jax.random.split(jax.random.PRNGKey(0), 3)
-  x, w1, w2 = (jax.device_put(jax.random.normal(k, s), device)
-               for k, s in zip(keys, ((2048, 128), (128, 512), (512, 128))))
+  shapes = ((2048, 128), (128, 512), (512, 128)) if use == "training" else (
+      (64, 128), (320, 128), (128, 384), (128, 128), (128, 512), (512, 128), (128, 8000)
+      ) + ((64, 4, 64, 32),) * 4 + ((320, 4, 64, 32),) * 4  # each layer's 64 cached keys
+  arrays = [jax.device_put(jax.random.normal(k, s), device)
+            for k, s in zip(jax.random.split(jax.random.PRNGKey(0), len(shapes)), shapes)]
 
   def program(dtype):
     def loss(x, w1, w2):
       h = jax.nn.relu(matmul(x, w1, dtype))
       return jnp.sum(matmul(h, w2, dtype) * x)
-    step = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
-    jax.block_until_ready(step(x, w1, w2))  # compile
-    return step
 
-  steps = {d: program(d) for d in dtypes}
-  best = {d: float("inf") for d in steps}
+    def decoder_step(x64, x320, qkv, square, w1, w2, out, *caches):
+      def step(h, caches_BHLK):
+        for cache_BHLK in caches_BHLK:  # a layer: self-attention's projections and its
+          h = matmul(h, qkv, dtype)[:, :128]  # products over the cache (as the model's,
+          q_BTHK = h.reshape(h.shape[0], 1, 4, 32)  # keys for values too), cross-
+          scores_BHTL = einsum("bthk,bhlk->bhtl", q_BTHK, cache_BHLK, dtype)  # attention's
+          probs_BHTL = jax.nn.softmax(scores_BHTL)  # projections, the feed-forward
+          h = einsum("bhtl,bhlk->bhtk", probs_BHTL, cache_BHLK, dtype).reshape(h.shape)
+          for _ in range(3):
+            h = matmul(h, square, dtype)
+          h = matmul(jax.nn.relu(matmul(h, w1, dtype)), w2, dtype)
+        return jnp.sum(matmul(h, out, dtype))
+      return step(x64, caches[:4]) + step(x320, caches[4:])
+    run = jax.jit(jax.grad(loss, argnums=(0, 1, 2)) if use == "training" else decoder_step)
+    jax.block_until_ready(run(*arrays))  # compile
+    return run
+
+  runs = {d: program(d) for d in dtypes}
+  best = {d: float("inf") for d in runs}
   for _ in range(5):
-    for d, step in steps.items():
+    for d, run in runs.items():
       t = time.perf_counter()
       for _ in range(3):
-        jax.block_until_ready(step(x, w1, w2))
+        jax.block_until_ready(run(*arrays))
       best[d] = min(best[d], (time.perf_counter() - t) / 3)
   return best
 
@@ -129,21 +153,29 @@ def _machine_key(backend: str) -> str:
   return key
 
 
+def faster_operand_dtype(seconds: dict[str, float]) -> tuple[str, float]:
+  """(dtype, float32's seconds over bfloat16's) from `layer_product_seconds`: float32
+  unless bfloat16 is at least 5 % faster."""
+  ratio = seconds["float32"] / seconds["bfloat16"]
+  return ("bfloat16" if ratio >= 1.05 else "float32"), ratio
+
+
 @functools.lru_cache(maxsize=None)
-def fastest_operand_dtype(backend: str | None = None) -> tuple[str, str]:
-  """("bfloat16" or "float32", why): the operand dtype whose products run faster here
-  (`layer_product_seconds`). bfloat16 operands pay only where the CPU multiplies them in
-  hardware (AMX, AVX-512 BF16): elsewhere XLA converts them and float32 is faster.
-  Keeps float32 unless bfloat16 is at least 5 % faster. The answer is kept per machine
-  (`_machine_key`) in $XDG_CACHE_HOME/seq2seq/operand_dtype.json (~/.cache), so that
-  loading a model for translation times nothing after the first time.
+def fastest_operand_dtype(backend: str | None = None, use: str = "training") -> tuple[str, str]:
+  """("bfloat16" or "float32", why): the operand dtype whose products for `use`
+  ("training" or "decoding", `layer_product_seconds`) run faster here. bfloat16 operands
+  pay only where the CPU multiplies them in hardware (AMX, AVX-512 BF16), and in
+  training's large products more than in decoding's small ones: elsewhere XLA converts
+  them and float32 is faster (`faster_operand_dtype`). The answer is kept per machine
+  and use (`_machine_key`) in $XDG_CACHE_HOME/seq2seq/operand_dtype.json (~/.cache), so
+  that a later process (a translation, a server start) times nothing.
   """
   backend = backend or jax.default_backend()
   if why := rounded_products_unsupported("bfloat16", backend):
     return "float32", f"this {backend} backend does not run them ({why})"
   path = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
                       "seq2seq", "operand_dtype.json")
-  key = _machine_key(backend)
+  key = _machine_key(backend) + ("" if use == "training" else f"|{use}")
   try:
     with open(path) as f:
       known = json.load(f)
@@ -151,10 +183,10 @@ def fastest_operand_dtype(backend: str | None = None) -> tuple[str, str]:
     known = {}
   if isinstance(known.get(key), list) and len(known[key]) == 2:
     return known[key][0], f"{known[key][1]}, timed before on this machine"
-  best = layer_product_seconds(backend)
-  ratio = best["float32"] / best["bfloat16"]
-  dtype = "bfloat16" if ratio >= 1.05 else "float32"
-  why = (f"a layer's products took {best['bfloat16'] * 1e3:.2f} ms with bfloat16 operands "
+  best = layer_product_seconds(backend, use)
+  dtype, ratio = faster_operand_dtype(best)
+  what = "a layer's products" if use == "training" else "a decoding step's products"
+  why = (f"{what} took {best['bfloat16'] * 1e3:.2f} ms with bfloat16 operands "
          f"and {best['float32'] * 1e3:.2f} ms with float32 ({ratio:.2f}x)")
   try:  # a cache that cannot be written only costs the next process the timing
     os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from seq2seq import checkpoint
+from seq2seq import checkpoint, kernels
 from seq2seq.config import (
   ENGINES,
   Config,
@@ -319,11 +319,17 @@ def load_run(workdir: str | os.PathLike | Sequence[str | os.PathLike],
 
 
 def decode_precision(cfg: Config) -> Config:
-  """A model trained with bfloat16 matmul operands (float32 products) decodes with float32
-  operands: at least as precise, and faster in decoding's small matmuls even where the
-  CPU multiplies bfloat16 in hardware (greedy 1.25-1.39x, beam 5 1.47-1.85x on an AMD
-  EPYC with AVX-512 BF16, where training's large ones ran 1.86x faster in bfloat16)."""
-  return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, matmul_dtype="float32"))
+  """Matmul operands to decode with: float32 for a model trained with them, else the dtype
+  whose decoding products run faster here (`kernels.fastest_operand_dtype`, timed once
+  per machine; logged with why): small matmuls gain less from bfloat16 hardware than
+  training's (an AMD EPYC with AVX-512 BF16 trained 1.86x faster in bfloat16 and
+  decoded 1.25-1.85x faster in float32; bench/decode_precision.py)."""
+  if cfg.model.matmul_dtype == "float32":
+    return cfg
+  dtype, why = kernels.fastest_operand_dtype(use="decoding")
+  log.info("decoding with %s matmul operands (trained with %s): %s", dtype,
+           cfg.model.matmul_dtype, why)
+  return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, matmul_dtype=dtype))
 
 
 def encode_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], rows: Sequence[int],

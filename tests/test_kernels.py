@@ -150,6 +150,9 @@ def test_fastest_operand_dtype_times_both_and_names_its_reason(monkeypatch, tmp_
   dtype, why = kernels.fastest_operand_dtype()
   assert dtype in ("float32", "bfloat16")
   assert "ms with bfloat16 operands" in why and "ms with float32" in why
+  # Decoding's products are timed apart from training's, and named so.
+  dtype, why = kernels.fastest_operand_dtype(use="decoding")
+  assert dtype in ("float32", "bfloat16") and why.startswith("a decoding step's products")
   # A backend without the rounded products keeps float32, saying why.
   kernels.fastest_operand_dtype.cache_clear()
   monkeypatch.setattr(kernels, "rounded_products_unsupported", lambda dtype, backend: "no kernel")
@@ -161,14 +164,15 @@ def test_fastest_operand_dtype_times_both_and_names_its_reason(monkeypatch, tmp_
 def test_the_operand_dtype_is_timed_once_per_machine(monkeypatch, tmp_path):
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
   monkeypatch.setattr(kernels, "layer_product_seconds",
-                      lambda backend: {"float32": 0.002, "bfloat16": 0.004})
+                      lambda backend, use: {"float32": 0.002, "bfloat16": 0.004})
   monkeypatch.setattr(kernels, "rounded_products_unsupported", lambda dtype, backend: None)
   kernels.fastest_operand_dtype.cache_clear()
   assert kernels.fastest_operand_dtype()[0] == "float32"
   known = json.loads((tmp_path / "seq2seq" / "operand_dtype.json").read_text())
   assert list(known.values()) == [["float32", kernels.fastest_operand_dtype()[1]]]
   # Another process on this machine reads the answer instead of timing again.
-  monkeypatch.setattr(kernels, "layer_product_seconds", lambda backend: pytest.fail("timed"))
+  monkeypatch.setattr(kernels, "layer_product_seconds",
+                      lambda backend, use: pytest.fail("timed"))
   kernels.fastest_operand_dtype.cache_clear()
   dtype, why = kernels.fastest_operand_dtype()
   assert dtype == "float32" and why.endswith("timed before on this machine")

@@ -307,14 +307,22 @@ def test_bfloat16_matmul_operands_probe_and_fallback(monkeypatch, caplog):
                                 Model(TINY).apply(params, SRC, shift_right(TGT)))
 
 
-def test_automatic_precision_takes_the_timed_dtype(monkeypatch):
+def test_automatic_precision_takes_the_timed_dtype(monkeypatch, caplog):
   monkeypatch.setattr(kernels, "fastest_operand_dtype", lambda: ("float32", "timed"))
   assert Model(dataclasses.replace(TINY, matmul_dtype="auto")).matmul_dtype == "float32"
-  # A model trained with bfloat16 (or automatic) operands decodes with float32 ones, as
-  # does one trained with float32.
+  # A model trained with bfloat16 (or automatic) operands decodes with the dtype timed
+  # faster for decoding, and says why; one trained with float32 keeps float32.
   from seq2seq.translator import decode_precision
-  for dtype in ("bfloat16", "auto", "float32"):
-    trained = Config(model=dataclasses.replace(TINY, matmul_dtype=dtype))
+  for timed in ("float32", "bfloat16"):
+    monkeypatch.setattr(kernels, "fastest_operand_dtype",
+                        lambda use, timed=timed: (timed, f"{use} timed"))
+    for dtype in ("bfloat16", "auto"):
+      trained = Config(model=dataclasses.replace(TINY, matmul_dtype=dtype))
+      with caplog.at_level("INFO"):
+        assert decode_precision(trained).model.matmul_dtype == timed
+      assert f"decoding with {timed} matmul operands (trained with {dtype}): decoding timed" \
+          in caplog.text
+    trained = Config(model=dataclasses.replace(TINY, matmul_dtype="float32"))
     assert decode_precision(trained).model.matmul_dtype == "float32"
 
 
