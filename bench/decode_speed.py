@@ -7,7 +7,8 @@ Model load and compilation (a first pass over the same data) are timed separatel
 the reported sentences/s and output tokens/s are the median of `--passes` more,
 steady-state passes (each pass's figure is printed too), taken in alternation across
 all searches and engines, so that the machine's drift during the run (these figures
-move by a third between runs on a shared VM) hits every engine alike. All passes must
+move by a third between runs on a shared VM) hits every engine alike; each pass starts
+2 s after the one before, once the other engine's threads have stopped polling. All passes must
 give identical translations, and so must batch size 1 on a sample.
 
 With --compare-ctranslate2 the same checkpoint is exported (seq2seq-export) as float32
@@ -23,6 +24,7 @@ gives each a ratio to CTranslate2's beam.
 """
 
 import argparse
+import gc
 import statistics
 import tempfile
 import time
@@ -116,19 +118,27 @@ def main():
     result[f"{name}_batch_1_identical_on_50"] = one == [h[0].text
                                                         for h in firsts[name]["out"][:50]]
   result["jax_peak_rss_mib"] = peak_rss_mib()  # before CTranslate2 is loaded
+  # The steady passes of JAX and CTranslate2 float32 alternate; int8 is timed after them,
+  # on its own: with two CTranslate2 models loaded at once, their threads slowed each
+  # other 4-5x on 2 cores.
+  engines = ("float32", "int8") if args.compare_ctranslate2 else (None,)
   with tempfile.TemporaryDirectory() as tmp:
-    if args.compare_ctranslate2:
-      for q in ("float32", "int8"):
+    for q in engines:
+      timed = dict(firsts) if q in (None, "float32") else {}
+      if q is not None:
         path = export.export_ctranslate2(args.workdir, Path(tmp) / q, args.checkpoint, q)
         ct2 = Translator.load(path, engine="ctranslate2")
         for name, beam in (("greedy", 1), (f"beam{args.beam}", args.beam)):
           alpha = 0.0 if beam == 1 else args.ct2_alpha
-          firsts[f"ctranslate2_{q}_{name}"] = first_pass(ct2, lines, beam, args.batch_size,
-                                                         alpha)
-    seconds = alternate({name: first["again"] for name, first in firsts.items()},
-                        args.passes)
-  for name, first in firsts.items():
-    result[name] = figures(first, seconds[name], lines, references)
+          timed[f"ctranslate2_{q}_{name}"] = first_pass(ct2, lines, beam, args.batch_size, alpha)
+        del ct2  # the passes' closures hold it until `timed` goes
+      seconds = alternate({name: first["again"] for name, first in timed.items()},
+                          args.passes, settle=2.0 if q else 0.0)
+      for name, first in timed.items():
+        result[name] = figures(first, seconds[name], lines, references)
+        firsts[name] = {"out": first["out"]}
+      del timed, first
+      gc.collect()
   if args.compare_ctranslate2:
     for q in ("float32", "int8"):
       for ct2_name, beam in (("greedy", 1), (f"beam{args.beam}", args.beam)):
