@@ -87,13 +87,6 @@ def length_penalty(length: jnp.ndarray, alpha: float) -> jnp.ndarray:
   return ((5.0 + length.astype(jnp.float32)) / 6.0) ** alpha
 
 
-def only_eos_where(logits_RV: jnp.ndarray, must_end_R: jnp.ndarray, eos_id: int
-                   ) -> jnp.ndarray:
-  """Rows that must end (at their last allowed position) may only choose EOS."""
-  not_eos_1V = (jnp.arange(logits_RV.shape[-1]) != eos_id)[None, :]
-  return jnp.where(must_end_R[:, None] & not_eos_1V, NEG_INF, logits_RV)
-
-
 class GreedyState(NamedTuple):
   step: jnp.ndarray  # [] int32: position being written
   seqs: jnp.ndarray  # [B, T] int32
@@ -128,8 +121,8 @@ def forced_tokens(token_R: jnp.ndarray, must_end_R: jnp.ndarray, prefix_RP: jnp.
                   step: jnp.ndarray, eos_id: int, pad_id: int) -> jnp.ndarray:
   """A row's token where it has no choice: EOS at its last allowed position, the prefix's
   token inside its forced prefix, else `token_R`. For a search that picks one token per
-  row, the same as choosing among `only_eos_where` and `force_prefix`'s masked logits,
-  without their two passes over `[R, V]`."""
+  row, the same as choosing among logits masked to those tokens, without two passes
+  over `[R, V]`."""
   token_R = jnp.where(must_end_R, eos_id, token_R)
   if prefix_RP is None:
     return token_R
@@ -384,14 +377,20 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     logits_RV, cache = tokens_to_logits(last_BW.reshape(-1), s.cache, s.rows["source"])
     logits_RV = logits_RV.astype(jnp.float32)
     lse_R = jax.nn.logsumexp(logits_RV, axis=-1)
-    logits_RV = only_eos_where(logits_RV, jnp.repeat(s.step + 1 >= s.rows["max_len"], width),
-                               eos_id)
+    eos_logit_R = logits_RV[:, eos_id]
     logits_RV = force_prefix(logits_RV, s.rows["prefix"], s.step, pad_id)
     # The best 2W candidates of a sentence are among the best 2W of each of its beams,
     # and log-softmax keeps the order within a row: select on the logits, then take
     # the log-probabilities of the W * 2W survivors only.
     per_beam = min(2 * width, logits_RV.shape[-1])
     top_logit_RK, top_token_RK = top_k_rows(logits_RV, per_beam)
+    # A row at its last allowed position may only end: its candidates are EOS, then
+    # impossible ones (what masking all but EOS would leave, without a pass over [R, V]).
+    must_end_R1 = jnp.repeat(s.step + 1 >= s.rows["max_len"], width)[:, None]
+    first_1K = (jnp.arange(per_beam) == 0)[None, :]
+    top_logit_RK = jnp.where(must_end_R1, jnp.where(first_1K, eos_logit_R[:, None], NEG_INF),
+                             top_logit_RK)
+    top_token_RK = jnp.where(must_end_R1, jnp.where(first_1K, eos_id, pad_id), top_token_RK)
     rows = s.live_logprobs.shape[0]  # B, or fewer once the batch has shrunk
     logp_BWK = (top_logit_RK - lse_R[:, None]).reshape(rows, width, per_beam)
     candidates_BM = (s.live_logprobs[:, :, None] + logp_BWK).reshape(rows, -1)  # M = W * 2W

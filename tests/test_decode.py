@@ -506,6 +506,12 @@ def test_argmax_rows_equals_the_first_maximum(n):
                                 np.argmax(x, axis=-1))
 
 
+def only_eos_where(logits_RV, must_end_R, eos_id):
+  """The reference: rows that must end may only choose EOS."""
+  not_eos_1V = (jnp.arange(logits_RV.shape[-1]) != eos_id)[None, :]
+  return jnp.where(must_end_R[:, None] & not_eos_1V, decode.NEG_INF, logits_RV)
+
+
 def test_forced_tokens_equal_the_argmax_of_the_masked_logits():
   logits = jax.random.normal(jax.random.PRNGKey(0), (6, 50))
   # (a prefix leaves room for EOS: no row must end inside its prefix)
@@ -513,7 +519,7 @@ def test_forced_tokens_equal_the_argmax_of_the_masked_logits():
   prefix = jnp.array([[7, 9], [7, PAD_ID], [3, 4], [PAD_ID, PAD_ID], [8, PAD_ID],
                       [5, 6]], jnp.int32)
   for step in range(3):
-    masked = decode.force_prefix(decode.only_eos_where(logits, must_end, EOS_ID), prefix,
+    masked = decode.force_prefix(only_eos_where(logits, must_end, EOS_ID), prefix,
                                  jnp.asarray(step), PAD_ID)
     forced = decode.forced_tokens(decode.argmax_rows(logits), must_end, prefix,
                                   jnp.asarray(step), EOS_ID, PAD_ID)
