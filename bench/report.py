@@ -197,9 +197,15 @@ def recipe_versions(runs):
 
 
 def decoding(runs):
-  rows = [[r["cpu"] or "not recorded", r["engine"], r["search"], fmt(r["sentences_per_s"], 1),
-           fmt(r["bleu"]), fmt(r.get("ratio"))] for r in runs if r["kind"] == "decode"]
-  return table(["CPU", "engine", "search", "sentences/s", "BLEU", "JAX / CTranslate2 float32"], rows)
+  """Decoding speed rows that name their CPU, the latest commit's first (rows from before
+  the CPU was recorded stay in the results file only)."""
+  decode = [r for r in runs if r["kind"] == "decode" and r["cpu"]]
+  order = list(dict.fromkeys(r["commit"] for r in decode))[::-1]
+  decode.sort(key=lambda r: order.index(r["commit"]))  # stable within a commit
+  rows = [[f"`{r['commit']}`", r["cpu"], r["engine"], r["search"], fmt(r["sentences_per_s"], 1),
+           fmt(r["bleu"]), fmt(r.get("ratio"))] for r in decode]
+  return table(["commit", "CPU", "engine", "search", "sentences/s", "BLEU",
+                "JAX / CTranslate2 float32"], rows)
 
 
 def serving(runs):
