@@ -13,8 +13,9 @@ MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
 
 
 def machine() -> dict:
+  """What every benchmark's JSON says of the machine, its CPU (`cpu`) first."""
   import jax
-  return {"cpus": os.cpu_count(), "platform": platform.platform(),
+  return {"cpu": cpu(), "cpus": os.cpu_count(), "platform": platform.platform(),
           "devices": [str(d) for d in jax.devices()], "jax": jax.__version__}
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import MULTI30K, peak_rss_mib, report
+from common import MULTI30K, machine, peak_rss_mib, report
 
 
 def du_mib(path: Path) -> float:
@@ -207,7 +207,7 @@ def main():
           "batches_per_s": results["iterate"]["batches_per_s"],
           "small_train_batches_per_s": results["train"]["batches_per_s"],
           "batching_over_training": ratio,
-          "peak_rss_mib": {k: v["peak_rss_mib"] for k, v in results.items()}})
+          "peak_rss_mib": {k: v["peak_rss_mib"] for k, v in results.items()}, **machine()})
 
 
 if __name__ == "__main__":
