@@ -8,7 +8,8 @@ Each phase runs in its own process, so each reports its own peak resident memory
    from Multi30k's English and German vocabularies (never committed; deleted at the end
    unless --keep). val.{en,de} are Multi30k's own.
 2. prepare: the steps of `corpus.prepare` (what train.py does before the first
-   update), each timed: the text files streamed into an on-disk `datasets` table, empty pairs dropped, SentencePiece
+   update), each timed: the text files streamed into an on-disk `datasets` table, the
+   pairs cleaned (`seq2seq.cleaning`, its filters and their report), SentencePiece
    trained on a sample of `--spm-sentences` drawn from the whole corpus, both sides
    encoded by one streaming pass into memory-mapped id arrays.
 3. iterate: the encoded corpus memory-mapped again (as a resumed run sees it) and one
@@ -86,9 +87,13 @@ def prepare(args) -> dict:
   cfg = config(args)
   t = {}
   t0 = time.time()
-  ds = corpus.drop_empty(data_source.load_split(cfg.data, "train"))
+  data_source.load_split(cfg.data, "train")
   t["to_datasets_s"] = time.time() - t0
   t["peak_rss_mib_after_datasets"] = peak_rss_mib()
+  t0 = time.time()
+  ds = corpus.training_pairs(cfg)  # the table loaded again (cached), then cleaned
+  t["clean_s"] = time.time() - t0
+  t["cleaned_pairs"] = len(ds)
   t0 = time.time()
   sample = corpus.tokenizer_sample(ds, cfg.data.spm_max_sentences, cfg.data.seed)
   tok = tokenizer.train(sample, cfg.model.vocab_size, max_sentences=len(sample))
@@ -200,7 +205,7 @@ def main():
   report({"pairs": args.pairs, "max_tokens": args.max_tokens,
           "encode_sentences_per_s": results["prepare"]["encode_sentences_per_s"],
           "prepare_seconds": {k: results["prepare"][k]
-                              for k in ("to_datasets_s", "tokenizer_s", "encode_s")},
+                              for k in ("to_datasets_s", "clean_s", "tokenizer_s", "encode_s")},
           "disk_mib": {"text": results["generate"]["text_mib"],
                        "ids": results["prepare"]["ids_mib"],
                        "datasets_cache": results["prepare"]["datasets_cache_mib"]},
