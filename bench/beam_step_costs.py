@@ -12,7 +12,8 @@ variant runs 20 steps in a `fori_loop` and reports milliseconds per step:
 - `search only`: `decode.beam_search` over the model's vocabulary with constant logits
   (no model; EOS never chosen, so it runs every step): the search's own work, mostly
   the log-sum-exp and the grouped top-k over `[rows, vocab]`;
-- `log-sum-exp`, `top_k_rows`, `lax.top_k`: those parts alone on `[rows, vocab]`.
+- `log-sum-exp`, `top_k_rows`, `lax.top_k`: those parts alone on `[rows, vocab]`;
+  `jnp.argmax` and `argmax_rows` (greedy search's choice) likewise.
 
 With `--compare-ctranslate2`, the checkpoint is exported to CTranslate2 (float32, one
 thread per core) and a whole CTranslate2 beam step is timed on the same sources and
@@ -32,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from seq2seq import decode, export
+from seq2seq import decode, export, row_select
 from seq2seq.translator import Translator
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -97,8 +98,10 @@ def main():
     variants[f"model L={length} + block reorder"] = model_steps(length, model.reorder_cache)
   variants["search only"] = lambda: search_only(logits).block_until_ready()
   variants["log-sum-exp"] = part(lambda x: jax.nn.logsumexp(x, -1, keepdims=True))
-  variants["top_k_rows"] = part(lambda x: decode.top_k_rows(x, 2 * W)[0][:, :1])
+  variants["top_k_rows"] = part(lambda x: row_select.top_k_rows(x, 2 * W)[0][:, :1])
   variants["lax.top_k"] = part(lambda x: jax.lax.top_k(x, 2 * W)[0][:, :1])
+  variants["jnp.argmax"] = part(lambda x: jnp.argmax(x, -1)[:, None].astype(x.dtype))
+  variants["argmax_rows"] = part(lambda x: row_select.argmax_rows(x)[:, None].astype(x.dtype))
   if args.compare_ctranslate2:
     tmp = tempfile.TemporaryDirectory()
     path = export.export_ctranslate2(args.workdir, Path(tmp.name) / "float32", args.checkpoint)

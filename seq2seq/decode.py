@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from seq2seq.config import BEAM_STOPS
+from seq2seq.row_select import argmax_rows, top_k_rows
 
 # A large finite negative instead of -inf: -inf - -inf would give NaN in the scores.
 NEG_INF = -1.0e7
@@ -204,64 +205,6 @@ def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.n
 
   return shrinking_while_loop(body, state, lambda s: ~s.finished, max_steps,
                               shrink_sizes(batch, min_rows), lambda s: (s.seqs, s.logprob))
-
-
-def _group_size(n: int, target: int = 64) -> int:
-  """A divisor of n near `target` (so rows split into groups without padding), else target."""
-  divisors = [g for g in range(target // 2, 2 * target + 1) if n % g == 0]
-  return min(divisors, key=lambda g: abs(g - target)) if divisors else target
-
-
-def argmax_rows(x_RN: jnp.ndarray) -> jnp.ndarray:
-  """`jnp.argmax(x_RN, axis=-1)` as int32 for long rows: the first index of each row's
-  maximum. XLA:CPU runs argmax as a (value, index) reduction element by element (1.4 ms
-  for 64 rows of 8,000 pieces, half a greedy step); here every pass is a plain max or
-  min: the row's maximum over group maxima, the first group holding it, the first
-  position in that group (0.1 ms; bench/README.md). A row holding NaN gives some index
-  within the row."""
-  rows, n = x_RN.shape
-  group = _group_size(n, 16)
-  num_groups = -(-n // group)
-  if num_groups * group != n:
-    x_RN = jnp.pad(x_RN, ((0, 0), (0, num_groups * group - n)), constant_values=-jnp.inf)
-  x_RGg = x_RN.reshape(rows, num_groups, group)
-  max_RG = jnp.max(x_RGg, axis=-1)
-  max_R1 = jnp.max(max_RG, axis=-1, keepdims=True)
-  first_R = jnp.min(jnp.where(max_RG == max_R1, jnp.arange(num_groups, dtype=jnp.int32),
-                              num_groups), axis=-1)
-  first_R = jnp.minimum(first_R, num_groups - 1)
-  block_Rg = jnp.take_along_axis(x_RGg, first_R[:, None, None], axis=1,
-                                 mode="promise_in_bounds")[:, 0]
-  within_R = jnp.min(jnp.where(block_Rg == max_R1, jnp.arange(group, dtype=jnp.int32), group),
-                     axis=-1)
-  return jnp.minimum(first_R * group + within_R, n - 1)
-
-
-def top_k_rows(x_RN: jnp.ndarray, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
-  """`lax.top_k` over the last axis of `[R, N]`, exact (up to ties), for long rows and small k.
-
-  XLA:CPU's top-k scans every row element by element on one thread (7 ms for 320 rows
-  of 8,000 pieces, as much as the output layer). Instead: split each row into groups,
-  keep the k groups with the largest maxima (every top-k element lies in one of them:
-  a group outside them has k maxima above its own), and take the top k of those k
-  groups only. Groups of about 64: 1.9 ms for 320 rows of 8,000 against 2.8 ms with
-  groups of 125 (bench/README.md).
-  """
-  rows, n = x_RN.shape
-  group = _group_size(n)
-  num_groups = -(-n // group)
-  if num_groups <= 4 * k:
-    return jax.lax.top_k(x_RN, k)
-  if num_groups * group != n:
-    x_RN = jnp.pad(x_RN, ((0, 0), (0, num_groups * group - n)), constant_values=-jnp.inf)
-  x_RGg = x_RN.reshape(rows, num_groups, group)
-  _, groups_Rk = jax.lax.top_k(jnp.max(x_RGg, axis=-1), k)
-  groups_Rk = jnp.sort(groups_Rk, axis=-1)  # candidates in index order: ties break as top_k's
-  candidates = jnp.take_along_axis(x_RGg, groups_Rk[:, :, None], axis=1,
-                                   mode="promise_in_bounds").reshape(rows, -1)  # no select
-  values_Rk, pos_Rk = jax.lax.top_k(candidates, k)
-  index_Rk = jnp.take_along_axis(groups_Rk, pos_Rk // group, axis=1) * group + pos_Rk % group
-  return values_Rk, index_Rk
 
 
 class BeamState(NamedTuple):

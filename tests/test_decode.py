@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seq2seq import decode
+from seq2seq import decode, row_select
 from seq2seq.config import PRESETS
 from seq2seq.model import Model
 from seq2seq.model_search import output_limits, search
@@ -489,7 +489,7 @@ def test_batch_rows_are_powers_of_two_up_to_the_batch_size():
 @pytest.mark.parametrize("n,k", [(8000, 10), (1000, 6), (8001, 2), (8009, 5), (40, 4)])
 def test_top_k_rows_equals_lax_top_k(n, k):
   x = jax.random.normal(jax.random.PRNGKey(n), (7, n))
-  values, index = decode.top_k_rows(x, k)
+  values, index = row_select.top_k_rows(x, k)
   ref_values, ref_index = jax.lax.top_k(x, k)
   np.testing.assert_array_equal(np.asarray(index), np.asarray(ref_index))
   np.testing.assert_array_equal(np.asarray(values), np.asarray(ref_values))
@@ -502,7 +502,7 @@ def test_argmax_rows_equals_the_first_maximum(n):
   x[2] = -np.inf
   x[3] = decode.NEG_INF
   x[4, -1] = 10.0  # the maximum in the last (padded) group
-  np.testing.assert_array_equal(np.asarray(decode.argmax_rows(jnp.asarray(x))),
+  np.testing.assert_array_equal(np.asarray(row_select.argmax_rows(jnp.asarray(x))),
                                 np.argmax(x, axis=-1))
 
 
@@ -521,6 +521,6 @@ def test_forced_tokens_equal_the_argmax_of_the_masked_logits():
   for step in range(3):
     masked = decode.force_prefix(only_eos_where(logits, must_end, EOS_ID), prefix,
                                  jnp.asarray(step), PAD_ID)
-    forced = decode.forced_tokens(decode.argmax_rows(logits), must_end, prefix,
+    forced = decode.forced_tokens(row_select.argmax_rows(logits), must_end, prefix,
                                   jnp.asarray(step), EOS_ID, PAD_ID)
     np.testing.assert_array_equal(np.asarray(forced), np.argmax(np.asarray(masked), axis=-1))
