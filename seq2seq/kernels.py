@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import os
 import time
@@ -27,6 +28,8 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 
 def _fmix32(h: jnp.ndarray) -> jnp.ndarray:
@@ -183,6 +186,8 @@ def fastest_operand_dtype(backend: str | None = None, use: str = "training") -> 
     known = {}
   if isinstance(known.get(key), list) and len(known[key]) == 2:
     return known[key][0], f"{known[key][1]}, timed before on this machine"
+  log.info("timing %s's products with float32 and bfloat16 operands on this machine "
+           "(once; a few seconds)", use)
   best = layer_product_seconds(backend, use)
   dtype, ratio = faster_operand_dtype(best)
   what = "a layer's products" if use == "training" else "a decoding step's products"
