@@ -46,9 +46,9 @@ def alternate(variants: dict, rounds: int = 10, settle: float = 0.0) -> dict:
   """Times `variants` (name -> a callable that runs the work once and blocks until it is
   done) in alternation, `rounds` times each, so that the machine's drift hits all alike.
   `settle`: seconds to wait before each run, untimed, for the threads of the run before
-  to stop spinning (libraries that keep their worker threads polling for a while after
-  their work, as CTranslate2's OpenMP and XLA's do, slow another library's run that
-  starts at once). Returns name -> the seconds of every round."""
+  to stop spinning (thread pools that keep polling for a while after their work, such
+  as OpenMP's, can slow another library's run that starts at once). Returns name -> the
+  seconds of every round."""
   import time
   seconds = {name: [] for name in variants}
   for _ in range(rounds):
