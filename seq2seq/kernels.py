@@ -115,11 +115,14 @@ def layer_product_seconds(backend: str | None = None, use: str = "training"
 
     def decoder_step(x64, x320, qkv, square, w1, w2, out, *caches):
       def step(h, caches_BHLK):
-        for cache_BHLK in caches_BHLK:  # a layer: self-attention's projections and its
-          h = matmul(h, qkv, dtype)[:, :128]  # products over the cache (as the model's,
-          q_BTHK = h.reshape(h.shape[0], 1, 4, 32)  # keys for values too), cross-
-          scores_BHTL = einsum("bthk,bhlk->bhtl", q_BTHK, cache_BHLK, dtype)  # attention's
-          probs_BHTL = jax.nn.softmax(scores_BHTL)  # projections, the feed-forward
+        # Per layer: self-attention's projections and its products over the cache (in
+        # the model's layout; the keys stand in for the values), cross-attention's
+        # projections, the feed-forward; then the output layer.
+        for cache_BHLK in caches_BHLK:
+          h = matmul(h, qkv, dtype)[:, :128]
+          q_BTHK = h.reshape(h.shape[0], 1, 4, 32)
+          scores_BHTL = einsum("bthk,bhlk->bhtl", q_BTHK, cache_BHLK, dtype)
+          probs_BHTL = jax.nn.softmax(scores_BHTL)
           h = einsum("bhtl,bhlk->bhtk", probs_BHTL, cache_BHLK, dtype).reshape(h.shape)
           for _ in range(3):
             h = matmul(h, square, dtype)
