@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from seq2seq import kernels
+from seq2seq import kernels, kv_cache
 
 
 class Dropout(NamedTuple):
@@ -153,8 +153,9 @@ class MultiHeadAttention(hk.Module):
 
   Keys and values come in one of two layouts. Teacher forcing uses `[B, S, H, K]`
   straight from the projection (head-major keys were not faster to train on XLA:CPU).
-  The KV cache is head-major, `[B, H, S, K]`: a decoding step then contracts the cache in
-  place instead of transposing all of it for every new token.
+  Cross-attention's keys while decoding are head-major, `[B, H, S, K]`: a decoding step
+  then contracts them in place instead of transposing all of them for every new token.
+  The self-attention cache has its own layout (`kv_cache`).
   """
 
   def __init__(self, num_heads: int, head_dim: int, matmul_dtype: str = "float32",
@@ -192,6 +193,17 @@ class MultiHeadAttention(hk.Module):
     if rotation is not None:
       q, k = rotary(q, rotation), rotary(k, rotation)
     return q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
+
+  def attend_cache(self, x_R1D: jnp.ndarray, cache: dict, index: jnp.ndarray,
+                   parents_R: jnp.ndarray | None, rotation: tuple | None = None
+                   ) -> tuple[jnp.ndarray, dict]:
+    """One decoding position's self-attention over a layer's cache (`kv_cache.attend`:
+    the rows first moved to `parents_R`, if given). Returns `[R, 1, D]` and the cache."""
+    q_R1HK, k_RH1K, v_RH1K = self.project_qkv(x_R1D, rotation)
+    out_RHK, cache = kv_cache.attend(q_R1HK[:, 0] * (self.head_dim ** -0.5), k_RH1K[:, :, 0],
+                                     v_RH1K[:, :, 0], cache, index, parents_R,
+                                     self.matmul_dtype)
+    return self.out(out_RHK.reshape(out_RHK.shape[0], 1, -1)), cache
 
   def attend(self, q_BTD: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray,
              mask: jnp.ndarray, rate: float | jax.Array | None = None,

@@ -25,11 +25,6 @@ def decoder_self_mask(tgt_ids_BT: jnp.ndarray) -> jnp.ndarray:
   return causal_mask(tgt_ids_BT.shape[1]) & padding_mask(tgt_ids_BT)
 
 
-def cache_mask(index: jnp.ndarray, cache_len: int) -> jnp.ndarray:
-  """During incremental decoding, the new token sees cache slots 0..index. Returns `[1, 1, 1, L]`."""
-  return (jnp.arange(cache_len) <= index)[None, None, None, :]
-
-
 def segment_mask(q_segments_BT: jnp.ndarray, k_segments_BS: jnp.ndarray) -> jnp.ndarray:
   """Packed rows: a query sees keys of its own segment only; segment 0 is padding.
   Returns `[B, 1, T, S]`."""

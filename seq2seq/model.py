@@ -15,7 +15,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from seq2seq import kernels, layers, masks
+from seq2seq import kernels, kv_cache, layers, masks
 from seq2seq.config import ModelConfig
 from seq2seq.layers import (
   Dense,
@@ -30,35 +30,6 @@ from seq2seq.vocab import BOS_ID
 
 Cache = dict[str, Any]
 Params = hk.Params
-
-# The self-attention cache's length is a whole number of blocks of this many positions,
-# and beam search moves it block by block, only the blocks written so far.
-CACHE_BLOCK = 8
-
-
-def reorder_cache(cache: Cache, parents_R: jnp.ndarray) -> Cache:
-  """The cache of each hypothesis' parent: row r becomes row `parents_R[r]` (beam search,
-  after choosing its beams), as fairseq's `reorder_incremental_state`.
-
-  Only the positions written so far (below `cache['index']`) are moved, one block of
-  `CACHE_BLOCK` at a time in a loop per tensor: the later positions are written before
-  they are read. A step early in a long search moves a fraction of the cache (a whole
-  reorder of 4 layers' `[320, 4, 64, 32]` keys and values took 13 ms per step, the
-  blocks up to step 16 4 ms; bench/beam_step_costs.py).
-  """
-  blocks = (cache["index"] + CACHE_BLOCK - 1) // CACHE_BLOCK
-
-  def reorder(x_RHLK):
-    def move(block, x):
-      start = block * CACHE_BLOCK
-      part = jax.lax.dynamic_slice_in_dim(x, start, CACHE_BLOCK, axis=2)
-      part = jnp.take(part, parents_R, axis=0, mode="clip")
-      return jax.lax.dynamic_update_slice_in_dim(x, part, start, axis=2)
-    return jax.lax.fori_loop(0, blocks, move, x_RHLK)
-
-  layers_ = [{name: reorder(x) for name, x in layer.items()} for layer in cache["layers"]]
-  return {"index": cache["index"], "layers": layers_}
-
 
 def shift_right(tgt_out_BT: jnp.ndarray, segments_BT: jnp.ndarray | None = None
                 ) -> jnp.ndarray:
@@ -144,26 +115,24 @@ class DecoderLayer(hk.Module):
 
   def init_cache(self, memory_BSD: jnp.ndarray, max_len: int, beam_size: int
                  ) -> tuple[Cache, Cache]:
-    """An empty self-attention cache `[B * W, H, L, K]`, and the encoder's keys/values
-    `[B, H, S, K]`, once per sentence."""
-    shape = (memory_BSD.shape[0] * beam_size, self.cfg.num_heads, max_len, self.cfg.head_dim)
-    zeros = jnp.zeros(shape, memory_BSD.dtype)
+    """An empty self-attention cache (`kv_cache.init_layer`, `B * W` rows), and the
+    encoder's keys/values `[B, H, S, K]`, once per sentence."""
+    cache = kv_cache.init_layer(memory_BSD.shape[0] * beam_size, self.cfg.num_heads, max_len,
+                                self.cfg.head_dim, memory_BSD.dtype)
     cross_k, cross_v = self.cross_attention.project_kv(memory_BSD, head_major=True)
-    return {"k": zeros, "v": zeros}, {"k": cross_k, "v": cross_v}
+    return cache, {"k": cross_k, "v": cross_v}
 
-  def step(self, x_B1D, cache: Cache, source: Cache, index, src_mask, rotation=None
-           ) -> tuple[jnp.ndarray, Cache]:
-    """One decoding position: writes its key/value at `index` and attends to 0..index
-    (with `rotation`, the position's `rotary_tables`, the cached keys are stored rotated)."""
+  def step(self, x_B1D, cache: Cache, source: Cache, index, src_mask, parents_R=None,
+           rotation=None) -> tuple[jnp.ndarray, Cache]:
+    """One decoding position: writes its key/value at `index` and attends to 0..index,
+    the cache's rows first moved to `parents_R` if given (with `rotation`, the position's
+    `rotary_tables`, the cached keys are stored rotated)."""
     new_cache = {}
 
     def self_attend(h_B1D):
-      q_B1HK, k_BH1K, v_BH1K = self.self_attention.project_qkv(h_B1D, rotation)
-      new_cache["k"] = jax.lax.dynamic_update_slice_in_dim(cache["k"], k_BH1K, index, axis=2)
-      new_cache["v"] = jax.lax.dynamic_update_slice_in_dim(cache["v"], v_BH1K, index, axis=2)
-      mask = masks.cache_mask(index, cache["k"].shape[2])
-      return self.self_attention.attend_heads(q_B1HK, new_cache["k"], new_cache["v"], mask,
-                                              head_major=True)
+      out_B1D, new_cache["layer"] = self.self_attention.attend_cache(h_B1D, cache, index,
+                                                                     parents_R, rotation)
+      return out_B1D
 
     def cross_attend(h_R1D):
       # The W beams of a sentence (consecutive rows) are W query positions over the
@@ -176,7 +145,7 @@ class DecoderLayer(hk.Module):
     x_B1D = self.res_self(x_B1D, self_attend, None)
     x_B1D = self.res_cross(x_B1D, cross_attend, None)
     x_B1D = self.res_ff(x_B1D, self.feed_forward, None)
-    return x_B1D, new_cache
+    return x_B1D, new_cache["layer"]
 
 
 class Transformer(hk.Module):
@@ -287,24 +256,25 @@ class Transformer(hk.Module):
 
     Returns:
       cache: what each hypothesis owns, `B * W` rows (the W beams of a sentence
-        consecutive): `{"index": [] int32, "layers": [{"k", "v": [B*W, H, L, K]}, ...]}`,
-        L `max_len` rounded up to whole `CACHE_BLOCK`s. A search reorders its rows as
-        beams are chosen (`reorder_cache`); the scalar index is shared.
+        consecutive): `{"index": [] int32, "parents": [B*W] int32, "layers": [{"k", "v":
+        [B*W, N, H, J, K]}, ...]}`, `max_len` positions in N blocks of J (`kv_cache`). A
+        search reorders its rows as beams are chosen (`reorder_cache`); the scalar index
+        is shared.
       source: what the hypotheses of a sentence share and no search reorders, `B` rows:
         `{"mask": [B, 1, 1, S], "layers": [{"k", "v": [B, H, S, K]}, ...]}` (the encoder
         keys/values of each layer's cross-attention).
     """
-    length = -(-max_len // CACHE_BLOCK) * CACHE_BLOCK  # whole blocks (`reorder_cache`)
-    layers, source = zip(*(layer.init_cache(memory_BSD, length, beam_size)
+    layers, source = zip(*(layer.init_cache(memory_BSD, max_len, beam_size)
                            for layer in self.decoder_layers))
-    cache = {"index": jnp.zeros((), jnp.int32), "layers": list(layers)}
-    return cache, {"mask": masks.padding_mask(src_BS), "layers": list(source)}
+    return kv_cache.init(list(layers)), {"mask": masks.padding_mask(src_BS), "layers": list(source)}
 
   def decode_step(self, ids_B: jnp.ndarray, cache: Cache, source: Cache
                   ) -> tuple[jnp.ndarray, Cache]:
     """Feeds one token per row at position `cache['index']`. Returns logits `[B, V]`
-    (float32) and the updated cache; `source` is read only."""
+    (float32) and the updated cache; `source` is read only. Rows whose parents
+    `reorder_cache` recorded are moved to them first."""
     index = cache["index"]
+    parents_B = kv_cache.parent_rows(cache, ids_B.shape[0] // source["mask"].shape[0])
     ids_B1 = ids_B[:, None]
     positions_B1 = jnp.broadcast_to(index, ids_B1.shape)
     x_B1D = self.tgt_embed(ids_B1, positions_B1)
@@ -313,10 +283,10 @@ class Transformer(hk.Module):
     for layer, layer_cache, layer_source in zip(self.decoder_layers, cache["layers"],
                                                 source["layers"]):
       x_B1D, layer_cache = layer.step(x_B1D, layer_cache, layer_source, index, source["mask"],
-                                      rotation)
+                                      parents_B, rotation)
       new_layers.append(layer_cache)
     logits_B1V = self.output(self.decoder_norm(x_B1D))
-    return logits_B1V[:, 0], {"index": index + 1, "layers": new_layers}
+    return logits_B1V[:, 0], kv_cache.stepped(cache, new_layers)
 
 
 class Apply(NamedTuple):
@@ -429,7 +399,7 @@ class Model:
   def cross_attention(self, params: Params, src_BS, tgt_in_BT) -> jnp.ndarray:
     return self._transformed.apply.cross_attention(params, None, src_BS, tgt_in_BT)
 
-  reorder_cache = staticmethod(reorder_cache)
+  reorder_cache = staticmethod(kv_cache.reorder)
 
 
 def count_params(params: Params) -> int:

@@ -27,11 +27,6 @@ def test_decoder_self_mask_combines_causal_and_padding():
   np.testing.assert_array_equal(m[0, 0], [[1, 0, 0], [1, 1, 0], [1, 1, 0]])
 
 
-def test_cache_mask_sees_slots_up_to_index():
-  np.testing.assert_array_equal(masks.cache_mask(jnp.asarray(2), 5)[0, 0, 0],
-                                [True, True, True, False, False])
-
-
 def test_segment_mask_keeps_pairs_apart():
   q = jnp.array([[1, 1, 2, 0]])
   k = jnp.array([[1, 2, 2, 0, 0]])
