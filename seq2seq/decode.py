@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from seq2seq.config import BEAM_STOPS
-from seq2seq.row_select import argmax_rows, top_k_rows
+from seq2seq.row_select import argmax_rows, logsumexp_rows, max_argmax_rows, top_k_rows
 
 # A large finite negative instead of -inf: -inf - -inf would give NaN in the scores.
 NEG_INF = -1.0e7
@@ -186,10 +186,11 @@ def greedy_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.n
   def body(s: GreedyState):
     logits_BV, cache = tokens_to_logits(s.last, s.cache, s.rows["source"])
     logits_BV = logits_BV.astype(jnp.float32)
-    lse_B = jax.nn.logsumexp(logits_BV, axis=-1)
     if choose is None:  # the arg-max of the logits: no [B, V] log-probabilities needed
-      token_B = argmax_rows(logits_BV)
+      max_B, token_B = max_argmax_rows(logits_BV)
+      lse_B = logsumexp_rows(logits_BV, max_B)
     else:
+      lse_B = jax.nn.logsumexp(logits_BV, axis=-1)
       token_B = choose(logits_BV - lse_B[:, None], s.step, s.rows["keys"])
     token_B = forced_tokens(token_B, s.step + 1 >= s.rows["max_len"], s.rows["prefix"],
                             s.step, eos_id, pad_id)
@@ -319,14 +320,17 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     # R = B * W rows
     logits_RV, cache = tokens_to_logits(last_BW.reshape(-1), s.cache, s.rows["source"])
     logits_RV = logits_RV.astype(jnp.float32)
-    lse_R = jax.nn.logsumexp(logits_RV, axis=-1)
     eos_logit_R = logits_RV[:, eos_id]
-    logits_RV = force_prefix(logits_RV, s.rows["prefix"], s.step, pad_id)
     # The best 2W candidates of a sentence are among the best 2W of each of its beams,
     # and log-softmax keeps the order within a row: select on the logits, then take
     # the log-probabilities of the W * 2W survivors only.
     per_beam = min(2 * width, logits_RV.shape[-1])
-    top_logit_RK, top_token_RK = top_k_rows(logits_RV, per_beam)
+    top_logit_RK, top_token_RK = top_k_rows(
+        force_prefix(logits_RV, s.rows["prefix"], s.step, pad_id), per_beam)
+    if s.rows["prefix"] is None:  # the best candidate is the row's maximum
+      lse_R = logsumexp_rows(logits_RV, top_logit_RK[:, 0])
+    else:
+      lse_R = jax.nn.logsumexp(logits_RV, axis=-1)
     # A row at its last allowed position may only end: its candidates are EOS, then
     # impossible ones (what masking all but EOS would leave, without a pass over [R, V]).
     must_end_R1 = jnp.repeat(s.step + 1 >= s.rows["max_len"], width)[:, None]

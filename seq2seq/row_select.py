@@ -17,7 +17,12 @@ def _group_size(n: int, target: int = 64) -> int:
 
 
 def argmax_rows(x_RN: jnp.ndarray) -> jnp.ndarray:
-  """`jnp.argmax(x_RN, axis=-1)` as int32 for long rows: the first index of each row's
+  """`jnp.argmax(x_RN, axis=-1)` as int32 for long rows (`max_argmax_rows`)."""
+  return max_argmax_rows(x_RN)[1]
+
+
+def max_argmax_rows(x_RN: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """Each row's maximum, and its arg-max as int32 for long rows: the first index of the
   maximum. XLA:CPU runs argmax as a (value, index) reduction element by element, a
   quarter of a greedy step in a profile; here every pass is a plain max or min: the
   row's maximum over group maxima, the first group holding it, the first position in
@@ -39,7 +44,14 @@ def argmax_rows(x_RN: jnp.ndarray) -> jnp.ndarray:
                                  mode="promise_in_bounds")[:, 0]
   within_R = jnp.min(jnp.where(block_Rg == max_R1, jnp.arange(group, dtype=jnp.int32), group),
                      axis=-1)
-  return jnp.minimum(first_R * group + within_R, n - 1)
+  return max_R1[:, 0], jnp.minimum(first_R * group + within_R, n - 1)
+
+
+def logsumexp_rows(x_RN: jnp.ndarray, max_R: jnp.ndarray) -> jnp.ndarray:
+  """`jax.nn.logsumexp(x_RN, axis=-1)` given each row's maximum, as a search's selection
+  finds it anyway: one pass over the rows instead of two (the same formula, so the same
+  result)."""
+  return max_R + jnp.log(jnp.sum(jnp.exp(x_RN - max_R[:, None]), axis=-1))
 
 
 def top_k_rows(x_RN: jnp.ndarray, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:

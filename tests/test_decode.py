@@ -494,6 +494,15 @@ def test_argmax_rows_equals_the_first_maximum(n):
   x[4, -1] = 10.0  # the maximum in the last (padded) group
   np.testing.assert_array_equal(np.asarray(row_select.argmax_rows(jnp.asarray(x))),
                                 np.argmax(x, axis=-1))
+  np.testing.assert_array_equal(np.asarray(row_select.max_argmax_rows(jnp.asarray(x))[0]),
+                                np.max(x, axis=-1))
+
+
+def test_log_sum_exp_from_the_selections_maximum_is_jaxs():
+  x = jax.random.normal(jax.random.PRNGKey(0), (6, 8000)) * 8.0
+  for max_R in (row_select.max_argmax_rows(x)[0], row_select.top_k_rows(x, 10)[0][:, 0]):
+    np.testing.assert_array_equal(np.asarray(jax.jit(row_select.logsumexp_rows)(x, max_R)),
+                                  np.asarray(jax.jit(jax.nn.logsumexp, static_argnums=1)(x, -1)))
 
 
 def only_eos_where(logits_RV, must_end_R, eos_id):
