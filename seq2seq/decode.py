@@ -29,7 +29,12 @@ import jax
 import jax.numpy as jnp
 
 from seq2seq.config import BEAM_STOPS
-from seq2seq.row_select import argmax_rows, logsumexp_rows, max_argmax_rows, top_k_rows
+from seq2seq.row_select import (
+  argmax_rows,
+  logsumexp_rows,
+  max_argmax_rows,
+  max_top_k_rows,
+)
 
 # A large finite negative instead of -inf: -inf - -inf would give NaN in the scores.
 NEG_INF = -1.0e7
@@ -325,10 +330,10 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     # and log-softmax keeps the order within a row: select on the logits, then take
     # the log-probabilities of the W * 2W survivors only.
     per_beam = min(2 * width, logits_RV.shape[-1])
-    top_logit_RK, top_token_RK = top_k_rows(
+    max_R, top_logit_RK, top_token_RK = max_top_k_rows(
         force_prefix(logits_RV, s.rows["prefix"], s.step, pad_id), per_beam)
-    if s.rows["prefix"] is None:  # the best candidate is the row's maximum
-      lse_R = logsumexp_rows(logits_RV, top_logit_RK[:, 0])
+    if s.rows["prefix"] is None:  # the maximum of the logits themselves
+      lse_R = logsumexp_rows(logits_RV, max_R)
     else:
       lse_R = jax.nn.logsumexp(logits_RV, axis=-1)
     # A row at its last allowed position may only end: its candidates are EOS, then
