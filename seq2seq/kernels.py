@@ -115,9 +115,11 @@ def layer_product_seconds(backend: str | None = None, use: str = "training"
 
     def decoder_step(x64, x320, qkv, square, w1, w2, out, *caches):
       def step(h, caches_BHLK):
-        # Per layer: self-attention's projections and its products over the cache (in
-        # the model's layout; the keys stand in for the values), cross-attention's
-        # projections, the feed-forward; then the output layer.
+        # Per layer: self-attention's projections and its products over 64 positions in
+        # one product each (the keys stand in for the values), cross-attention's
+        # projections, the feed-forward; then the output layer. The model reads its
+        # cache in blocks of 8 (`kv_cache`), but a probe over two such blocks chose
+        # bfloat16, with which greedy search ran 1.28x slower (bench/README.md).
         for cache_BHLK in caches_BHLK:
           h = matmul(h, qkv, dtype)[:, :128]
           q_BTHK = h.reshape(h.shape[0], 1, 4, 32)
