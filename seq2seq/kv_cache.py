@@ -1,16 +1,22 @@
-"""The decoder's self-attention cache: its layout, beam reordering, and attention over it.
+"""The decoder's self-attention cache: its layouts, beam reordering, and attention over it.
 
-Each layer keeps its keys and values as `[R, N, H, J, K]`: R hypotheses, the positions in
-N blocks of J = `BLOCK`, H heads of K features. A decoding step attends over the blocks
-written so far only, one block at a time in a loop as long as the step's number of
-blocks, and not over the cache's whole length (fixed by the longest sentence the batch
-may produce): at step 12 of a 72-position cache it reads 2 blocks instead of 9.
-
-Beam search reorders the cache lazily. `reorder` only records each row's parent; the next
+Beam search keeps each layer's keys and values as `[R, N, H, J, K]`: R hypotheses, the
+positions in N blocks of J = `BLOCK`, H heads of K features. A step attends over the
+blocks written so far only, one block at a time in a loop as long as the step's number
+of blocks. The reorder is deferred: `reorder` only records each row's parent; the next
 step's attention takes each block from the parent's row as it reads it and writes it
 back, so the move and the attention share one pass over the written positions (fairseq's
-`reorder_incremental_state` moves the whole cache first, then attends over it). The
-cache's leaves have their rows first, as `decode.py` expects: `decode.take_rows` sets
+`reorder_incremental_state` moves the whole cache first, then attends over it). One
+layer's step at 320 rows and position 15 took 0.92 ms against 1.72 ms for the cache moved
+by blocks and then attended over its whole length of 72 positions; over whole beam-5
+passes the gain is smaller than this VM's drift (bench/README.md).
+
+A search whose rows never move (greedy, sampling: one hypothesis per sentence) keeps
+`[R, H, L, K]` and attends over the whole length in one product: on its batches of 64
+rows, the block loop's copies and per-block products cost more than the unwritten
+positions do (greedy: 2.05-2.52 s of thread time for 1,000 sentences against 1.72-1.85 s).
+
+The cache's leaves have their rows first, as `decode.py` expects: `decode.take_rows` sets
 sentences aside with their beams, whose parents are kept as beam numbers within the
 sentence (a parent row's number modulo the beam size), valid after any such move.
 """
@@ -34,9 +40,13 @@ def blocks_for(max_len: int) -> int:
   return -(-max_len // BLOCK)
 
 
-def init_layer(rows: int, heads: int, max_len: int, head_dim: int, dtype) -> Cache:
-  """One layer's empty keys and values, `[rows, blocks, heads, BLOCK, head_dim]`."""
-  zeros = jnp.zeros((rows, blocks_for(max_len), heads, BLOCK, head_dim), dtype)
+def init_layer(rows: int, heads: int, max_len: int, head_dim: int, dtype, moves: bool
+               ) -> Cache:
+  """One layer's empty keys and values: `[rows, blocks, heads, BLOCK, head_dim]` for
+  rows that a search moves (`moves`, beam search), else `[rows, heads, max_len, head_dim]`."""
+  shape = ((rows, blocks_for(max_len), heads, BLOCK, head_dim) if moves
+           else (rows, heads, max_len, head_dim))
+  zeros = jnp.zeros(shape, dtype)
   return {"k": zeros, "v": zeros}
 
 
@@ -74,26 +84,24 @@ def attend(q_RHK: jnp.ndarray, k_RHK: jnp.ndarray, v_RHK: jnp.ndarray, layer: Ca
            index: jnp.ndarray, parents_R: jnp.ndarray | None, matmul_dtype: str
            ) -> tuple[jnp.ndarray, Cache]:
   """One position's self-attention: writes its key and value (`k_RHK`, `v_RHK`) at
-  `index`, after moving the positions before it to each row's parent (`parents_R`, or
-  none), and attends the (scaled) queries over positions 0..index. Returns the heads'
-  outputs `[R, H, K]` and the layer's cache."""
+  `index`, after moving the positions before it to each row's parent (`parents_R`; None
+  for the whole layout, whose rows never move), and attends the (scaled) queries over
+  positions 0..index. Returns the heads'
+  outputs `[R, H, K]` and the layer's cache (in `init_layer`'s layout)."""
+  if (layer["k"].ndim == 4) != (parents_R is None):
+    raise ValueError("kv_cache.attend: rows move (parents_R) in the blocked layout only, "
+                     "and always do there (init_layer's moves)")
+  if parents_R is None:
+    return _attend_whole(q_RHK, k_RHK, v_RHK, layer, index, matmul_dtype)
   rows, blocks, heads, _, head_dim = layer["k"].shape
   written = index // BLOCK + 1  # blocks holding positions 0..index
   new_1J = (jnp.arange(BLOCK) == index % BLOCK)[None, None, :, None]
 
   def read(x, new_RHK, b):
     """Block b of every row as this step sees it, and the cache holding it."""
-    if parents_R is None:
-      return jax.lax.dynamic_index_in_dim(x, b, axis=1, keepdims=False), x
     block = jnp.where(new_1J & (b == written - 1), new_RHK[:, :, None, :].astype(x.dtype),
                       x[parents_R, b])
     return block, jax.lax.dynamic_update_index_in_dim(x, block, b, axis=1)
-
-  if parents_R is None:  # nothing moves: only the new position is written
-    def write(x, new_RHK):
-      return jax.lax.dynamic_update_slice(x, new_RHK[:, None, :, None, :].astype(x.dtype),
-                                          (0, index // BLOCK, 0, index % BLOCK, 0))
-    layer = {"k": write(layer["k"], k_RHK), "v": write(layer["v"], v_RHK)}
 
   def score(b, carry):
     keys, scores = carry
@@ -117,4 +125,19 @@ def attend(q_RHK: jnp.ndarray, k_RHK: jnp.ndarray, v_RHK: jnp.ndarray, layer: Ca
 
   out = jnp.zeros((rows, heads, head_dim), layer["v"].dtype)
   values, out = jax.lax.fori_loop(0, written, weigh, (layer["v"], out))
+  return out, {"k": keys, "v": values}
+
+
+def _attend_whole(q_RHK, k_RHK, v_RHK, layer: Cache, index, matmul_dtype: str
+                  ) -> tuple[jnp.ndarray, Cache]:
+  """`attend` for the `[R, H, L, K]` layout: the new position written in place, one
+  product over the whole length, the positions after index masked."""
+  def write(x, new_RHK):
+    return jax.lax.dynamic_update_slice_in_dim(x, new_RHK[:, :, None].astype(x.dtype), index,
+                                               axis=2)
+  keys, values = write(layer["k"], k_RHK), write(layer["v"], v_RHK)
+  scores = kernels.einsum("rhk,rhlk->rhl", q_RHK, keys, matmul_dtype).astype(jnp.float32)
+  seen = jnp.arange(keys.shape[2]) <= index
+  probs = jax.nn.softmax(jnp.where(seen, scores, jnp.finfo(jnp.float32).min), axis=-1)
+  out = kernels.einsum("rhl,rhlk->rhk", probs.astype(values.dtype), values, matmul_dtype)
   return out, {"k": keys, "v": values}

@@ -118,7 +118,7 @@ class DecoderLayer(hk.Module):
     """An empty self-attention cache (`kv_cache.init_layer`, `B * W` rows), and the
     encoder's keys/values `[B, H, S, K]`, once per sentence."""
     cache = kv_cache.init_layer(memory_BSD.shape[0] * beam_size, self.cfg.num_heads, max_len,
-                                self.cfg.head_dim, memory_BSD.dtype)
+                                self.cfg.head_dim, memory_BSD.dtype, moves=beam_size > 1)
     cross_k, cross_v = self.cross_attention.project_kv(memory_BSD, head_major=True)
     return cache, {"k": cross_k, "v": cross_v}
 
@@ -257,7 +257,8 @@ class Transformer(hk.Module):
     Returns:
       cache: what each hypothesis owns, `B * W` rows (the W beams of a sentence
         consecutive): `{"index": [] int32, "parents": [B*W] int32, "layers": [{"k", "v":
-        [B*W, N, H, J, K]}, ...]}`, `max_len` positions in N blocks of J (`kv_cache`). A
+        [B*W, N, H, J, K]}, ...]}`, `max_len` positions in N blocks of J; with W = 1
+        `[B, H, L, K]`, L = `max_len` (`kv_cache.init_layer`). A
         search reorders its rows as beams are chosen (`reorder_cache`); the scalar index
         is shared.
       source: what the hypotheses of a sentence share and no search reorders, `B` rows:

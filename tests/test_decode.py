@@ -275,7 +275,7 @@ def test_the_models_deferred_reorder_gives_the_search_of_a_whole_reorder(random_
   ids_whole, scores_whole = search(whole, params, src, **kw)
   np.testing.assert_array_equal(np.asarray(ids), np.asarray(ids_whole))
   np.testing.assert_array_equal(np.asarray(scores), np.asarray(scores_whole))
-  cache, _ = model.init_cache(params, model.encode(params, src), src, max_len=19)
+  cache, _ = model.init_cache(params, model.encode(params, src), src, max_len=19, beam_size=3)
   assert cache["layers"][0]["k"].shape[1:4:2] == (3, 8)  # whole blocks of 8 positions
 
 
