@@ -117,7 +117,7 @@ def layer_product_seconds(backend: str | None = None, use: str = "training"
       def step(h, caches_BHLK):
         # Per layer: self-attention's projections and its products over 64 positions in
         # one product each (the keys stand in for the values), cross-attention's
-        # projections, the feed-forward; then the output layer. The model reads its
+        # projections, the feed-forward; then the output layer. Beam search reads its
         # cache in blocks of 8 (`kv_cache`), but a probe over two such blocks chose
         # bfloat16, with which greedy search ran 1.28x slower (bench/README.md).
         for cache_BHLK in caches_BHLK:
