@@ -73,6 +73,11 @@ class BackgroundCompiler:
   def wait(self, name: str) -> None:
     """Returns once the program `name` is compiled (at once if no program has that name)."""
     with self.cond:
+      pending = self.futures.get(name)
+      if (pending is None and not self.submitted) or (pending is not None and not pending.done()):
+        # Minutes for the first shape on a new machine: say what the wait is for.
+        log.info("waiting for %s to compile (%.0fs since compiling began)", name,
+                 time.time() - self.t0)
       self.cond.wait_for(lambda: name in self.futures or self.submitted)
       future = self.futures.get(name)
     if self.error is not None:

@@ -127,8 +127,10 @@ def test_programs_compiled_while_training_are_not_compiled_again(tmp_path):
   assert not compiling, compiling
 
 
-def test_a_compiler_waits_for_the_program_asked_for_and_reports_failures():
+def test_a_compiler_waits_for_the_program_asked_for_and_reports_failures(caplog):
+  import logging
   import threading
+  caplog.set_level(logging.INFO, logger="seq2seq.train")
   release = threading.Event()
 
   class Slow:
@@ -143,7 +145,8 @@ def test_a_compiler_waits_for_the_program_asked_for_and_reports_failures():
   waited = threading.Thread(target=compiler.wait, args=("a",))
   waited.start()
   waited.join(0.3)
-  assert waited.is_alive()  # "a" is still compiling
+  assert waited.is_alive()  # "a" is still compiling, and the log says it is waited for
+  assert any(r.getMessage().startswith("waiting for a to compile") for r in caplog.records)
   release.set()
   waited.join(5)
   assert not waited.is_alive()
