@@ -50,11 +50,21 @@ def init_layer(rows: int, heads: int, max_len: int, head_dim: int, dtype, moves:
   return {"k": zeros, "v": zeros}
 
 
+def _own_rows(rows: int) -> jnp.ndarray:
+  """Parents where none is pending: each row its own."""
+  return jnp.arange(rows, dtype=jnp.int32)
+
+
+def _masked_softmax(scores: jnp.ndarray, seen: jnp.ndarray) -> jnp.ndarray:
+  """Softmax over the last axis of the positions `seen`. finfo.min instead of -inf for the
+  others: unwritten positions' scores never become NaN."""
+  return jax.nn.softmax(jnp.where(seen, scores, jnp.finfo(jnp.float32).min), axis=-1)
+
+
 def init(layers: list[Cache]) -> Cache:
   """The whole cache: the position to write, each row's parent (pending until the next
   step reads it; a row's own number: none), and the layers' keys and values."""
-  rows = layers[0]["k"].shape[0]
-  return {"index": jnp.zeros((), jnp.int32), "parents": jnp.arange(rows, dtype=jnp.int32),
+  return {"index": jnp.zeros((), jnp.int32), "parents": _own_rows(layers[0]["k"].shape[0]),
           "layers": layers}
 
 
@@ -75,8 +85,7 @@ def parent_rows(cache: Cache, width: int) -> jnp.ndarray | None:
 
 def stepped(cache: Cache, layers: list[Cache]) -> Cache:
   """The cache after a step wrote `layers`: the next position, no parent pending."""
-  return {"index": cache["index"] + 1, "parents": jnp.arange(cache["parents"].shape[0],
-                                                             dtype=jnp.int32),
+  return {"index": cache["index"] + 1, "parents": _own_rows(cache["parents"].shape[0]),
           "layers": layers}
 
 
@@ -86,8 +95,8 @@ def attend(q_RHK: jnp.ndarray, k_RHK: jnp.ndarray, v_RHK: jnp.ndarray, layer: Ca
   """One position's self-attention: writes its key and value (`k_RHK`, `v_RHK`) at
   `index`, after moving the positions before it to each row's parent (`parents_R`; None
   for the whole layout, whose rows never move), and attends the (scaled) queries over
-  positions 0..index. Returns the heads'
-  outputs `[R, H, K]` and the layer's cache (in `init_layer`'s layout)."""
+  positions 0..index. Returns the heads' outputs `[R, H, K]` and the layer's cache (in
+  `init_layer`'s layout)."""
   if (layer["k"].ndim == 4) != (parents_R is None):
     raise ValueError("kv_cache.attend: rows move (parents_R) in the blocked layout only, "
                      "and always do there (init_layer's moves)")
@@ -111,10 +120,7 @@ def attend(q_RHK: jnp.ndarray, k_RHK: jnp.ndarray, v_RHK: jnp.ndarray, layer: Ca
 
   scores = jnp.zeros((rows, heads, blocks, BLOCK), jnp.float32)
   keys, scores = jax.lax.fori_loop(0, written, score, (layer["k"], scores))
-  seen = (jnp.arange(blocks * BLOCK) <= index).reshape(1, 1, blocks, BLOCK)
-  # finfo.min instead of -inf: the unwritten blocks' scores (zeros) never become NaN.
-  scores = jnp.where(seen, scores, jnp.finfo(jnp.float32).min)
-  probs = jax.nn.softmax(scores.reshape(rows, heads, -1), axis=-1)
+  probs = _masked_softmax(scores.reshape(rows, heads, -1), jnp.arange(blocks * BLOCK) <= index)
   probs = probs.reshape(scores.shape).astype(layer["v"].dtype)
 
   def weigh(b, carry):
@@ -137,7 +143,6 @@ def _attend_whole(q_RHK, k_RHK, v_RHK, layer: Cache, index, matmul_dtype: str
                                                axis=2)
   keys, values = write(layer["k"], k_RHK), write(layer["v"], v_RHK)
   scores = kernels.einsum("rhk,rhlk->rhl", q_RHK, keys, matmul_dtype).astype(jnp.float32)
-  seen = jnp.arange(keys.shape[2]) <= index
-  probs = jax.nn.softmax(jnp.where(seen, scores, jnp.finfo(jnp.float32).min), axis=-1)
+  probs = _masked_softmax(scores, jnp.arange(keys.shape[2]) <= index)
   out = kernels.einsum("rhl,rhlk->rhk", probs.astype(values.dtype), values, matmul_dtype)
   return out, {"k": keys, "v": values}

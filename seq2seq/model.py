@@ -258,9 +258,8 @@ class Transformer(hk.Module):
       cache: what each hypothesis owns, `B * W` rows (the W beams of a sentence
         consecutive): `{"index": [] int32, "parents": [B*W] int32, "layers": [{"k", "v":
         [B*W, N, H, J, K]}, ...]}`, `max_len` positions in N blocks of J; with W = 1
-        `[B, H, L, K]`, L = `max_len` (`kv_cache.init_layer`). A
-        search reorders its rows as beams are chosen (`reorder_cache`); the scalar index
-        is shared.
+        `[B, H, L, K]`, L = `max_len` (`kv_cache.init_layer`). A search reorders its
+        rows as beams are chosen (`reorder_cache`); the scalar index is shared.
       source: what the hypotheses of a sentence share and no search reorders, `B` rows:
         `{"mask": [B, 1, 1, S], "layers": [{"k", "v": [B, H, S, K]}, ...]}` (the encoder
         keys/values of each layer's cross-attention).
