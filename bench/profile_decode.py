@@ -1,7 +1,7 @@
 """Where decoding's time goes: XLA:CPU's operations of a whole pass, traced and summed.
 
   python bench/profile_decode.py --workdir RUN_DIR [--checkpoint averaged] [--beam 5] \
-      [--lines 1000] [--top 25]
+      [--lines 1000] [--top 25] [--matmul-dtype float32|bfloat16]
 
 Translates the first `--lines` lines of test_2016_flickr once to compile, then once more
 under `jax.profiler`, and sums the time of every XLA operation the CPU threads ran
@@ -9,11 +9,13 @@ under `jax.profiler`, and sums the time of every XLA operation the CPU threads r
 each kind of operation (the fusion's kind, e.g. `ynn_fusion` for the library kernels that
 run matmuls and reductions, `dot` for the batched attention products), then the `--top`
 operations with the JAX source operation each came from (from XLA's optimized program,
-dumped to a temporary folder). The last line is the JSON of both lists.
+dumped to a temporary folder). `--matmul-dtype` decodes with those operands instead of the
+ones the machine's probe chooses. The last line is the JSON of both lists.
 """
 
 import argparse
 import collections
+import dataclasses
 import glob
 import os
 import re
@@ -51,8 +53,14 @@ def main():
   p.add_argument("--beam", type=int, default=5)
   p.add_argument("--lines", type=int, default=1000)
   p.add_argument("--top", type=int, default=25)
+  p.add_argument("--matmul-dtype", choices=("float32", "bfloat16"))
   args = p.parse_args()
   translator = Translator.load(args.workdir, args.checkpoint)
+  if args.matmul_dtype:
+    translator = Translator(dataclasses.replace(translator.model_cfg,
+                                                matmul_dtype=args.matmul_dtype),
+                            translator.params, translator.tokenizer, translator.decode_cfg,
+                            translator.buckets)
   lines = read_lines(MULTI30K / "test_2016_flickr.en.gz")[:args.lines]
   translator.translate(lines, beam_size=args.beam, batch_size=64)  # compiles
   trace = tempfile.mkdtemp()
@@ -87,6 +95,7 @@ def main():
     print(f"{100 * ns / total:5.1f} %  {calls[name]:6d} x {ns / calls[name] / 1e3:7.1f} us  "
           f"{name:36s} {source}")
   report({"benchmark": "profile_decode", "beam": args.beam, "lines": len(lines),
+          "matmul_dtype": translator.model_cfg.matmul_dtype,
           "thread_seconds": round(total / 1e9, 2),
           "by_kind": {k: round(ns / total, 4) for k, ns in by_kind.most_common(12)},
           "top": top, **machine()})

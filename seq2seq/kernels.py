@@ -5,7 +5,9 @@ gives; layers.py and loss.py call only these:
   einsum(spec, a, b, operand_dtype)   a two-operand einsum; with operand_dtype "bfloat16"
                                       the operands are rounded, the products float32
   matmul(x, w, operand_dtype)         x @ w over the last axis, the same way
+  rowwise(fn, x)                      fn of each row, the same for any number of rows
   transpose_product(r, perm)          r.transpose(perm) of a product, as a copy
+  transposed_weights(w, dtype)        w.T rounded, as a copy computed outside a loop
   keep_mask(key, rate, shape)         a Bernoulli(1 - rate) dropout mask
   materialize(x, token)               identity; x and its gradient get their own buffer
   layer_norm(x, scale, offset)        hk.LayerNorm's function, with its own gradient
@@ -91,11 +93,10 @@ def layer_product_seconds(backend: str | None = None, use: str = "training"
   """{operand dtype: seconds} of the products of the Multi30k recipe's model (width 128,
   feed-forward 512) for `use`, best of 5 rounds taken in turns, once per process; only
   the dtypes this backend runs. "training": a layer's products for 2,048 tokens, forward
-  and backward. "decoding": one decoder step's products (4 layers, self-attention over 64
-  cached positions each) and the output layer (8,000 pieces), forward, for 64 and for 320
-  rows (a greedy batch, a beam-5 one). Its attention products decide it on an AMD EPYC
-  with AVX-512 BF16: their bfloat16 form (operands converted every step) ran 6-7x slower
-  than float32 there, while the output layer ran 1.57x faster."""
+  and backward. "decoding": one decoder step (4 layers, self-attention over 64 cached
+  positions each) and the output layer (8,000 pieces), forward, for 64 and for 320 rows
+  (a greedy batch, a beam-5 one), as decoding runs it: the weights rounded once, outside
+  the step, the attention products in float32 under either dtype (`kv_cache.attend`)."""
   if use not in ("training", "decoding"):
     raise ValueError(f"use must be 'training' or 'decoding', got {use!r}")
   backend = backend or jax.default_backend()
@@ -107,6 +108,8 @@ def layer_product_seconds(backend: str | None = None, use: str = "training"
       ) + ((64, 4, 64, 32),) * 4 + ((320, 4, 64, 32),) * 4  # each layer's 64 cached keys
   arrays = [jax.device_put(jax.random.normal(k, s), device)
             for k, s in zip(jax.random.split(jax.random.PRNGKey(0), len(shapes)), shapes)]
+  inputs = {d: arrays if use == "training" else  # decoding's weights (2-6) rounded once
+            [a.astype(d) if 2 <= i <= 6 else a for i, a in enumerate(arrays)] for d in dtypes}
 
   def program(dtype):
     def loss(x, w1, w2):
@@ -115,24 +118,20 @@ def layer_product_seconds(backend: str | None = None, use: str = "training"
 
     def decoder_step(x64, x320, qkv, square, w1, w2, out, *caches):
       def step(h, caches_BHLK):
-        # Per layer: self-attention's projections and its products over 64 positions in
-        # one product each (the keys stand in for the values), cross-attention's
-        # projections, the feed-forward; then the output layer. Beam search reads its
-        # cache in blocks of 8 (`kv_cache`), but a probe over two such blocks chose
-        # bfloat16, with which greedy search ran 1.28x slower (bench/README.md).
+        # Per layer: self-attention over 64 positions (the keys stand in for the values),
+        # projections, the feed-forward; then the output layer.
         for cache_BHLK in caches_BHLK:
           h = matmul(h, qkv, dtype)[:, :128]
           q_BTHK = h.reshape(h.shape[0], 1, 4, 32)
-          scores_BHTL = einsum("bthk,bhlk->bhtl", q_BTHK, cache_BHLK, dtype)
-          probs_BHTL = jax.nn.softmax(scores_BHTL)
-          h = einsum("bhtl,bhlk->bhtk", probs_BHTL, cache_BHLK, dtype).reshape(h.shape)
+          probs_BHTL = jax.nn.softmax(jnp.einsum("bthk,bhlk->bhtl", q_BTHK, cache_BHLK))
+          h = jnp.einsum("bhtl,bhlk->bhtk", probs_BHTL, cache_BHLK).reshape(h.shape)
           for _ in range(3):
             h = matmul(h, square, dtype)
           h = matmul(jax.nn.relu(matmul(h, w1, dtype)), w2, dtype)
         return jnp.sum(matmul(h, out, dtype))
       return step(x64, caches[:4]) + step(x320, caches[4:])
     run = jax.jit(jax.grad(loss, argnums=(0, 1, 2)) if use == "training" else decoder_step)
-    jax.block_until_ready(run(*arrays))  # compile
+    jax.block_until_ready(run(*inputs[dtype]))  # compile
     return run
 
   runs = {d: program(d) for d in dtypes}
@@ -141,7 +140,7 @@ def layer_product_seconds(backend: str | None = None, use: str = "training"
     for d, run in runs.items():
       t = time.perf_counter()
       for _ in range(3):
-        jax.block_until_ready(run(*arrays))
+        jax.block_until_ready(run(*inputs[d]))
       best[d] = min(best[d], (time.perf_counter() - t) / 3)
   return best
 
@@ -183,7 +182,8 @@ def fastest_operand_dtype(backend: str | None = None, use: str = "training") -> 
     return "float32", f"this {backend} backend does not run them ({why})"
   path = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
                       "seq2seq", "operand_dtype.json")
-  key = _machine_key(backend) + ("" if use == "training" else f"|{use}")
+  # A probe that times something new gets a new name: no answer of its predecessor is kept.
+  key = _machine_key(backend) + {"training": "", "decoding": "|decoding 2"}[use]
   try:
     with open(path) as f:
       known = json.load(f)
@@ -236,19 +236,36 @@ def einsum(spec: str, a: jnp.ndarray, b: jnp.ndarray, operand_dtype: str | None 
   return _rounded_einsum(spec, dtype, a.dtype, b.dtype, a, b).astype(a.dtype)
 
 
+# XLA:CPU (jaxlib 0.10) runs small matmuls and row reductions with other kernels than
+# large ones, which round differently: a sentence's translation would depend on its batch.
+# Smaller calls than these are padded with zero rows (tests/test_kernels.py).
+MATMUL_ROWS = {"float32": 64, "bfloat16": 2}
+REDUCTION_ELEMENTS = 4096
+
+
 def matmul(x: jnp.ndarray, w: jnp.ndarray, operand_dtype: str | None = None) -> jnp.ndarray:
   """`x @ w` for `x` `[..., K]` and a matrix `w` `[K, N]`, as `einsum`: one 2-D matmul
-  over the flattened leading axes."""
-  if operand_dtype in (None, "float32"):
-    return x @ w.astype(x.dtype)
+  over the flattened leading axes, of at least `MATMUL_ROWS` rows."""
+  dtype = operand_dtype or "float32"
   x_MK = x.reshape(-1, x.shape[-1])
-  if x_MK.shape[0] == 1:
-    # XLA:CPU multiplies a lone row by another kernel than two or more, which rounds
-    # bfloat16 products differently: with a second row, a sentence searched alone (one
-    # greedy row) is translated exactly as in a batch.
-    return matmul(jnp.concatenate([x_MK, x_MK]), w, operand_dtype)[:1].reshape(
+  rows, least = x_MK.shape[0], MATMUL_ROWS.get(dtype, 1)
+  if rows < least:
+    x_MK = jnp.pad(x_MK, ((0, least - rows), (0, 0)))
+    return matmul(x_MK, w, operand_dtype)[:rows].reshape(
         *x.shape[:-1], w.shape[-1])
+  if dtype == "float32":
+    return x @ w.astype(x.dtype)
   return einsum("mk,kn->mn", x_MK, w, operand_dtype).reshape(*x.shape[:-1], w.shape[-1])
+
+
+def rowwise(fn, x: jnp.ndarray) -> jnp.ndarray:
+  """`fn(x)` for a function of each row (last axis) of `x`, e.g. a softmax, computed over
+  at least `REDUCTION_ELEMENTS` elements: a row's result does not depend on the rows."""
+  d = x.shape[-1]
+  rows, least = math.prod(x.shape[:-1]), -(-REDUCTION_ELEMENTS // d)
+  if rows >= least:
+    return fn(x)
+  return fn(jnp.pad(x.reshape(rows, d), ((0, least - rows), (0, 0))))[:rows].reshape(x.shape)
 
 
 def _dot_axes(ia: str, ib: str, out: str) -> tuple[list, list, list, list]:
@@ -319,6 +336,16 @@ def transpose_product(r: jnp.ndarray, perm) -> jnp.ndarray:
   if jax.default_backend() == "cpu":
     r = _fusion_boundary(r, r.reshape(-1)[0].astype(jnp.float32))
   return r.transpose(perm)
+
+
+def transposed_weights(w: jnp.ndarray, operand_dtype: str | None = None) -> jnp.ndarray:
+  """`w.T` in `operand_dtype`, a copy that depends on `w` only: inside a loop (a decoding
+  step) XLA makes it once, before the loop, not at every step; and `matmul` with it takes
+  one form for any number of rows (no operand for `_rounded_dot` to transpose)."""
+  w = w.astype(operand_dtype or w.dtype).T
+  if jax.default_backend() == "cpu":
+    w = _fusion_boundary(w, w.reshape(-1)[0].astype(jnp.float32))
+  return w
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))

@@ -58,7 +58,8 @@ def _own_rows(rows: int) -> jnp.ndarray:
 def _masked_softmax(scores: jnp.ndarray, seen: jnp.ndarray) -> jnp.ndarray:
   """Softmax over the last axis of the positions `seen`. finfo.min instead of -inf for the
   others: unwritten positions' scores never become NaN."""
-  return jax.nn.softmax(jnp.where(seen, scores, jnp.finfo(jnp.float32).min), axis=-1)
+  return kernels.rowwise(jax.nn.softmax,
+                         jnp.where(seen, scores, jnp.finfo(jnp.float32).min))
 
 
 def init(layers: list[Cache]) -> Cache:
@@ -90,18 +91,20 @@ def stepped(cache: Cache, layers: list[Cache]) -> Cache:
 
 
 def attend(q_RHK: jnp.ndarray, k_RHK: jnp.ndarray, v_RHK: jnp.ndarray, layer: Cache,
-           index: jnp.ndarray, parents_R: jnp.ndarray | None, matmul_dtype: str
-           ) -> tuple[jnp.ndarray, Cache]:
+           index: jnp.ndarray, parents_R: jnp.ndarray | None) -> tuple[jnp.ndarray, Cache]:
   """One position's self-attention: writes its key and value (`k_RHK`, `v_RHK`) at
   `index`, after moving the positions before it to each row's parent (`parents_R`; None
   for the whole layout, whose rows never move), and attends the (scaled) queries over
   positions 0..index. Returns the heads' outputs `[R, H, K]` and the layer's cache (in
-  `init_layer`'s layout)."""
+  `init_layer`'s layout). Its products take float32 operands whatever the model's
+  `matmul_dtype`: one query per row makes them matrix-vector products, whose operands,
+  new at every step, bfloat16 would convert every step (6-7x slower than float32 on an
+  AMD EPYC with AVX-512 BF16, `kernels.layer_product_seconds`)."""
   if (layer["k"].ndim == 4) != (parents_R is None):
     raise ValueError("kv_cache.attend: rows move (parents_R) in the blocked layout only, "
                      "and always do there (init_layer's moves)")
   if parents_R is None:
-    return _attend_whole(q_RHK, k_RHK, v_RHK, layer, index, matmul_dtype)
+    return _attend_whole(q_RHK, k_RHK, v_RHK, layer, index)
   rows, blocks, heads, _, head_dim = layer["k"].shape
   written = index // BLOCK + 1  # blocks holding positions 0..index
   new_1J = (jnp.arange(BLOCK) == index % BLOCK)[None, None, :, None]
@@ -115,7 +118,7 @@ def attend(q_RHK: jnp.ndarray, k_RHK: jnp.ndarray, v_RHK: jnp.ndarray, layer: Ca
   def score(b, carry):
     keys, scores = carry
     block, keys = read(keys, k_RHK, b)
-    part = kernels.einsum("rhk,rhjk->rhj", q_RHK, block, matmul_dtype).astype(jnp.float32)
+    part = jnp.einsum("rhk,rhjk->rhj", q_RHK, block).astype(jnp.float32)
     return keys, jax.lax.dynamic_update_index_in_dim(scores, part, b, axis=2)
 
   scores = jnp.zeros((rows, heads, blocks, BLOCK), jnp.float32)
@@ -127,22 +130,21 @@ def attend(q_RHK: jnp.ndarray, k_RHK: jnp.ndarray, v_RHK: jnp.ndarray, layer: Ca
     values, out = carry
     block, values = read(values, v_RHK, b)
     p = jax.lax.dynamic_index_in_dim(probs, b, axis=2, keepdims=False)
-    return values, out + kernels.einsum("rhj,rhjk->rhk", p, block, matmul_dtype)
+    return values, out + jnp.einsum("rhj,rhjk->rhk", p, block)
 
   out = jnp.zeros((rows, heads, head_dim), layer["v"].dtype)
   values, out = jax.lax.fori_loop(0, written, weigh, (layer["v"], out))
   return out, {"k": keys, "v": values}
 
 
-def _attend_whole(q_RHK, k_RHK, v_RHK, layer: Cache, index, matmul_dtype: str
-                  ) -> tuple[jnp.ndarray, Cache]:
+def _attend_whole(q_RHK, k_RHK, v_RHK, layer: Cache, index) -> tuple[jnp.ndarray, Cache]:
   """`attend` for the `[R, H, L, K]` layout: the new position written in place, one
   product over the whole length, the positions after index masked."""
   def write(x, new_RHK):
     return jax.lax.dynamic_update_slice_in_dim(x, new_RHK[:, :, None].astype(x.dtype), index,
                                                axis=2)
   keys, values = write(layer["k"], k_RHK), write(layer["v"], v_RHK)
-  scores = kernels.einsum("rhk,rhlk->rhl", q_RHK, keys, matmul_dtype).astype(jnp.float32)
+  scores = jnp.einsum("rhk,rhlk->rhl", q_RHK, keys).astype(jnp.float32)
   probs = _masked_softmax(scores, jnp.arange(keys.shape[2]) <= index)
-  out = kernels.einsum("rhl,rhlk->rhk", probs.astype(values.dtype), values, matmul_dtype)
+  out = jnp.einsum("rhl,rhlk->rhk", probs.astype(values.dtype), values)
   return out, {"k": keys, "v": values}

@@ -64,7 +64,7 @@ class _LayerNormParams(hk.Module):
     d = x.shape[-1]
     scale = hk.get_parameter("scale", [d], jnp.float32, init=jnp.ones)
     offset = hk.get_parameter("offset", [d], jnp.float32, init=jnp.zeros)
-    return kernels.layer_norm(x, scale, offset)
+    return kernels.rowwise(lambda x: kernels.layer_norm(x, scale, offset), x)
 
 
 class LayerNorm(hk.Module):
@@ -148,6 +148,15 @@ class Embedding(hk.Module):
     return logits_NV.reshape(*x_BTD.shape[:-1], -1).astype(jnp.float32)
 
 
+  def attend_step(self, x_BTD: jnp.ndarray) -> jnp.ndarray:
+    """`attend` for a decoding step: the table as `[D, V]` in the operand dtype
+    (`kernels.transposed_weights`, made once per search instead of at every step), and
+    one form of the product for any number of rows, so that a sentence's translation
+    does not depend on its batch."""
+    table_DV = kernels.transposed_weights(self.table(), self.matmul_dtype)
+    return kernels.matmul(x_BTD, table_DV, self.matmul_dtype).astype(jnp.float32)
+
+
 class MultiHeadAttention(hk.Module):
   """Multi-head scaled dot-product attention (self, causal self, or cross).
 
@@ -201,8 +210,7 @@ class MultiHeadAttention(hk.Module):
     the rows first moved to `parents_R`, if given). Returns `[R, 1, D]` and the cache."""
     q_R1HK, k_RH1K, v_RH1K = self.project_qkv(x_R1D, rotation)
     out_RHK, cache = kv_cache.attend(q_R1HK[:, 0] * (self.head_dim ** -0.5), k_RH1K[:, :, 0],
-                                     v_RH1K[:, :, 0], cache, index, parents_R,
-                                     self.matmul_dtype)
+                                     v_RH1K[:, :, 0], cache, index, parents_R)
     return self.out(out_RHK.reshape(out_RHK.shape[0], 1, -1)), cache
 
   def attend(self, q_BTD: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray,
@@ -221,12 +229,14 @@ class MultiHeadAttention(hk.Module):
                    probs_sink: list | None = None, head_major: bool = False) -> jnp.ndarray:
     """`attend` for queries already projected and split into heads, `[B, T, H, K]`."""
     kv = "bhsk" if head_major else "bshk"
+    # Decoding (head-major keys) multiplies float32 operands: its few queries per sentence
+    # make these products too small for bfloat16 to pay for converting them (kv_cache).
+    dtype = "float32" if head_major else self.matmul_dtype
     q_BTHK = q_BTHK * (self.head_dim ** -0.5)
-    scores_BHTS = kernels.einsum(f"bthk,{kv}->bhts", q_BTHK, k,
-                                 self.matmul_dtype).astype(jnp.float32)
+    scores_BHTS = kernels.einsum(f"bthk,{kv}->bhts", q_BTHK, k, dtype).astype(jnp.float32)
     # finfo.min instead of -inf: a fully masked row gives a uniform distribution, not NaN.
     scores_BHTS = jnp.where(mask, scores_BHTS, jnp.finfo(jnp.float32).min)
-    probs_BHTS = jax.nn.softmax(scores_BHTS, axis=-1)
+    probs_BHTS = kernels.rowwise(jax.nn.softmax, scores_BHTS)
     if probs_sink is not None:
       probs_sink.append(probs_BHTS)
     probs_BHTS = dropout(probs_BHTS, rate).astype(v.dtype)
@@ -234,8 +244,7 @@ class MultiHeadAttention(hk.Module):
       # Decoding: with the output head-major, XLA:CPU runs the cross-attention product as
       # one batched matmul instead of a slow strided one (beam 5 at 320 hypotheses: -6 %
       # per step); the same sums, in another order of rounding.
-      out_BTHK = kernels.einsum("bhts,bhsk->bhtk", probs_BHTS, v,
-                                self.matmul_dtype).transpose(0, 2, 1, 3)
+      out_BTHK = kernels.einsum("bhts,bhsk->bhtk", probs_BHTS, v, dtype).transpose(0, 2, 1, 3)
     else:
       out_BTHK = kernels.einsum("bhts,bshk->bthk", probs_BHTS, v, self.matmul_dtype)
     return self.out(out_BTHK.reshape(*out_BTHK.shape[:2], -1))

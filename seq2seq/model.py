@@ -161,13 +161,13 @@ class Transformer(hk.Module):
                               dtype, matmul_dtype, name=n)
     if cfg.tied_embeddings:
       self.src_embed = self.tgt_embed = emb("shared_embedding")
-      self.output = self.tgt_embed.attend
+      self.output, self.step_output = self.tgt_embed.attend, self.tgt_embed.attend_step
       self.output_weights = lambda: (self.tgt_embed.table(),
                                      jnp.zeros((cfg.vocab_size,), jnp.float32))
     else:
       self.src_embed, self.tgt_embed = emb("src_embedding"), emb("tgt_embedding")
       projection = Dense(cfg.vocab_size, matmul_dtype, name="output_projection")
-      self.output = lambda x: projection(x).astype(jnp.float32)
+      self.output = self.step_output = lambda x: projection(x).astype(jnp.float32)
       self.output_weights = lambda: (lambda w, b: (w.T, b))(*projection.params(cfg.d_model))
     self.encoder_layers = [EncoderLayer(cfg, matmul_dtype, name=f"encoder_layer_{i}")
                            for i in range(cfg.encoder_layers)]
@@ -285,7 +285,7 @@ class Transformer(hk.Module):
       x_B1D, layer_cache = layer.step(x_B1D, layer_cache, layer_source, index, source["mask"],
                                       parents_B, rotation)
       new_layers.append(layer_cache)
-    logits_B1V = self.output(self.decoder_norm(x_B1D))
+    logits_B1V = self.step_output(self.decoder_norm(x_B1D))
     return logits_B1V[:, 0], kv_cache.stepped(cache, new_layers)
 
 

@@ -56,8 +56,8 @@ log = logging.getLogger(__name__)
 
 def batch_rows(sentences: int, batch_size: int, row_sizes: Sequence[int] = ()) -> int:
   """Rows of a decoding batch of `sentences` inputs: the next power of two, at most
-  `batch_size`. A lone sentence (translate.py on one line) then runs a 1-row search
-  instead of a `batch_size`-row one, at the cost of a few more compiled shapes (at most
+  `batch_size`. A lone sentence (translate.py on one line) then runs a small search
+  (`search_jobs` pads it to 2 rows) instead of a `batch_size`-row one, at the cost of a few more compiled shapes (at most
   log2(batch_size) + 1 per length bucket). With `row_sizes`, the smallest of them that
   holds the batch instead (the server's (1, max_batch): two shapes per length bucket)."""
   if row_sizes:
@@ -321,9 +321,8 @@ def load_run(workdir: str | os.PathLike | Sequence[str | os.PathLike],
 def decode_precision(cfg: Config) -> Config:
   """Matmul operands to decode with: float32 for a model trained with them, else the dtype
   whose decoding products run faster here (`kernels.fastest_operand_dtype`, timed once
-  per machine; logged with why): small matmuls gain less from bfloat16 hardware than
-  training's (an AMD EPYC with AVX-512 BF16 trained 1.86x faster in bfloat16 and
-  decoded 1.25-1.85x faster in float32; bench/decode_precision.py)."""
+  per machine; logged with why). Either way the attention products stay float32
+  (`kv_cache.attend`) and the weights are rounded once per search, outside its steps."""
   if cfg.model.matmul_dtype == "float32":
     return cfg
   dtype, why = kernels.fastest_operand_dtype(use="decoding")
@@ -359,7 +358,9 @@ def search_jobs(src_ids: Sequence[np.ndarray], c: DecodeConfig, buckets: LengthB
   for start in range(0, len(order), c.batch_size):
     chunk = order[start:start + c.batch_size]
     length = buckets.length_for(max(len(src_ids[i]) for i in chunk))
-    rows = batch_rows(len(chunk), c.batch_size, row_sizes)
+    # Two rows at least: XLA:CPU multiplies a lone row's attention by other kernels than
+    # two or more, rounding differently, and a lone sentence would be translated otherwise.
+    rows = max(2, batch_rows(len(chunk), c.batch_size, row_sizes))
     src = np.full((rows, length), PAD_ID, np.int32)
     src[:, 0] = EOS_ID  # filler rows: a one-token source, discarded below
     for row, i in enumerate(chunk):

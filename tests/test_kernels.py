@@ -1,6 +1,7 @@
 """The XLA:CPU-shaped kernels against their plain JAX meaning: dropout masks, the fusion
 boundary, bfloat16-operand products and their gradients, layer norm's own gradient."""
 
+import functools
 import json
 
 import haiku as hk
@@ -99,6 +100,61 @@ def test_a_lone_row_is_multiplied_as_in_a_batch():
   np.testing.assert_array_equal(alone, both[:1])
   grad = jax.grad(lambda x: kernels.matmul(x, w, "bfloat16").sum())(x[:1])
   assert grad.shape == (1, 128)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_row_s_result_does_not_depend_on_how_many_rows_share_the_call(dtype):
+  # XLA:CPU runs small matmuls and reductions with other kernels than large ones, which
+  # round differently; matmul and rowwise pad small calls, so that a sentence is computed
+  # alike alone and in any batch (bit for bit).
+  if dtype == "bfloat16" and _NO_ROUNDED_PRODUCTS:
+    pytest.skip(_NO_ROUNDED_PRODUCTS)
+  key = jax.random.PRNGKey(0)
+  counts = (1, 2, 3, 5, 20, 31, 33, 63, 100)
+  for k_in, n_out in ((128, 512), (512, 128), (128, 8000)):
+    x = jax.random.normal(key, (320, k_in))
+    w = jax.random.normal(jax.random.PRNGKey(1), (k_in, n_out))
+    f = jax.jit(lambda x, w: kernels.matmul(x, w, dtype))
+    full = np.asarray(f(x, w))
+    for n in counts:
+      np.testing.assert_array_equal(f(x[:n], w), full[:n], err_msg=f"{k_in}x{n_out}, {n} rows")
+  scale, offset = jax.random.normal(key, (2, 128))
+  row_functions = {128: lambda x: kernels.layer_norm(x, scale, offset), 8: jax.nn.softmax,
+                   40: jax.nn.softmax, 72: jax.nn.softmax}
+  for d, fn in row_functions.items():
+    x = jax.random.normal(jax.random.PRNGKey(d), (640, d)) * 3 + 1
+    f = jax.jit(functools.partial(kernels.rowwise, fn))
+    full = np.asarray(f(x))
+    np.testing.assert_allclose(full, fn(x), rtol=1e-6, atol=1e-6)
+    for n in counts:
+      np.testing.assert_array_equal(f(x[:n]), full[:n], err_msg=f"width {d}, {n} rows")
+
+
+@needs_rounded_products
+def test_transposed_weights_are_made_once_before_a_loop_and_multiply_as_any_batch():
+  # The output layer's table [V, D] in a decoding loop: the [D, V] copy depends on the
+  # weights only, so XLA makes it before the loop (no conditional, the fusion boundary
+  # that keeps it a copy, inside the loop's body), and every number of rows then takes
+  # the same product, row for row.
+  table = jax.random.normal(jax.random.PRNGKey(0), (300, 64))
+  x = jax.random.normal(jax.random.PRNGKey(1), (40, 64))
+  w = kernels.transposed_weights(table, "bfloat16")
+  assert w.dtype == jnp.bfloat16
+  np.testing.assert_array_equal(w, table.T.astype(jnp.bfloat16))
+
+  def loop(x, table):
+    step = lambda i, h: h + kernels.matmul(
+        h, kernels.transposed_weights(table, "bfloat16"), "bfloat16")[:, :64]
+    return jax.lax.fori_loop(0, 3, step, x)
+
+  hlo = jax.jit(loop).lower(x, table).compile().as_text()
+  entry = next(c for c in hlo.split("\n\n") if c.startswith("ENTRY"))
+  assert "while(" in entry and hlo.count("conditional(") == entry.count("conditional(") == 1
+  rows = [jax.jit(lambda x: kernels.matmul(x, w, "bfloat16"))(x[:n]) for n in (1, 5, 40)]
+  np.testing.assert_array_equal(rows[0], rows[2][:1])
+  np.testing.assert_array_equal(rows[1], rows[2][:5])
+  np.testing.assert_allclose(rows[2], kernels.einsum("nd,vd->nv", x, table, "bfloat16"),
+                             rtol=1e-5, atol=1e-4)
 
 
 def test_layer_norm_is_haiku_s_in_value_gradient_and_parameter_names():

@@ -43,9 +43,8 @@ def test_a_step_attends_over_its_parents_positions_and_its_own(index, moved):
   q, k_new, v_new = (rng.normal(size=(R, H, K)).astype(np.float32) for _ in range(3))
   parents = rng.integers(0, R, R) if moved else np.arange(R)
   layer = random_layer(moved)
-  out, new = jax.jit(kv_cache.attend, static_argnums=6)(
-      q, k_new, v_new, layer, jnp.int32(index), jnp.asarray(parents) if moved else None,
-      "float32")
+  out, new = jax.jit(kv_cache.attend)(
+      q, k_new, v_new, layer, jnp.int32(index), jnp.asarray(parents) if moved else None)
   if not moved:  # [R, H, L, K]: already position by position
     layer, new = ({n: x[:, :, :, None].transpose(0, 2, 1, 3, 4) for n, x in c.items()}
                   for c in (layer, new))
@@ -76,5 +75,5 @@ def test_reorders_compose_and_survive_setting_sentences_aside(layer):
   assert kv_cache.parent_rows(once, 1) is None  # greedy: nothing to move
   with pytest.raises(ValueError, match="blocked layout only"):
     kv_cache.attend(*[jnp.zeros((R, H, K))] * 3, random_layer(False), jnp.int32(0),
-                    jnp.arange(R), "float32")
+                    jnp.arange(R))
   np.testing.assert_array_equal(kv_cache.stepped(once, [layer])["parents"], np.arange(R))
