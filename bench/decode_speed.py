@@ -152,6 +152,8 @@ def main():
       result[f"ratio_jax_to_ctranslate2_float32_{name}"] = round(
           result[name]["sentences_per_s"]
           / result[f"ctranslate2_float32_{ct2_name}"]["sentences_per_s"], 2)
+  # the operands JAX decoded with (the machine's decoding probe, translator.decode_precision)
+  result["jax_matmul_dtype"] = translator.model_cfg.matmul_dtype
   report(dict(result, **machine()))
 
 
