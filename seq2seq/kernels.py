@@ -236,9 +236,8 @@ def einsum(spec: str, a: jnp.ndarray, b: jnp.ndarray, operand_dtype: str | None 
   return _rounded_einsum(spec, dtype, a.dtype, b.dtype, a, b).astype(a.dtype)
 
 
-# XLA:CPU (jaxlib 0.10) runs small matmuls and row reductions with other kernels than
-# large ones, which round differently: a sentence's translation would depend on its batch.
-# Smaller calls than these are padded with zero rows (tests/test_kernels.py).
+# XLA:CPU (jaxlib 0.10) runs smaller matmuls and row reductions than these with other
+# kernels, which round differently (a translation would depend on its batch): padded.
 MATMUL_ROWS = {"float32": 64, "bfloat16": 2}
 REDUCTION_ELEMENTS = 4096
 
@@ -251,8 +250,7 @@ def matmul(x: jnp.ndarray, w: jnp.ndarray, operand_dtype: str | None = None) -> 
   rows, least = x_MK.shape[0], MATMUL_ROWS.get(dtype, 1)
   if rows < least:
     x_MK = jnp.pad(x_MK, ((0, least - rows), (0, 0)))
-    return matmul(x_MK, w, operand_dtype)[:rows].reshape(
-        *x.shape[:-1], w.shape[-1])
+    return matmul(x_MK, w, operand_dtype)[:rows].reshape(*x.shape[:-1], w.shape[-1])
   if dtype == "float32":
     return x @ w.astype(x.dtype)
   return einsum("mk,kn->mn", x_MK, w, operand_dtype).reshape(*x.shape[:-1], w.shape[-1])

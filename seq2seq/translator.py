@@ -358,8 +358,7 @@ def search_jobs(src_ids: Sequence[np.ndarray], c: DecodeConfig, buckets: LengthB
   for start in range(0, len(order), c.batch_size):
     chunk = order[start:start + c.batch_size]
     length = buckets.length_for(max(len(src_ids[i]) for i in chunk))
-    # Two rows at least: XLA:CPU multiplies a lone row's attention by other kernels than
-    # two or more, rounding differently, and a lone sentence would be translated otherwise.
+    # Two rows at least: XLA:CPU rounds a lone row's attention otherwise (kernels.matmul).
     rows = max(2, batch_rows(len(chunk), c.batch_size, row_sizes))
     src = np.full((rows, length), PAD_ID, np.int32)
     src[:, 0] = EOS_ID  # filler rows: a one-token source, discarded below
