@@ -147,7 +147,6 @@ class Embedding(hk.Module):
     logits_NV = kernels.einsum("nd,vd->nv", x_ND, table_VD, self.matmul_dtype)
     return logits_NV.reshape(*x_BTD.shape[:-1], -1).astype(jnp.float32)
 
-
   def attend_step(self, x_BTD: jnp.ndarray) -> jnp.ndarray:
     """`attend` for a decoding step: the table as `[D, V]` in the operand dtype
     (`kernels.transposed_weights`, made once per search instead of at every step), and

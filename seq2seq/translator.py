@@ -57,9 +57,9 @@ log = logging.getLogger(__name__)
 def batch_rows(sentences: int, batch_size: int, row_sizes: Sequence[int] = ()) -> int:
   """Rows of a decoding batch of `sentences` inputs: the next power of two, at most
   `batch_size`. A lone sentence (translate.py on one line) then runs a small search
-  (`search_jobs` pads it to 2 rows) instead of a `batch_size`-row one, at the cost of a few more compiled shapes (at most
-  log2(batch_size) + 1 per length bucket). With `row_sizes`, the smallest of them that
-  holds the batch instead (the server's (1, max_batch): two shapes per length bucket)."""
+  (`search_jobs` pads it to 2 rows) instead of a `batch_size`-row one, at the cost of a
+  few more compiled shapes (at most log2(batch_size) + 1 per length bucket). With
+  `row_sizes`, the smallest that holds the batch (the server's (1, max_batch))."""
   if row_sizes:
     return min([r for r in row_sizes if r >= sentences] or [batch_size])
   return min(batch_size, 1 << max(sentences - 1, 0).bit_length())
