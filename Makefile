@@ -1,6 +1,7 @@
 # Two entry points that set themselves up on a fresh machine:
 #   make demo   train the tiny config on data/sample, translate, score
 #   make test   lint and run the test suite
+#   make test-fast   lint and run the fast subset (-m "not slow"), for the inner loop
 # Both create (or reuse) the virtual environment .venv with the pinned dependencies of
 # requirements.lock. `make test-pyproject` runs the suite in .venv-pyproject, installed
 # from pyproject.toml alone, as `pip install -e ".[test]"` installs it for a user.
@@ -12,7 +13,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 RUN ?= runs/tiny
 
-.PHONY: install demo lint test test-pyproject test-wheel bench clean
+.PHONY: install demo lint test test-fast test-pyproject test-wheel bench clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -33,11 +34,15 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 # One pytest worker per core (pytest-xdist), each test file on one worker so that a file's
-# module fixtures are built once: ~20 minutes on 2 cores.
+# module fixtures are built once.
 PYTEST := -m pytest -q -n auto --dist loadfile tests
 
 test: lint
 	$(PY) $(PYTEST)
+
+# What neither trains, serves nor decodes a trained run (tests/conftest.py marks the rest).
+test-fast: lint
+	$(PY) $(PYTEST) -m "not slow"
 
 .venv-pyproject/.installed: pyproject.toml
 	$(PYTHON) -m venv .venv-pyproject

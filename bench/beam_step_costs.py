@@ -34,8 +34,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from seq2seq import decode, export, row_select
-from seq2seq.translator import Translator
+from seq2seq.decoding import decode
+from seq2seq.decoding.translator import Translator
+from seq2seq.numerics import row_select
+from seq2seq.serving import export
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID
 
 from common import alternate, machine, report

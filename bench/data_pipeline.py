@@ -9,7 +9,7 @@ Each phase runs in its own process, so each reports its own peak resident memory
    unless --keep). val.{en,de} are Multi30k's own.
 2. prepare: the steps of `corpus.prepare` (what train.py does before the first
    update), each timed: the text files streamed into an on-disk `datasets` table, the
-   pairs cleaned (`seq2seq.cleaning`, its filters and their report), SentencePiece
+   pairs cleaned (`seq2seq.data.cleaning`, its filters and their report), SentencePiece
    trained on a sample of `--spm-sentences` drawn from the whole corpus, both sides
    encoded by one streaming pass into memory-mapped id arrays.
 3. iterate: the encoded corpus memory-mapped again (as a resumed run sees it) and one
@@ -48,7 +48,7 @@ def config(args):
 
 
 def generate(args) -> dict:
-  from seq2seq.textfiles import read_lines
+  from seq2seq.data.textfiles import read_lines
   t0 = time.time()
   src = [s.split() for s in read_lines(Path(args.multi30k) / "train.en.gz")]
   tgt = [s.split() for s in read_lines(Path(args.multi30k) / "train.de.gz")]
@@ -83,7 +83,7 @@ def generate(args) -> dict:
 
 def prepare(args) -> dict:
   """The steps of `corpus.prepare`, each timed."""
-  from seq2seq import corpus, data_source, tokenizer
+  from seq2seq.data import corpus, data_source, tokenizer
   cfg = config(args)
   t = {}
   t0 = time.time()
@@ -117,7 +117,7 @@ def ids_dir(args) -> Path:
 
 
 def iterate(args) -> dict:
-  from seq2seq import corpus, input_pipeline
+  from seq2seq.data import corpus, input_pipeline
   cfg = config(args)
   t0 = time.time()
   encoded = corpus.encode_dataset(None, None, ids_dir(args))  # memory-mapped
@@ -138,10 +138,10 @@ def iterate(args) -> dict:
 def train(args) -> dict:
   import jax
 
-  from seq2seq import corpus, input_pipeline
   from seq2seq.config import PRESETS
-  from seq2seq.model import Model
-  from seq2seq.train_step import DataParallelSteps
+  from seq2seq.data import corpus, input_pipeline
+  from seq2seq.model.transformer import Model
+  from seq2seq.training.train_step import DataParallelSteps
   cfg = config(args)
   model_cfg = dataclasses.replace(PRESETS["small"], vocab_size=args.vocab_size)
   encoded = corpus.encode_dataset(None, None, ids_dir(args))

@@ -6,8 +6,8 @@ Decodes test_2016_flickr with the run's parameters under each operand dtype (pro
 float32 in both), greedy and beam 5, in batches of 64: a first pass compiles, then the
 best of two timed passes gives sentences/s. Then translates its first 150 lines in
 batches of 1 and of 8 and counts the lines that differ from the batches of 64. Last, the
-probe that chooses the decoding dtype on a machine (`kernels.layer_product_seconds`
-with use="decoding", as `translator.decode_precision` runs it once per machine) is timed
+probe that chooses the decoding dtype on a machine (`speed_probe.layer_product_seconds`
+with use="decoding", as `seq2seq.numerics.resolve` runs it once per machine) is timed
 here, to show whether its choice agrees with the decoding speed. Run it on an otherwise
 idle machine; the last line is the JSON of all figures.
 """
@@ -16,11 +16,12 @@ import argparse
 import dataclasses
 import time
 
-from seq2seq import checkpoint, kernels
-from seq2seq.input_pipeline import LengthBuckets
+from seq2seq.data.input_pipeline import LengthBuckets
+from seq2seq.data.textfiles import read_lines
+from seq2seq.decoding.translator import Translator
+from seq2seq.numerics import speed_probe
+from seq2seq.rundir import checkpoint
 from seq2seq.runtime import enable_compilation_cache
-from seq2seq.textfiles import read_lines
-from seq2seq.translator import Translator
 
 from common import MULTI30K, cpu, report
 
@@ -56,11 +57,11 @@ def main():
                    "sentences_per_s": round(len(lines) / min(seconds), 1),
                    "differ_batch_1": differ[1], "differ_batch_8": differ[8]})
       print(rows[-1], flush=True)
-  probe = kernels.layer_product_seconds(use="decoding")
+  probe = speed_probe.layer_product_seconds(use="decoding")
   report({"benchmark": "decode_precision", "cpu": cpu(), "workdir": args.workdir,
           "checkpoint": args.checkpoint, "rows": rows,
           "probe_ms": {d: round(s * 1e3, 3) for d, s in probe.items()},
-          "probe_chooses": (kernels.faster_operand_dtype(probe)[0] if "bfloat16" in probe
+          "probe_chooses": (speed_probe.faster_operand_dtype(probe)[0] if "bfloat16" in probe
                             else "float32")})
 
 

@@ -32,10 +32,10 @@ from pathlib import Path
 
 import sacrebleu
 
-from seq2seq import export
+from seq2seq.data.textfiles import read_lines
+from seq2seq.decoding.translator import Translator
 from seq2seq.runtime import enable_compilation_cache
-from seq2seq.textfiles import read_lines
-from seq2seq.translator import Translator
+from seq2seq.serving import export
 
 from common import MULTI30K, alternate, machine, peak_rss_mib, report
 
@@ -152,8 +152,8 @@ def main():
       result[f"ratio_jax_to_ctranslate2_float32_{name}"] = round(
           result[name]["sentences_per_s"]
           / result[f"ctranslate2_float32_{ct2_name}"]["sentences_per_s"], 2)
-  # the operands JAX decoded with (the machine's decoding probe, translator.decode_precision)
-  result["jax_matmul_dtype"] = translator.model_cfg.matmul_dtype
+  # the operands JAX decoded with (the machine's decoding probe, seq2seq.numerics.resolve)
+  result["jax_matmul_dtype"] = translator.model.numerics.operand_dtype
   report(dict(result, **machine()))
 
 

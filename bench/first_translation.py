@@ -67,7 +67,7 @@ def main():
     cold = timed_run(args.workdir, args.beam, source, cache)
     warm = [timed_run(args.workdir, args.beam, source, cache) for _ in range(args.repeats)]
   import_s = time.perf_counter()
-  subprocess.run([sys.executable, "-c", "import seq2seq.translator"], check=True)
+  subprocess.run([sys.executable, "-c", "import seq2seq.decoding.translator"], check=True)
   import_s = time.perf_counter() - import_s
   median = lambda xs: sorted(xs)[len(xs) // 2]
   report({"benchmark": "first_translation", "cpu": cpu(), "beam": args.beam,

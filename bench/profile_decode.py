@@ -28,8 +28,8 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
 import jax  # noqa: E402 (XLA_FLAGS is read when JAX starts)
 from jax._src.lib import _profile_data  # noqa: E402
 
-from seq2seq.textfiles import read_lines  # noqa: E402
-from seq2seq.translator import Translator  # noqa: E402
+from seq2seq.data.textfiles import read_lines  # noqa: E402
+from seq2seq.decoding.translator import Translator  # noqa: E402
 
 from common import MULTI30K, machine, report  # noqa: E402
 

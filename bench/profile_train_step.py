@@ -25,11 +25,11 @@ import jax
 import numpy as np
 from matmul_ceiling import measure as matmul_gflops
 
-from seq2seq import flops
 from seq2seq.config import PRESETS, Config, DataConfig, TrainConfig
-from seq2seq.input_pipeline import Batch
-from seq2seq.model import Model
-from seq2seq.train_step import DataParallelSteps as Steps
+from seq2seq.data.input_pipeline import Batch
+from seq2seq.model import flops
+from seq2seq.model.transformer import Model
+from seq2seq.training.train_step import DataParallelSteps as Steps
 
 from common import machine, report
 

@@ -28,9 +28,9 @@ import time
 
 import numpy as np
 
+from seq2seq.data.textfiles import read_lines
+from seq2seq.decoding.translator import Translator
 from seq2seq.runtime import enable_compilation_cache
-from seq2seq.textfiles import read_lines
-from seq2seq.translator import Translator
 
 from common import MULTI30K, ROOT, machine, report
 from decode_speed import measure
@@ -59,7 +59,7 @@ def engine_speeds(args, lines, references) -> dict:
 def start_server(args) -> tuple[subprocess.Popen, str]:
   port = free_port()
   model = ["--model" if args.engine == "ctranslate2" else "--workdir", args.workdir]
-  proc = subprocess.Popen([sys.executable, "-m", "seq2seq.serve", *model, "--engine",
+  proc = subprocess.Popen([sys.executable, "-m", "seq2seq.serving.http_server", *model, "--engine",
                            args.engine, "--checkpoint", args.checkpoint, "--beam",
                            str(args.beam), "--max-batch", str(args.batch_size),
                            "--decoders", str(args.decoders),

@@ -15,9 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from seq2seq import subword_sampling
-from seq2seq.textfiles import read_lines
-from seq2seq.tokenizer import Tokenizer
+from seq2seq.data import subword_sampling
+from seq2seq.data.textfiles import read_lines
+from seq2seq.data.tokenizer import Tokenizer
 
 
 def _lines(directory: Path, name: str) -> list[str]:

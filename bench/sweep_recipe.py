@@ -48,9 +48,10 @@ def score(workdir: str, spans: list[int], beam: int, alpha: float) -> dict:
   """Validation BLEU of the run: greedy during training, and averaged + beam at the end."""
   import sacrebleu
 
-  from seq2seq import checkpoint, data_source
+  from seq2seq.data import data_source
+  from seq2seq.rundir import checkpoint
   bleu = lambda hyps, refs: sacrebleu.corpus_bleu(hyps, [refs]).score
-  from seq2seq.translator import Translator
+  from seq2seq.decoding.translator import Translator
 
   rows = [json.loads(x) for x in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
   val = [r for r in rows if r["kind"] == "val"]

@@ -20,12 +20,13 @@ import jax
 import numpy as np
 from matmul_ceiling import measure as matmul_gflops
 
-from seq2seq import corpus, data_source, flops, input_pipeline, tokenizer
-from seq2seq.compiling import compile_ahead
 from seq2seq.config import PRESETS, Config, DataConfig, TrainConfig
-from seq2seq.model import Model
+from seq2seq.data import corpus, data_source, input_pipeline, tokenizer
+from seq2seq.model import flops
+from seq2seq.model.transformer import Model
 from seq2seq.runtime import enable_compilation_cache
-from seq2seq.train_step import DataParallelSteps as Steps
+from seq2seq.training.compiling import compile_ahead
+from seq2seq.training.train_step import DataParallelSteps as Steps
 from seq2seq.vocab import PAD_ID
 
 from common import MULTI30K, machine, peak_rss_mib, report

@@ -14,10 +14,11 @@ import time
 
 import sacrebleu
 
-from seq2seq import checkpoint, data_source
-from seq2seq.evaluate_lib import lowercase_tokenized_bleu
+from seq2seq.data import data_source
+from seq2seq.decoding.translator import Translator
+from seq2seq.rundir import checkpoint
 from seq2seq.runtime import setup_cli_logging
-from seq2seq.translator import Translator
+from seq2seq.scoring import lowercase_tokenized_bleu
 
 from common import machine, report
 

@@ -6,7 +6,7 @@
 Decodes the run's validation split once per beam size, keeping every beam's finished
 hypotheses (and, with --samples N, N random samples per sentence), then scores, with
 sacreBLEU and lowercased tokenized BLEU, the beam's best and the MBR choice for each
-utility and weighting (seq2seq/mbr.py). With samples, the hypotheses are the beam's and
+utility and weighting (seq2seq/decoding/mbr.py). With samples, the hypotheses are the beam's and
 the samples, and the samples are the pseudo-references (uniform weights, an unbiased
 estimate of the expected utility under the model). Only validation data is read.
 """
@@ -18,11 +18,13 @@ import time
 import numpy as np
 import sacrebleu
 
-from seq2seq import checkpoint, data_source, mbr
-from seq2seq.evaluate_lib import lowercase_tokenized_bleu
-from seq2seq.outputs import Sampling
+from seq2seq.data import data_source
+from seq2seq.decoding import mbr
+from seq2seq.decoding.engine_io import Sampling
+from seq2seq.decoding.translator import Translator
+from seq2seq.rundir import checkpoint
 from seq2seq.runtime import setup_cli_logging
-from seq2seq.translator import Translator
+from seq2seq.scoring import lowercase_tokenized_bleu
 
 from common import machine, report
 

@@ -10,8 +10,8 @@ batch, regularisation, schedule and checkpoint averaging by the rules of docs/re
 reasons go to the log and to WORKDIR/recipe.json, which a resumed run reuses.
 """
 
-from seq2seq import auto_recipe
 from seq2seq.config import default_config
+from seq2seq.training import auto_recipe
 
 
 def get_config():

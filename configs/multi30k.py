@@ -8,20 +8,20 @@ CPUs with AMX or AVX-512 BF16 (the README's results table, per CPU). Why each se
 and every alternative tried: docs/recipe.md.
 """
 
-from seq2seq import presets
+from seq2seq import recipes
 from seq2seq.config import MULTI30K_BUCKETS, default_config
 
 
 def get_config(folder: str | None = None):
-  """`--config multi30k[:FOLDER]`: Multi30k from FOLDER, else from presets.multi30k_dir()
+  """`--config multi30k[:FOLDER]`: Multi30k from FOLDER, else from recipes.multi30k_dir()
   ($SEQ2SEQ_MULTI30K, or ../shared/data/multi30k beside this checkout), else from the
   Hugging Face Hub (bentrevett/multi30k, which needs network access on first use)."""
   cfg = default_config("compact")
-  local = presets.multi30k_dir(folder)
+  local = recipes.multi30k_dir(folder)
   if local is not None:
     cfg.data.dir = str(local)  # val.{en,de}.gz, test_2016_flickr.{en,de}.gz, ...
   else:
-    cfg.data.hub = presets.MULTI30K_HUB
+    cfg.data.hub = recipes.MULTI30K_HUB
   # The Hub calls the splits validation and test; the recipe keeps the release's names.
   cfg.data.hub_splits = "val=validation,test_2016_flickr=test"
   cfg.data.test_split = "test_2016_flickr"

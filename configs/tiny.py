@@ -4,13 +4,13 @@ Trains in about a minute on 2 CPU cores; used by `make demo` and the tests, and 
 `seq2seq-train --config tiny` from an installed wheel (which ships the sample).
 """
 
-from seq2seq import presets
+from seq2seq import recipes
 from seq2seq.config import default_config
 
 
 def get_config():
   cfg = default_config("tiny")
-  cfg.data.dir = str(presets.sample_dir())
+  cfg.data.dir = str(recipes.sample_dir())
   cfg.data.test_split = "test"
   cfg.model.vocab_size = 400  # the sample has ~150 word types
   cfg.model.dropout = 0.1

@@ -1,7 +1,7 @@
 """Transformer base (Vaswani et al., 2017) on WMT14 en->de from the Hugging Face Hub.
 
 For users with accelerators; its full run is not made on the 2-core CPU machine (it
-would take months), but tests/test_presets.py trains it (model shrunk) on a local slice
+would take months), but tests/test_recipes.py trains it (model shrunk) on a local slice
 saved in the Hub's layout, so its fields and splits are proved.
 The Hub's `wmt14` `de-en` config stores pairs as {"translation": {"de": ..., "en": ...}}.
 """

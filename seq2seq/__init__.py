@@ -18,6 +18,6 @@ __all__ = ["Config", "ModelConfig", "Translator", "__version__"]
 def __getattr__(name):
   # Imported lazily so that `import seq2seq` stays cheap for the config-only users.
   if name == "Translator":
-    from seq2seq.translator import Translator
+    from seq2seq.decoding.translator import Translator
     return Translator
   raise AttributeError(name)

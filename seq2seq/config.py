@@ -121,7 +121,7 @@ PRESETS: dict[str, ModelConfig] = {
 # Padded lengths of the Multi30k recipe's batches: fine steps where its sentences are
 # (10-30 pieces) keep padding near 14 %.
 MULTI30K_BUCKETS = (8, 10, 12, 14, 16, 18, 20, 22, 24, 28, 32, 40, 48, 64, 100, 128, 256)
-# Cleaning filters of the training pairs, in the order they apply (seq2seq/cleaning.py).
+# Cleaning filters of the training pairs, in the order they apply (seq2seq/data/cleaning.py).
 CLEAN_FILTERS = ("empty", "long", "ratio", "copy", "nontext", "duplicate")
 # Any corpus: steps of at most 25 %, so a batch pads by at most a fifth.
 BUCKETS = (8, 12, 16, 20, 24, 32, 40, 48, 64, 80, 100, 128, 160, 200, 256)
@@ -155,7 +155,7 @@ class DataConfig:
   heldout_pairs: int = 1000  # validation pairs held out when there is no validation split
   heldout_seed: int = 0  # seed of the held-out draw
   # Filters of the training pairs, applied in order before the vocabulary is trained
-  # (seq2seq/cleaning.py; the counts and examples go to WORKDIR/data_report.json).
+  # (seq2seq/data/cleaning.py; the counts and examples go to WORKDIR/data_report.json).
   clean: str = "empty,long,ratio,copy,nontext,duplicate"  # cleaning filters; "" = none
   clean_max_chars: int = 1000  # 'long': characters of a side
   clean_max_ratio: float = 3.0  # 'ratio': longer / shorter side, characters + 10 each
@@ -340,7 +340,7 @@ class DecodeConfig:
   # Minimum Bayes risk: "" (off: the beam's best hypothesis), "bleu" or "chrf": of the
   # beam's W finished hypotheses, the one that agrees most with the others under that
   # utility, each weighted by `mbr_weights`: "model" (softmax of the beam scores) or
-  # "uniform" (seq2seq/mbr.py; docs/translating.md).
+  # "uniform" (seq2seq/decoding/mbr.py; docs/translating.md).
   mbr: str = ""  # minimum Bayes risk: '', bleu or chrf
   mbr_weights: str = "model"  # MBR weights: model or uniform
 

@@ -34,6 +34,18 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs",
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 
+# The fast subset (`make test-fast`: -m "not slow") leaves out what trains, serves or
+# decodes a trained run. A test is slow when it takes one of these fixtures (directly or
+# through another), or when its file or itself is marked `slow` by hand.
+SLOW_FIXTURES = {"trained_run", "multi30k_dir", "multi30k_tokenizer"}
+
+
+def pytest_collection_modifyitems(config, items):
+  for item in items:
+    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+      item.add_marker(pytest.mark.slow)
+
+
 def run_cli(*args, input_bytes=None, check=True, timeout=600):
   """Runs a project CLI (train.py, translate.py, ...) as a user would."""
   proc = subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, input=input_bytes,
@@ -54,8 +66,8 @@ def multi30k_dir():
 @pytest.fixture(scope="session")
 def multi30k_tokenizer(multi30k_dir):
   """One 8,000-piece joint SentencePiece model of Multi30k's training set, shared."""
-  from seq2seq import tokenizer
-  from seq2seq.textfiles import read_lines
+  from seq2seq.data import tokenizer
+  from seq2seq.data.textfiles import read_lines
   lines = read_lines(multi30k_dir / "train.en.gz") + read_lines(multi30k_dir / "train.de.gz")
   return tokenizer.train(lines, vocab_size=8000)
 

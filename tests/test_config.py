@@ -5,8 +5,9 @@ from importlib import util
 
 import pytest
 
-from seq2seq import checkpoint, cli
+from seq2seq.cli import parsing
 from seq2seq.config import PRESETS, REMOVED_OPTIONS, Config, DataConfig, default_config
+from seq2seq.rundir import checkpoint
 
 from conftest import run_cli
 from helpers import ROOT
@@ -102,22 +103,22 @@ def test_shipped_configs_parse(name):
 
 def test_command_line_overrides_take_each_fields_type():
   cfg = default_config("tiny")
-  rest, overrides = cli.split_overrides(
+  rest, overrides = parsing.split_overrides(
       ["--workdir", "w", "--config.train.max_steps=7", "--config.model.pre_norm", "false",
        "--config.data.bucket_boundaries=(16, 32)", "--config.train.learning_rate=2e-3",
        "--config.model.positional=rotary"])
   assert rest == ["--workdir", "w"]
-  cli.apply_overrides(cfg, overrides)
+  parsing.apply_overrides(cfg, overrides)
   typed = Config.from_dict(cfg)
   assert (typed.train.max_steps, typed.model.pre_norm, typed.data.bucket_boundaries,
           typed.train.learning_rate, typed.model.positional) == (7, False, (16, 32), 2e-3,
                                                                   "rotary")
   with pytest.raises(ValueError, match=r"--config.train.max_steps=many: expected an integer"):
-    cli.apply_overrides(cfg, [("train.max_steps", "many")])
+    parsing.apply_overrides(cfg, [("train.max_steps", "many")])
   with pytest.raises(ValueError, match=r'unknown config field model.d_modl. Did you mean "model.d_model"'):
-    cli.apply_overrides(cfg, [("model.d_modl", "64")])
+    parsing.apply_overrides(cfg, [("model.d_modl", "64")])
   with pytest.raises(ValueError, match="--config.train.seed needs a value"):
-    cli.split_overrides(["--config.train.seed"])
+    parsing.split_overrides(["--config.train.seed"])
 
 
 @pytest.mark.parametrize("section,field,value,message", [

@@ -48,6 +48,30 @@ def test_every_relative_link_resolves():
   assert not broken, "\n".join(broken)
 
 
+# A repository path as the code and docs name one: a top-level folder, then a file with an
+# extension (run directories such as runs/... and user files are not in the repository).
+REPO_PATH = re.compile(r"(?<![\w./-])((?:seq2seq|bench|tests|docs|configs|data|\.ci)/[\w./-]*\w"
+                       r"\.(?:py|md|html|json|jsonl|txt|sh))\b")
+
+
+def test_every_repository_path_named_in_code_and_docs_exists():
+  """Code comments, docstrings and docs name files by path; a renamed or removed file
+  fails here (the CHANGELOG, which is history, may name paths that are gone)."""
+  missing = []
+  for f in tracked("*.py", "*.md"):
+    if f.name == "CHANGELOG.md":
+      continue
+    for path in set(REPO_PATH.findall(f.read_text(encoding="utf-8"))):
+      if not (ROOT / path).exists():
+        missing.append(f"{f.relative_to(ROOT)}: {path}")
+  assert not missing, "\n".join(sorted(missing))
+
+
+def test_the_path_check_finds_paths():
+  assert REPO_PATH.findall("see seq2seq/model/layers.py and bench/README.md.") == [
+      "seq2seq/model/layers.py", "bench/README.md"]
+
+
 def test_anchor_slugs_follow_github():
   assert anchors("## Past the hour\n### HTTP server\n## CTranslate2") == {
       "past-the-hour", "http-server", "ctranslate2"}

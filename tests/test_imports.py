@@ -1,4 +1,5 @@
-"""The package's import graph: arrows point one way (see shared/STYLE.md)."""
+"""The package's import graph, read from the source: arrows point one way between the
+subpackages (shared/STYLE.md), and no module imports itself back."""
 
 import ast
 from pathlib import Path
@@ -6,40 +7,33 @@ from pathlib import Path
 import seq2seq
 
 PACKAGE = Path(seq2seq.__file__).parent
+SUBPACKAGES = {"cli", "data", "decoding", "model", "numerics", "rundir", "serving", "training"}
+# The modules of the top level, shared by every stage.
+TOP = {"config", "recipes", "runtime", "scoring", "vocab"}
+
+
+def _module(path: Path) -> str:
+  parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+  return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _graph() -> dict[str, set[str]]:
-  """module -> the seq2seq modules it imports (at any depth of its code)."""
+  """module -> the seq2seq modules it imports, at any depth of its code (a name imported
+  from a package counts as its module where one has that name)."""
   graph = {}
-  for path in PACKAGE.glob("*.py"):
+  for path in PACKAGE.rglob("*.py"):
     deps = set()
     for node in ast.walk(ast.parse(path.read_text())):
-      if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("seq2seq"):
-        if node.module == "seq2seq":
-          deps |= {alias.name for alias in node.names}
-        else:
-          deps.add(node.module.split(".")[1])
+      if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "seq2seq":
+        for alias in node.names:
+          name = f"{node.module}.{alias.name}"
+          as_module = PACKAGE.parent / name.replace(".", "/")
+          deps.add(name if as_module.with_suffix(".py").exists() or as_module.is_dir()
+                   else node.module)
       elif isinstance(node, ast.Import):
-        deps |= {a.name.split(".")[1] for a in node.names if a.name.startswith("seq2seq.")}
-    graph[path.stem] = deps - {path.stem}
+        deps |= {a.name for a in node.names if a.name.startswith("seq2seq.")}
+    graph[_module(path)] = deps - {_module(path)}
   return graph
-
-
-def test_no_import_cycles():
-  graph = _graph()
-  state: dict[str, str] = {}
-
-  def visit(module, path):
-    if state.get(module) == "done":
-      return
-    assert state.get(module) != "open", f"import cycle: {' -> '.join(path + [module])}"
-    state[module] = "open"
-    for dep in sorted(graph.get(module, ())):
-      visit(dep, path + [module])
-    state[module] = "done"
-
-  for module in sorted(graph):
-    visit(module, [])
 
 
 def _reachable(graph, start):
@@ -52,27 +46,75 @@ def _reachable(graph, start):
   return seen
 
 
-def test_model_and_search_see_ids_not_the_tokenizer():
+def _stage(module: str) -> str:
+  return module.split(".")[1] if module.count(".") >= 1 else "seq2seq"
+
+
+def _modules(*stages: str) -> list[str]:
+  return [m for m in _graph() if _stage(m) in stages]
+
+
+def test_the_graph_reads_every_module_and_finds_the_layout():
   graph = _graph()
-  for module in ("vocab", "masks", "layers", "model", "decode"):
-    assert "tokenizer" not in _reachable(graph, module), module
-  assert _reachable(graph, "vocab") == set()  # the special ids import nothing
+  assert {_stage(m) for m in graph} == SUBPACKAGES | TOP | {"seq2seq"}
+  assert "seq2seq.model.transformer" in graph["seq2seq.decoding.model_search"]
+
+
+def test_no_import_cycles_between_modules():
+  graph = _graph()
+  state: dict[str, str] = {}
+
+  def visit(module, path):
+    if state.get(module) == "done":
+      return
+    assert state.get(module) != "open", f"import cycle: {' -> '.join(path + [module])}"
+    state[module] = "open"
+    for dep in sorted(graph.get(module, ())):
+      # a package's __init__ re-exporting its own modules is not an arrow back
+      if not dep.startswith(module + "."):
+        visit(dep, path + [module])
+    state[module] = "done"
+
+  for module in sorted(graph):
+    visit(module, [])
+
+
+def test_the_model_and_the_searches_see_ids_not_the_tokenizer_nor_training():
+  graph = _graph()
+  for module in _modules("model", "numerics") + ["seq2seq.decoding.decode",
+                                                   "seq2seq.decoding.model_search"]:
+    reach = _reachable(graph, module)
+    forbidden = {m for m in reach if _stage(m) in ("training", "data", "serving", "cli",
+                                                     "rundir", "decoding")
+                 and not m.startswith("seq2seq.decoding.decode")}
+    assert not forbidden, f"{module} reaches {sorted(forbidden)}"
+  assert _reachable(graph, "seq2seq.vocab") == set()  # the special ids import nothing
+
+
+def test_numerics_imports_nothing_of_the_model():
+  graph = _graph()
+  for module in _modules("numerics"):
+    assert {_stage(m) for m in _reachable(graph, module)} <= {"numerics"}, module
 
 
 def test_inference_needs_no_training_code():
   graph = _graph()
-  training = {"optimizer", "train_step", "trainer", "train_cli"}
-  for module in ("translator", "translate_cli", "evaluate_lib", "serve", "export", "decode",
-                 "model", "checkpoint"):
-    assert not training & _reachable(graph, module), module
+  inference = (_modules("decoding", "serving", "rundir", "model")
+               + ["seq2seq.cli.translate", "seq2seq.cli.evaluate", "seq2seq.cli.serve",
+                  "seq2seq.cli.export", "seq2seq.cli.average", "seq2seq.scoring", "seq2seq"])
+  for module in inference:
+    training = {m for m in _reachable(graph, module) if _stage(m) == "training"}
+    assert not training, f"{module} reaches {sorted(training)}"
 
 
-def test_modules_and_classes_stay_small():
-  """One job per module: at most ~400 lines a module, ~150 a class (shared/STYLE.md)."""
-  for path in sorted(PACKAGE.glob("*.py")):
-    text = path.read_text()
-    assert len(text.splitlines()) <= 440, f"{path.name}: {len(text.splitlines())} lines"
-    for node in ast.walk(ast.parse(text)):
-      if isinstance(node, ast.ClassDef):
-        lines = node.end_lineno - node.lineno + 1
-        assert lines <= 160, f"{path.name}: class {node.name} has {lines} lines"
+def test_only_the_command_lines_import_the_command_lines():
+  graph = _graph()
+  for module, deps in graph.items():
+    if _stage(module) != "cli":
+      assert not {d for d in deps if _stage(d) == "cli"}, module
+
+
+def test_the_shared_top_level_imports_no_stage():
+  graph = _graph()
+  for module in ("seq2seq.config", "seq2seq.vocab", "seq2seq.runtime", "seq2seq.recipes"):
+    assert not {_stage(m) for m in _reachable(graph, module)} & SUBPACKAGES, module

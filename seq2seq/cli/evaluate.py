@@ -1,0 +1,132 @@
+"""`evaluate.py` / `seq2seq-evaluate`: translate a corpus and score it (`seq2seq.scoring`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from seq2seq.cli import parsing
+from seq2seq.data import data_source, textfiles
+from seq2seq.data.textfiles import one_line
+from seq2seq.rundir import checkpoint, model_card
+from seq2seq.scoring import ScoreError, score, write_sentence_level
+from seq2seq.serving import export
+
+log = logging.getLogger(__name__)
+
+
+def translate_all(translator, sources: Sequence[str], c) -> list[str]:
+  """The translations of `sources` with the settings `c`, one batch first and then 16
+  batches at a time, each part logged: from an empty compilation cache the first part is
+  done once one search is compiled, not one per length bucket of the whole set."""
+  from seq2seq.cli.translate import chunks
+  out: list[str] = []
+  start = time.perf_counter()
+  for chunk in chunks(iter(sources), c.batch_size, 16 * c.batch_size):
+    out += [one_line(h) for h in translator.translate(chunk, beam_size=c.beam_size,
+                                                      alpha=c.alpha, batch_size=c.batch_size)]
+    log.info("translated %d of %d sentences (%.1f s)", len(out), len(sources),
+             time.perf_counter() - start)
+  return out
+
+
+def print_result(result: dict) -> None:
+  print(result.pop("bleu_text"), file=sys.stderr)
+  print(f"BLEU {result['bleu']:.2f}  {result['bleu_signature']}")
+  print(f"chrF {result['chrf']:.2f}  {result['chrf_signature']}")
+  if "bleu_lc_tok" in result:
+    print(f"BLEU (lowercased, Moses-tokenized) {result['bleu_lc_tok']:.2f}")
+  print(json.dumps(result))
+
+
+def main(argv=None) -> None:
+  import argparse
+
+  from seq2seq.runtime import setup_cli_logging
+
+  parser = argparse.ArgumentParser(
+      description="Translate a test set with a trained run and score it with sacreBLEU. "
+      "Search settings default to those saved in the run's config.json.",
+      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+  parsing.add_model_flags(parser, several=True, required=False)
+  parser.add_argument("--src", help="source file (plain or .gz), with --ref")
+  parser.add_argument("--ref", help="reference file (plain or .gz), with --src")
+  parser.add_argument("--split", help="a split of the run's configured data source, e.g. "
+                      "test_2016_flickr (instead of --src/--ref)")
+  parsing.add_search_flags(parser)
+  parser.add_argument("--output", help="hypothesis file (default: "
+                      "RUN_DIR/hyps/NAME.beamN.txt, NAME the split or source file)")
+  parser.add_argument("--hyp", help="score this existing translation file against --ref, "
+                      "without a model (no --workdir)")
+  parser.add_argument("--sentence-level", metavar="FILE.tsv",
+                      help="also write per-sentence BLEU and chrF (with source, hypothesis, "
+                      "reference) to this TSV")
+  parser.add_argument("--lowercase-tokenized", action="store_true",
+                      help="also report BLEU on lowercased Moses-tokenized text")
+  parser.add_argument("--lang", default="de", help="target language for --lowercase-tokenized "
+                      "with --hyp (otherwise the run's)")
+  args = parser.parse_args(argv)
+  if args.hyp:
+    if not args.ref or args.workdir or args.split or args.src:
+      parser.error("--hyp FILE takes --ref FILE and no --workdir, --split or --src")
+    try:
+      hypotheses = textfiles.read_lines(args.hyp)
+      references = textfiles.read_lines(args.ref)
+      result = score(hypotheses, references, args.lowercase_tokenized, args.lang)
+    except ScoreError as e:
+      sys.exit(f"error: {args.hyp} and {args.ref}: {e}")
+    except textfiles.DataError as e:
+      sys.exit(f"error: {e}")
+    if args.sentence_level:
+      write_sentence_level(Path(args.sentence_level), None, hypotheses, references)
+    print_result(dict(result, hypotheses=args.hyp))
+    return
+  if not args.workdir:
+    parser.error("--workdir is required (or --hyp FILE --ref FILE to score a file)")
+  if bool(args.split) == bool(args.src or args.ref) or (args.src and not args.ref) or (
+      args.ref and not args.src):
+    parser.error("give either --split NAME or both --src FILE and --ref FILE")
+  parsing.check_search_flags(parser, args)
+  setup_cli_logging()
+  try:
+    cfg = (export.load_export(args.workdir[0])[1] if args.engine == "ctranslate2"
+           else checkpoint.load_config(args.workdir[0]))
+    if args.split:
+      ds = data_source.load_split(cfg.data, args.split, args.workdir[0])
+      sources, references, name = list(ds["src"]), list(ds["tgt"]), args.split
+    else:
+      sources = textfiles.read_lines(args.src)
+      references = textfiles.read_lines(args.ref)
+      name = Path(args.src).name.removesuffix(".gz")
+      if len(sources) != len(references):
+        raise ScoreError(f"{args.src} has {len(sources)} lines but {args.ref} has "
+                         f"{len(references)}")
+    translator, c = parsing.load_translator(args)
+  except (textfiles.DataError, checkpoint.CheckpointError, ScoreError, ValueError) as e:
+    sys.exit(f"error: {e}")
+  beam = c.beam_size
+  hypotheses = translate_all(translator, sources, c)
+  ensemble = ".ensemble" if len(args.workdir) > 1 else ""
+  mbr_name = f".mbr-{c.mbr}-{c.mbr_weights}" if c.mbr else ""
+  out = (Path(args.output) if args.output else
+         Path(args.workdir[0]) / "hyps" / f"{name}.beam{beam}{mbr_name}{ensemble}.txt")
+  out.parent.mkdir(parents=True, exist_ok=True)
+  out.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+  result = score(hypotheses, references, args.lowercase_tokenized, cfg.data.tgt_lang)
+  if args.sentence_level:
+    write_sentence_level(Path(args.sentence_level), sources, hypotheses, references)
+  result = dict(result, hypotheses=str(out), checkpoint=args.checkpoint, beam=beam,
+                alpha=c.alpha, engine=args.engine)
+  if c.mbr:
+    result.update(mbr=c.mbr, mbr_weights=c.mbr_weights)
+  if args.engine == "jax":
+    result["beam_stop"] = c.beam_stop
+  print_result(result)
+  # An ensemble's score belongs to no one run's card; an export is not a run directory.
+  if len(args.workdir) == 1 and args.engine == "jax":
+    model_card.record_evaluation(args.workdir[0], dict(result, data=name))
+    model_card.write(args.workdir[0])

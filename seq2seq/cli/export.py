@@ -1,0 +1,41 @@
+"""`seq2seq-export`: a trained run as a CTranslate2 model (`seq2seq.serving.export`).
+
+    seq2seq-export --workdir RUN --format ctranslate2 --output DIR [--quantization int8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from seq2seq.rundir import checkpoint
+from seq2seq.serving.export import QUANTIZATIONS, ExportError, export_ctranslate2
+
+
+def main(argv=None) -> None:
+  from seq2seq.runtime import setup_cli_logging
+
+  parser = argparse.ArgumentParser(
+      description="Export a trained run for another inference engine (CTranslate2).",
+      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+  parser.add_argument("--workdir", required=True, help="run directory written by train.py")
+  parser.add_argument("--checkpoint", default="best",
+                      help="best, latest, averaged, ema, or a checkpoint step directory")
+  parser.add_argument("--format", default="ctranslate2", choices=("ctranslate2",),
+                      help="target engine")
+  parser.add_argument("--output", required=True, help="directory to write the model to")
+  parser.add_argument("--quantization", default="float32", choices=QUANTIZATIONS,
+                      help="weight type of the exported model (int8 for CPUs, float16 for GPUs)")
+  parser.add_argument("--force", action="store_true", help="replace a non-empty --output")
+  args = parser.parse_args(argv)
+  setup_cli_logging()
+  try:
+    path = export_ctranslate2(args.workdir, args.output, args.checkpoint, args.quantization,
+                              args.force)
+  except (ExportError, checkpoint.CheckpointError) as e:
+    sys.exit(f"error: {e}")
+  print(path)
+
+
+if __name__ == "__main__":
+  main()

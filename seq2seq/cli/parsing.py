@@ -1,0 +1,200 @@
+"""What every command line shares: argparse with `--dashed-flags`, one definition of the
+flags that load a model and set its search (translate, evaluate, serve), and training's
+`--config NAME|FILE` with `--config.SECTION.FIELD=VALUE` overrides.
+
+argparse, as fairseq, Joey NMT and Sockeye use it: in the standard library, one usage
+line and exit status 2 for a bad flag, `--help` generated from the definitions. The
+config overrides keep ml_collections' `--config.x.y=v` syntax (the config files are
+`ml_collections.ConfigDict`s), parsed here with the same type checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import importlib.util
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import ml_collections
+
+from seq2seq import recipes
+from seq2seq.config import (
+  BEAM_STOP_CT2_ERROR,
+  BEAM_STOPS,
+  ENGINES,
+  Config,
+  DecodeConfig,
+  field_help,
+)
+from seq2seq.decoding import mbr
+
+# ------------------------------------------------------------ loading a model, searching
+
+
+def add_model_flags(parser: argparse.ArgumentParser, several: bool = False,
+                    required: bool = True) -> None:
+  """--workdir (several times for an ensemble with `several`), --checkpoint, --engine."""
+  parser.add_argument("--workdir", required=required, action="append" if several else "store",
+                      help="run directory written by train.py" + (
+                          "; several times for an ensemble (runs sharing one "
+                          "SentencePiece model: mean log-probabilities)" if several else ""))
+  parser.add_argument("--checkpoint", default="best",
+                      help="best, latest, averaged, ema, or a checkpoint step directory")
+  parser.add_argument("--engine", default="jax", choices=ENGINES,
+                      help="jax: a run directory; ctranslate2: a directory written by "
+                      "seq2seq-export (CTranslate2's length penalty is length ** alpha)")
+
+
+def add_search_flags(parser: argparse.ArgumentParser) -> None:
+  """The search settings; each defaults to the run's `decode` config."""
+  d = DecodeConfig()
+  parser.add_argument("--beam", type=int, default=None,
+                      help=f"beam size; 1 = greedy search (run's default, else {d.beam_size})")
+  parser.add_argument("--alpha", type=float, default=None,
+                      help="GNMT length penalty exponent for beam search; 0 ranks by "
+                      f"log-probability (run's default, else {d.alpha})")
+  parser.add_argument("--beam-stop", default=None, choices=BEAM_STOPS,
+                      help="when beam search ends a sentence: exact (results of a search to "
+                      "the length limit), current (live beams bounded at the current "
+                      "length) or count (once beam-size hypotheses have ended, as fairseq "
+                      "and CTranslate2); the last two are faster, results may differ; "
+                      f"run's default, else {d.beam_stop}. JAX engine only")
+  mbr.add_arguments(parser)
+  parser.add_argument("--batch-size", type=int, default=None,
+                      help=f"sentences decoded together (run's default, else {d.batch_size})")
+  parser.add_argument("--workers", type=int, default=None,
+                      help=f"batches decoded at once, each on a thread (default {d.workers})")
+
+
+def check_search_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+  """Usage errors (exit status 2) for search flags out of range."""
+  if args.beam is not None and args.beam < 1:
+    parser.error(f"--beam must be at least 1 (1 = greedy search), got {args.beam}")
+  for flag, value in (("--batch-size", args.batch_size), ("--workers", args.workers)):
+    if value is not None and value < 1:
+      parser.error(f"{flag} must be at least 1, got {value}")
+  if getattr(args, "engine", "jax") == "ctranslate2" and args.beam_stop:
+    parser.error(BEAM_STOP_CT2_ERROR)
+
+
+def load_translator(args: argparse.Namespace):
+  """The `Translator` the model and search flags describe, and its search settings (a
+  `DecodeConfig`: the flags over the run's own)."""
+  from seq2seq.decoding.translator import Translator
+
+  overrides = {k: v for k, v in (("workers", args.workers), ("beam_stop", args.beam_stop))
+               if v is not None}
+  translator = Translator.load(args.workdir, args.checkpoint,
+                               engine=getattr(args, "engine", "jax"), **overrides,
+                               **mbr.overrides(args))
+  return translator, translator.settings(args.beam, args.alpha, args.batch_size)
+
+
+# ------------------------------------------------------------------ training's config
+
+
+def config_epilog() -> str:
+  """Every config field with its default and description, for train.py --help."""
+  helps, lines = field_help(), ["config fields (--config.SECTION.FIELD=VALUE; defaults "
+                                "before a preset's changes):"]
+  for section in dataclasses.fields(Config):
+    lines.append(f"  {section.name}:")
+    for f in dataclasses.fields(section.default):
+      head = f"    {section.name}.{f.name}={f.default!r}"
+      if len(head) > 44:  # the description on lines of its own
+        lines.append(head)
+        head = ""
+      lines += textwrap.wrap(helps[section.name][f.name], 100, initial_indent=f"{head:<44} ",
+                             subsequent_indent=" " * 45)
+  return "\n".join(lines)
+
+
+def load_config_module(value: str):
+  """The module of a preset or config file (`VALUE` or `VALUE:ARG`) and its `ARG`."""
+  path, _, arg = recipes.config_file(value).partition(":")  # checks that the file exists
+  spec = importlib.util.spec_from_file_location("seq2seq_user_config", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module, arg
+
+
+def _parse_value(text: str, current: Any, name: str) -> Any:
+  """`text` as the type of the field's current value."""
+  try:
+    if isinstance(current, bool):
+      if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+        raise ValueError
+      return text.lower() in ("true", "1", "yes")
+    if isinstance(current, (tuple, list)):
+      items = [x.strip() for x in text.strip("()[] ").split(",") if x.strip()]
+      kind = type(current[0]) if current else int
+      return tuple(kind(x) for x in items)
+    if isinstance(current, int):
+      return int(text)
+    if isinstance(current, float):
+      return float(text)
+    return text
+  except ValueError:
+    kind = {bool: "true or false", int: "an integer", float: "a number", tuple: "numbers, "
+            "comma-separated"}.get(type(current), type(current).__name__)
+    raise ValueError(f"--config.{name}={text}: expected {kind}") from None
+
+
+def apply_overrides(cfg: ml_collections.ConfigDict, overrides: list[tuple[str, str]]) -> None:
+  """Sets each `(section.field, text)`; a command-line data.dir (or data.hub) replaces the
+  source the config file set through the other."""
+  known = [f"{s}.{k}" for s in cfg.keys() for k in cfg[s].keys()]
+  for name, text in overrides:
+    if name not in known:
+      close = difflib.get_close_matches(name, known, n=1)
+      hint = f'. Did you mean "{close[0]}"?' if close else ""
+      raise ValueError(f"unknown config field {name}{hint}")
+    section, field = name.split(".")
+    cfg[section][field] = _parse_value(text, cfg[section][field], name)
+  given = {name for name, _ in overrides}
+  if "data.dir" in given and "data.hub" not in given:
+    cfg.data.hub = ""
+  elif "data.hub" in given and "data.dir" not in given:
+    cfg.data.dir = ""
+
+
+def split_overrides(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+  """(the other arguments, the `--config.SECTION.FIELD[=| ]VALUE` overrides in order)."""
+  rest, overrides, i = [], [], 0
+  while i < len(argv):
+    arg = argv[i]
+    if arg.startswith("--config."):
+      name, eq, value = arg[len("--config."):].partition("=")
+      if not eq:
+        if i + 1 >= len(argv):
+          raise ValueError(f"{arg} needs a value")
+        value, i = argv[i + 1], i + 1
+      overrides.append((name, value))
+    else:
+      rest.append(arg)
+    i += 1
+  return rest, overrides
+
+
+def training_config(value: str, overrides: list[tuple[str, str]],
+                    workdir: str | None = None) -> Config:
+  """The typed config of `--config VALUE` with the overrides applied. A config file that
+  defines `complete(cfg, given, workdir)` (configs/auto.py) then chooses the fields that
+  the overrides (`given`, "section.field" names) leave to it."""
+  module, arg = load_config_module(value)
+  cfg = module.get_config(arg) if arg else module.get_config()
+  cfg.lock()
+  apply_overrides(cfg, overrides)
+  if hasattr(module, "complete"):
+    module.complete(cfg, {name for name, _ in overrides}, Path(workdir or "."))
+  return Config.from_dict(cfg)
+
+
+def usage_error(prog: str, message: str) -> None:
+  """One line on stderr and exit status 2, as argparse's own usage errors."""
+  print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
+  sys.exit(2)

@@ -1,0 +1,84 @@
+"""`seq2seq-serve`: the HTTP server (`seq2seq.serving.http_server`) from the command line.
+
+    seq2seq-serve --workdir RUN | --engine ctranslate2 --model EXPORT_DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+
+from seq2seq import runtime
+from seq2seq.cli import parsing
+from seq2seq.rundir import checkpoint
+from seq2seq.serving.http_api import Limits
+from seq2seq.serving.http_server import access_log, create_app, log, warm_up
+
+
+def parser() -> argparse.ArgumentParser:
+  p = argparse.ArgumentParser(description="HTTP server: seq2seq-serve --workdir RUN | --engine ctranslate2 --model EXPORT_DIR.",
+                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+  parsing.add_model_flags(p, required=False)
+  p.add_argument("--model", metavar="EXPORT_DIR", help="with --engine ctranslate2: the "
+                 "directory seq2seq-export wrote (the same as --workdir)")
+  parsing.add_search_flags(p)
+  p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+  p.add_argument("--port", type=int, default=8080, help="port to listen on")
+  p.add_argument("--decoders", type=int, default=2, help="batches decoded at once, each on "
+                 "a thread (one per core suits XLA:CPU and CTranslate2)")
+  for f in dataclasses.fields(Limits):
+    p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default,
+                   help=f"limit: {f.name.replace('_', ' ')}")
+  return p
+
+
+def main(argv=None) -> None:
+  p = parser()
+  args = p.parse_args(argv)
+  if args.model:
+    if args.workdir and args.workdir != args.model:
+      p.error("give --model or --workdir, not both")
+    args.workdir = args.model
+  if not args.workdir:
+    p.error("--workdir RUN (or --engine ctranslate2 --model EXPORT_DIR) is required")
+  parsing.check_search_flags(p, args)
+  limits = Limits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Limits)})
+  if min(limits.max_batch, limits.max_texts, limits.max_beam, limits.max_queue,
+         limits.max_body, args.decoders) < 1 or limits.timeout_s <= 0:
+    p.error("--max-batch, --max-texts, --max-beam, --max-queue, --max-body, --decoders and "
+            "--timeout-s must be positive")
+  try:
+    import prometheus_client  # noqa: F401
+    import uvicorn
+  except ImportError:
+    sys.exit("error: seq2seq-serve needs starlette, uvicorn and prometheus-client: "
+             "pip install 'seq2seq-haiku[serve]'")
+  runtime.setup_cli_logging()  # diagnostics on stderr; the XLA cache makes restarts fast
+  to_stdout = logging.StreamHandler(sys.stdout)  # the access log: JSON lines on stdout
+  to_stdout.setFormatter(logging.Formatter("%(message)s"))
+  access_log.addHandler(to_stdout)
+  access_log.propagate = False
+
+  def load():
+    translator, settings = parsing.load_translator(args)
+    translator.decode_cfg = settings  # the flags are the default of every request
+    log.info("compiled the batch shapes in %.1f s", warm_up(translator, limits))
+    return translator
+
+  if args.engine == "jax":  # a wrong directory is an error now, not a failed /health
+    try:
+      checkpoint.load_config(args.workdir)
+    except checkpoint.CheckpointError as e:
+      sys.exit(f"error: {e}")
+  info = {"engine": args.engine, "model": args.workdir, "checkpoint": args.checkpoint}
+  logging.getLogger("uvicorn").setLevel(logging.WARNING)
+  logging.getLogger("uvicorn.access").disabled = True  # ours is seq2seq.serve.access
+  uvicorn.run(create_app(None, limits, info, load=load, workers=args.decoders),
+              host=args.host, port=args.port, log_config=None,  # keep this logging setup
+              timeout_graceful_shutdown=max(1, int(limits.timeout_s)))
+
+
+if __name__ == "__main__":
+  main()

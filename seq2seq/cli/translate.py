@@ -1,0 +1,216 @@
+"""`translate.py` / `seq2seq-translate`: translate lines (stdin to stdout by default),
+score given translations, sample, or plot one sentence's attention."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from typing import Iterator
+
+from seq2seq.cli import parsing
+from seq2seq.data.textfiles import decode_line, one_line, split_lines
+from seq2seq.decoding.attention import plot_attention
+from seq2seq.decoding.engine_io import Sampling
+from seq2seq.rundir import checkpoint
+
+log = logging.getLogger(__name__)
+
+
+def read_input(stream, strict: bool) -> Iterator[str]:
+  """Lines of a byte stream as they arrive; only '\\n' ends a line, so the output count
+  always matches. With `strict`, the whole input is read and checked first, so an
+  invalid line rejects the input before anything is written."""
+  if strict:
+    yield from split_lines(stream.read(), "input", strict=True)
+    return
+  for number, raw in enumerate(stream, start=1):
+    yield decode_line(raw.removesuffix(b"\n"), "input", number, strict=False)
+
+
+def chunks(lines: Iterator[str], first: int, size: int) -> Iterator[list[str]]:
+  """The lines in lists of `size`, the first of only `first` lines: its translations come
+  out once one batch is searched (from an empty compilation cache, once one search is
+  compiled, instead of one per length bucket that `size` lines reach)."""
+  chunk: list[str] = []
+  for line in lines:
+    chunk.append(line)
+    if len(chunk) == first:
+      yield chunk
+      chunk, first = [], size
+  if chunk:
+    yield chunk
+
+
+def tab_pairs(lines: Iterator[str], second: str, alternative: str = ""
+              ) -> Iterator[tuple[str, str]]:
+  """(source, second) pairs of SOURCE<TAB>SECOND lines; a line without one tab is an error."""
+  for number, line in enumerate(lines, 1):
+    if line.count("\t") != 1:
+      raise ValueError(f"line {number}: expected SOURCE<TAB>{second} (one tab), got "
+                       f"{line.count(chr(9))} tabs{alternative}")
+    source, other = line.split("\t")
+    yield source, other
+
+
+def score_pairs(lines: Iterator[str], references: str | None) -> Iterator[tuple[str, str]]:
+  """(source, target) pairs for --score: from TAB-separated lines, or lines + a file."""
+  if references is None:
+    yield from tab_pairs(lines, "TARGET", "; or give the targets with --references")
+    return
+  with open(references, "rb") as f:
+    targets, number = read_input(f, strict=False), 0
+    for number, source in enumerate(lines, 1):
+      target = next(targets, None)
+      if target is None:
+        raise ValueError(f"{references} ends at line {number - 1}, before the input does")
+      yield source, target
+    if next(targets, None) is not None:
+      raise ValueError(f"{references} has more lines than the input ({number})")
+
+
+def parser() -> argparse.ArgumentParser:
+  p = argparse.ArgumentParser(
+      description="Translate lines (stdin -> stdout by default) with a trained run. "
+      "Search settings default to those saved in the run's config.json.",
+      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+  parsing.add_model_flags(p, several=True)
+  parsing.add_search_flags(p)
+  p.add_argument("--nbest", type=int, default=0,
+                 help="write N hypotheses per line as 'LINE ||| text ||| score' "
+                 "(needs --beam >= N)")
+  p.add_argument("--buffer", type=int, default=16,
+                 help="batches read ahead and sorted by length before decoding; "
+                 "their lines are written as soon as they are translated (the first "
+                 "batch's alone, so that output starts after one search)")
+  p.add_argument("--input", default="-", help="input file; - = stdin")
+  p.add_argument("--output", default="-", help="output file; - = stdout")
+  p.add_argument("--strict", action="store_true",
+                 help="reject invalid UTF-8 (whole input checked before any output) "
+                 "instead of replacing it with U+FFFD")
+  p.add_argument("--interactive", action="store_true",
+                 help="translate each line as soon as it is typed")
+  p.add_argument("--attention-plot", default=None, metavar="FILE.png",
+                 help="translate one sentence and plot its cross-attention")
+  p.add_argument("--score", action="store_true",
+                 help="forced decoding instead of search: score given translations, "
+                 "read as SOURCE<TAB>TARGET lines or from --references; writes "
+                 "'LOGPROB<TAB>LOGPROB_PER_TOKEN<TAB>TOKENS' per line (tokens = target "
+                 "pieces + EOS; per token = LOGPROB / TOKENS)")
+  p.add_argument("--references", default=None, metavar="FILE",
+                 help="with --score: the targets, aligned with --input's lines")
+  p.add_argument("--prefix", action="store_true",
+                 help="read SOURCE<TAB>PREFIX lines: each translation starts with its "
+                 "PREFIX (target text) and the search continues from it")
+  p.add_argument("--sample", action="store_true",
+                 help="draw translations at random from the model instead of searching "
+                 "(back-translation, data augmentation); with --nbest N, N samples")
+  p.add_argument("--temperature", type=float, default=1.0,
+                 help="with --sample: divides the log-probabilities; 0 = greedy")
+  p.add_argument("--top-k", type=int, default=0,
+                 help="with --sample: only the K most likely pieces (0 = all)")
+  p.add_argument("--top-p", type=float, default=1.0,
+                 help="with --sample: only the most likely pieces whose probability "
+                 "sums to P (nucleus sampling; 1 = all)")
+  p.add_argument("--seed", type=int, default=0,
+                 help="with --sample: random seed; line N uses its own key, so the output "
+                 "does not depend on --batch-size")
+  return p
+
+
+def check_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> Sampling | None:
+  """Usage errors for flags that do not go together; the sampling settings, if any."""
+  parsing.check_search_flags(p, args)
+  sampling = None
+  if args.sample:
+    if args.temperature < 0 or args.top_k < 0 or not 0 < args.top_p <= 1:
+      p.error(f"--sample needs --temperature >= 0, --top-k >= 0 and 0 < --top-p <= 1; "
+              f"got {args.temperature}, {args.top_k}, {args.top_p}")
+    if args.score or args.attention_plot:
+      p.error("--sample does not go with --score or --attention-plot")
+    sampling = Sampling(args.temperature, args.top_k, args.top_p, args.seed)
+  elif (args.temperature, args.top_k, args.top_p, args.seed) != (1.0, 0, 1.0, 0):
+    p.error("--temperature, --top-k, --top-p and --seed are for --sample")
+  if args.references and not args.score:
+    p.error("--references is for --score")
+  if args.prefix and (args.score or args.interactive or args.attention_plot):
+    p.error("--prefix does not go with --score, --interactive or --attention-plot")
+  if args.score and (args.nbest or args.interactive or args.attention_plot):
+    p.error("--score scores given translations; it takes no --nbest, --interactive "
+            "or --attention-plot")
+  if args.nbest < 0:
+    p.error(f"--nbest must be 0 (off) or more, got {args.nbest}")
+  if args.engine == "ctranslate2" and args.attention_plot:
+    p.error("--attention-plot needs the JAX engine")
+  return sampling
+
+
+def main(argv=None) -> None:
+  from tqdm import tqdm
+
+  from seq2seq.runtime import setup_cli_logging
+
+  p = parser()
+  args = p.parse_args(argv)
+  sampling = check_flags(p, args)
+  setup_cli_logging()
+  try:
+    translator, c = parsing.load_translator(args)
+  except (checkpoint.CheckpointError, ValueError) as e:
+    sys.exit(f"error: {e}")
+  if args.nbest > c.beam_size and sampling is None:
+    p.error(f"--nbest {args.nbest} needs a beam of at least {args.nbest} hypotheses, "
+            f"but the beam size is {c.beam_size}: add --beam {args.nbest} or more")
+  opts = dict(beam_size=c.beam_size, alpha=c.alpha, batch_size=c.batch_size, sampling=sampling)
+
+  if args.interactive:
+    for line in sys.stdin:
+      print(one_line(translator.translate(line.rstrip("\n"), **opts)), flush=True)
+    return
+  src = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")
+  lines = read_input(src, args.strict)
+  if args.attention_plot:
+    lines = list(lines)
+    if len(lines) != 1:
+      sys.exit(f"error: --attention-plot takes exactly one input line, got {len(lines)}")
+    print(one_line(plot_attention(translator, lines[0], args.attention_plot, c.beam_size)))
+    log.info("wrote %s", args.attention_plot)
+    return
+  out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
+  progress = tqdm(unit=" sentences", disable=not sys.stderr.isatty(), file=sys.stderr)
+  start, count = time.perf_counter(), 0
+  if args.score:
+    lines = score_pairs(lines, args.references)
+  elif args.prefix:
+    lines = tab_pairs(lines, "PREFIX")
+  try:
+    for chunk in chunks(lines, c.batch_size, c.batch_size * max(args.buffer, 1)):
+      if args.prefix:
+        opts["prefixes"] = [b for _, b in chunk]
+        chunk = [a for a, _ in chunk]
+      if args.score:
+        scores = translator.score([a for a, _ in chunk], [b for _, b in chunk], c.batch_size)
+        out.write("".join(f"{x.logprob:.4f}\t{x.per_token:.4f}\t{x.tokens}\n" for x in scores))
+      elif args.nbest:
+        for number, hyps in enumerate(translator.translate(chunk, nbest=args.nbest,
+                                                           first_index=count, **opts), count + 1):
+          out.write("".join(f"{number - 1} ||| {one_line(h.text)} ||| {h.score:.4f}\n"
+                            for h in hyps))
+      else:
+        out.write("".join(one_line(t) + "\n"
+                          for t in translator.translate(chunk, first_index=count, **opts)))
+      out.flush()
+      count += len(chunk)
+      progress.update(len(chunk))
+  except ValueError as e:  # DataError: invalid UTF-8 with --strict; --score input
+    sys.exit(f"error: {args.input if args.input != '-' else 'stdin'}: {e}")
+  progress.close()
+  seconds = time.perf_counter() - start
+  log.info("%s %d sentences in %.1f s (%.1f sentences/s)",
+           "scored" if args.score else "translated", count, seconds,
+           count / max(seconds, 1e-9))
+
+
+if __name__ == "__main__":
+  main()

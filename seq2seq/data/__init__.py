@@ -1,0 +1,11 @@
+"""Data: parallel text files and data sets, cleaning, SentencePiece, the encoded corpus,
+and length-bucketed batches.
+
+    textfiles.py         lines of plain or gzipped files, pairs, their errors
+    data_source.py       where a split's pairs come from (files, folders, the Hub)
+    cleaning.py          the training pairs cleaned, with a report
+    tokenizer.py         SentencePiece: train, load, encode, decode
+    subword_sampling.py  subword regularization with the project's own random generator
+    corpus.py            a run's training data: cleaned, held out, encoded, cached
+    input_pipeline.py    encoded pairs -> bucketed (or packed) batches, resumable
+"""

@@ -1,0 +1,148 @@
+"""SentencePiece: train a joint source+target model, load it, encode and decode.
+
+Models are trained with the special ids of `seq2seq.vocab` (PAD 0, UNK 1, BOS 2, EOS 3)
+and refused if they have others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import sentencepiece as spm
+
+from seq2seq.runtime import write_atomic
+from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, cut_at_eos
+
+MODEL_FILE = "spm.model"
+META_FILE = "spm.json"
+
+log = logging.getLogger(__name__)
+
+
+class TokenizerMismatchError(ValueError):
+  """The tokenizer on disk does not belong to this corpus or this model."""
+
+
+class Tokenizer:
+  """A loaded SentencePiece model with the project's special ids."""
+
+  def __init__(self, model_proto: bytes):
+    self.model_proto = model_proto
+    self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+    ids = (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id())
+    if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+      raise TokenizerMismatchError(
+          f"SentencePiece model has pad/unk/bos/eos ids {ids}, expected "
+          f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}; it was not trained by seq2seq")
+
+  @classmethod
+  def load(cls, path: str | os.PathLike) -> "Tokenizer":
+    return cls(Path(path).read_bytes())
+
+  @property
+  def vocab_size(self) -> int:
+    return self.sp.get_piece_size()
+
+  def encode(self, texts: Sequence[str]) -> list[list[int]]:
+    """Pieces of each text, without BOS/EOS."""
+    return self.sp.encode(list(texts), out_type=int, num_threads=os.cpu_count() or 1)
+
+  def sample_encode(self, texts: Sequence[str], alpha: float, nbest: int, seed: int
+                    ) -> list[list[int]]:
+    """Pieces of each text with a segmentation sampled by SentencePiece (subword
+    regularization, Kudo 2018; BPE-dropout for a BPE model, `alpha` the drop rate):
+    smaller `alpha` flattens a unigram model's distribution, `nbest` -1 samples from all
+    segmentations. Within one process the same (texts, seed) give the same pieces: one
+    thread, SentencePiece's generator seeded first (process-wide, so two threads must
+    not sample at once). Another process gives other pieces for the same seed
+    (sentencepiece 0.2.3), which is why training samples unigram models with
+    `seq2seq.data.subword_sampling` instead."""
+    spm.set_random_generator_seed(seed)
+    return self.sp.encode(list(texts), out_type=int, enable_sampling=True, alpha=alpha,
+                          nbest_size=nbest, num_threads=1)
+
+  def decode(self, ids_batch: Iterable[Sequence[int]]) -> list[str]:
+    """Text of each id sequence, cut at its first EOS; padding and BOS are ignored."""
+    return [self.sp.decode(cut_at_eos(ids)) for ids in ids_batch]
+
+  def pieces(self, ids: Sequence[int]) -> list[str]:
+    return [self.sp.id_to_piece(int(i)) for i in ids]
+
+  def normalize(self, text: str) -> str:
+    """The text as SentencePiece normalises it (NFKC, whitespace folded and stripped)."""
+    return self.sp.normalize(text).replace("\u2581", " ").strip()
+
+  def fingerprint(self) -> str:
+    return hashlib.sha256(self.model_proto).hexdigest()[:16]
+
+
+def train(sentences: Iterable[str], vocab_size: int, model_type: str = "unigram",
+          max_sentences: int = 2_000_000) -> Tokenizer:
+  """Trains a SentencePiece model in memory on `sentences` (source and target together)."""
+  if model_type not in ("unigram", "bpe"):
+    raise ValueError(f"spm_model_type must be 'unigram' or 'bpe', got {model_type!r}")
+  proto = io.BytesIO()
+  try:
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_writer=proto,
+        vocab_size=vocab_size, model_type=model_type,
+        pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+        pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
+        byte_fallback=True,  # every character is representable: no <unk> at all
+        character_coverage=1.0,
+        normalization_rule_name="nmt_nfkc",
+        input_sentence_size=max_sentences, shuffle_input_sentence=True,
+        num_threads=os.cpu_count() or 1, minloglevel=2)
+  except RuntimeError as e:
+    raise ValueError(f"SentencePiece training failed for vocab_size={vocab_size}: {e}. "
+                     "A small corpus needs a smaller model.vocab_size.") from e
+  return Tokenizer(proto.getvalue())
+
+
+def load_or_train(workdir: str | os.PathLike, corpus_id: str, sentences_fn,
+                  vocab_size: int, model_type: str, max_sentences: int,
+                  given: str | os.PathLike = "") -> Tokenizer:
+  """Loads WORKDIR/spm.model if it was trained on this corpus, else trains and stores it.
+
+  Args:
+    corpus_id: a string identifying the training corpus and tokenizer settings; a stored
+      model trained on another corpus is refused rather than silently reused or replaced.
+    sentences_fn: called only when training is needed; returns an iterable of sentences.
+    given: an existing SentencePiece model to copy into the run instead of training one
+      (data.spm_model, or the source run's model when fine-tuning).
+  """
+  workdir = Path(workdir)
+  model_path, meta_path = workdir / MODEL_FILE, workdir / META_FILE
+  source = None
+  if given:
+    if not Path(given).is_file():
+      raise TokenizerMismatchError(f"SentencePiece model {given} does not exist")
+    source = Tokenizer.load(given)
+    corpus_id, model_type = f"given:{source.fingerprint()}", f"copied from {given}"
+  if model_path.exists():
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    if meta.get("corpus_id") != corpus_id:
+      raise TokenizerMismatchError(
+          f"{model_path} was trained on corpus {meta.get('corpus_id')!r}, but this run's "
+          f"data and tokenizer settings give {corpus_id!r}. Use a new --workdir, or delete "
+          f"{model_path} to retrain (checkpoints in that run would no longer match).")
+    tok = Tokenizer.load(model_path)
+    log.info("loaded tokenizer %s (%d pieces)", model_path, tok.vocab_size)
+    return tok
+  tok = source or train(sentences_fn(), vocab_size, model_type, max_sentences)
+  workdir.mkdir(parents=True, exist_ok=True)
+  vocab = "\n".join(f"{tok.sp.id_to_piece(i)}\t{tok.sp.get_score(i)}"
+                    for i in range(tok.vocab_size))
+  write_atomic(workdir / "spm.vocab", vocab + "\n")
+  write_atomic(meta_path, json.dumps({"corpus_id": corpus_id, "vocab_size": tok.vocab_size,
+                                      "model_type": model_type}, indent=1))
+  write_atomic(model_path, tok.model_proto)  # last: its presence means the others are there
+  log.info("%s tokenizer %s (%d pieces)", "copied" if source else "trained", model_path,
+           tok.vocab_size)
+  return tok

@@ -1,0 +1,11 @@
+"""Decoding: searches over a `tokens_to_logits` function, the model's searches, and the
+`Translator` that runs them on text.
+
+    decode.py        greedy search, sampling and beam search (model-agnostic)
+    model_search.py  the searches over a `Model` or `Ensemble`, and forced decoding
+    engine_io.py     what a translation engine takes (settings, checked requests) and gives
+    mbr.py           minimum Bayes risk choice among candidates
+    translator.py    `Translator`: text in, detokenized text out, batched and bucketed
+    ct2_engine.py    the same API over a model exported to CTranslate2
+    attention.py     one sentence's cross-attention weights and their heatmap
+"""

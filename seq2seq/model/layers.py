@@ -1,0 +1,280 @@
+"""Building blocks: dense projection, layer norm, embedding + positions, attention,
+feed-forward.
+
+Parameters are always float32; each module casts them to the compute dtype of its
+input (so `bfloat16` compute keeps float32 master weights). Layer norm and softmax run
+in float32. Every product goes through the model's one `Numerics` (`numerics.matmul`,
+`numerics.einsum`); the comment at each call gives its plain JAX meaning, and the
+numerics decide the operand dtype and how XLA:CPU runs it. Dropout rates are given per
+call: `None` (or 0) in inference, where no rng is drawn.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from seq2seq.model import kv_cache
+from seq2seq.numerics import Numerics
+
+
+class Dropout(NamedTuple):
+  """The dropout rates of one training trace (floats, or traced scalars when a ramp
+  scales them). A model in inference gets `None` instead and draws no rng."""
+
+  residual: float | jax.Array  # sub-layer outputs, embeddings, feed-forward hidden
+  attention: float | jax.Array  # attention probabilities
+
+
+def dropout(x: jnp.ndarray, rate: float | jax.Array | None) -> jnp.ndarray:
+  """Inverted dropout; draws a key (and so needs an rng) only for a rate that may be > 0."""
+  if rate is None or (isinstance(rate, (int, float)) and rate == 0.0):
+    return x
+  keep = Numerics.keep_mask(hk.next_rng_key(), rate, x.shape)  # bernoulli(key, 1 - rate)
+  return jnp.where(keep, x / jnp.asarray(1.0 - rate, x.dtype), jnp.zeros_like(x))
+
+
+class Dense(hk.Module):
+  """y = x W + b over the last axis, float32 params cast to the input dtype."""
+
+  def __init__(self, features: int, numerics: Numerics, name: str | None = None):
+    super().__init__(name=name)
+    self.features, self.numerics = features, numerics
+
+  def params(self, d_in: int) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """The weights `[d_in, F]` and bias `[F]`, float32."""
+    w = hk.get_parameter("w", [d_in, self.features], jnp.float32,
+                         init=hk.initializers.VarianceScaling(1.0, "fan_avg", "uniform"))
+    b = hk.get_parameter("b", [self.features], jnp.float32, init=jnp.zeros)
+    return w, b
+
+  def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    w, b = self.params(x.shape[-1])
+    b = b.reshape((1,) * (x.ndim - 1) + b.shape)  # broadcast explicitly over the leading axes
+    return self.numerics.matmul(x, w) + b.astype(x.dtype)  # x @ w + b
+
+
+class _LayerNormParams(hk.Module):
+  """The "scale" and "offset" of a layer norm, named as `hk.LayerNorm` names them."""
+
+  def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    d = x.shape[-1]
+    scale = hk.get_parameter("scale", [d], jnp.float32, init=jnp.ones)
+    offset = hk.get_parameter("offset", [d], jnp.float32, init=jnp.zeros)
+    # (x - mean) / sqrt(var + eps) * scale + offset over the last axis
+    return Numerics.rowwise(lambda x: Numerics.layer_norm(x, scale, offset), x)
+
+
+class LayerNorm(hk.Module):
+  """Layer norm computed in float32, returned in the input dtype: `hk.LayerNorm`'s
+  function and parameters (`ln/scale`, `ln/offset`), with `Numerics.layer_norm`'s gradient."""
+
+  def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+    return _LayerNormParams(name="ln")(x.astype(jnp.float32)).astype(x.dtype)
+
+
+def sinusoidal_positions(max_len: int, d_model: int) -> np.ndarray:
+  """Vaswani et al. sin/cos table. Returns `[max_len, D]`."""
+  pos = np.arange(max_len)[:, None]
+  inv_freq = np.exp(-math.log(10000.0) * np.arange(0, d_model, 2) / d_model)
+  table = np.zeros((max_len, d_model), dtype=np.float32)
+  table[:, 0::2] = np.sin(pos * inv_freq)
+  table[:, 1::2] = np.cos(pos * inv_freq)
+  return table
+
+
+def rotary_tables(positions_BT: jnp.ndarray, head_dim: int
+                  ) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """cos and sin of the rotary angles position * 10000^(-2i/K), `[B, T, 1, K/2]`: computed
+  once per stack (or decoding step) and shared by its layers' `rotary` calls."""
+  half = head_dim // 2
+  inv_freq = np.exp(-math.log(10000.0) * np.arange(half) / half).astype(np.float32)
+  angle_BT1F = positions_BT.astype(jnp.float32)[:, :, None, None] * inv_freq[None, None, None]
+  return jnp.cos(angle_BT1F), jnp.sin(angle_BT1F)
+
+
+def rotary(x_BTHK: jnp.ndarray, tables: tuple[jnp.ndarray, jnp.ndarray]) -> jnp.ndarray:
+  """Rotary position embedding (Su et al. 2021, "RoFormer"), split-half layout.
+
+  Rotates the pair (x_i, x_{i + K/2}) of every head by the angle of its position
+  (`rotary_tables`), so the dot product of a rotated query and a rotated key depends on
+  their positions only through the difference. Args: `[B, T, H, K]` (K even).
+  """
+  cos, sin = tables
+  half = x_BTHK.shape[-1] // 2
+  x1, x2 = x_BTHK[..., :half].astype(jnp.float32), x_BTHK[..., half:].astype(jnp.float32)
+  out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+  return out.astype(x_BTHK.dtype)
+
+
+class Embedding(hk.Module):
+  """Token embedding scaled by sqrt(D) plus positional encoding (none for "rotary",
+  whose positions the self-attention layers apply); `logits` is the tied output layer
+  (Flax's `Embed.attend`)."""
+
+  def __init__(self, vocab_size: int, d_model: int, max_len: int, positional: str,
+               dtype: jnp.dtype, numerics: Numerics, name: str | None = None):
+    super().__init__(name=name)
+    self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
+    self.positional, self.dtype, self.numerics = positional, dtype, numerics
+
+  def table(self) -> jnp.ndarray:
+    """The embedding table `[V, D]`, float32 (the tied output layer's weights)."""
+    # std D^-1/2 so that the sqrt(D)-scaled input embedding has unit variance and
+    # the tied output layer starts with logits of unit scale.
+    return hk.get_parameter("embeddings", [self.vocab_size, self.d_model], jnp.float32,
+                            init=hk.initializers.RandomNormal(self.d_model ** -0.5))
+
+  def __call__(self, ids_BT: jnp.ndarray, positions_BT: jnp.ndarray) -> jnp.ndarray:
+    """Args: ids and their positions, `[B, T]` int. Returns `[B, T, D]` in the compute dtype."""
+    x_BTD = jnp.take(self.table(), ids_BT, axis=0) * math.sqrt(self.d_model)
+    if self.positional == "learned":
+      pos_table = hk.get_parameter("positions", [self.max_len, self.d_model], jnp.float32,
+                                   init=hk.initializers.RandomNormal(0.02))
+      x_BTD = x_BTD + jnp.take(pos_table, positions_BT, axis=0)
+    elif self.positional == "sinusoidal":
+      pos_table = jnp.asarray(sinusoidal_positions(self.max_len, self.d_model))
+      x_BTD = x_BTD + jnp.take(pos_table, positions_BT, axis=0)
+    return x_BTD.astype(self.dtype)
+
+  def logits(self, x_BTD: jnp.ndarray) -> jnp.ndarray:
+    """Tied output layer: logits `[B, T, V]` in float32."""
+    table_VD = self.table().astype(x_BTD.dtype)
+    # A 2-D matmul on flattened tokens: XLA:CPU runs its backward pass about 1.5x faster
+    # than the 3-D einsum's.
+    x_ND = x_BTD.reshape(-1, x_BTD.shape[-1])
+    logits_NV = self.numerics.einsum("nd,vd->nv", x_ND, table_VD)  # x_ND @ table_VD.T
+    return logits_NV.reshape(*x_BTD.shape[:-1], -1).astype(jnp.float32)
+
+  def step_logits(self, x_BTD: jnp.ndarray) -> jnp.ndarray:
+    """`logits` for a decoding step: the table as `[D, V]` in the operand dtype
+    (`Numerics.transposed_weights`, made once per search instead of at every step), and
+    one form of the product for any number of rows, so that a sentence's translation
+    does not depend on its batch."""
+    table_DV = self.numerics.transposed_weights(self.table())  # table_VD.T
+    return self.numerics.matmul(x_BTD, table_DV).astype(jnp.float32)  # x_BTD @ table_DV
+
+
+class MultiHeadAttention(hk.Module):
+  """Multi-head scaled dot-product attention (self, causal self, or cross).
+
+  Keys and values come in one of two layouts. Teacher forcing uses `[B, S, H, K]`
+  straight from the projection (head-major keys were not faster to train on XLA:CPU).
+  Cross-attention's keys while decoding are head-major, `[B, H, S, K]`: a decoding step
+  then contracts them in place instead of transposing all of them for every new token.
+  The self-attention cache has its own layout (`kv_cache`).
+  """
+
+  def __init__(self, num_heads: int, head_dim: int, numerics: Numerics,
+               name: str | None = None):
+    super().__init__(name=name)
+    self.num_heads, self.head_dim, self.numerics = num_heads, head_dim, numerics
+    inner = num_heads * head_dim
+    self.query, self.key, self.value, self.out = (
+        Dense(inner, numerics, name=n) for n in ("query", "key", "value", "out"))
+
+  def _split(self, x_BTD: jnp.ndarray) -> jnp.ndarray:
+    return x_BTD.reshape(*x_BTD.shape[:-1], self.num_heads, self.head_dim)
+
+  def project_kv(self, kv_BSD: jnp.ndarray, head_major: bool = False
+                 ) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """Keys and values `[B, S, H, K]`, or `[B, H, S, K]` with `head_major` (the cache)."""
+    k, v = self._split(self.key(kv_BSD)), self._split(self.value(kv_BSD))
+    if head_major:
+      k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
+    return k, v
+
+  def project_qkv(self, x_BTD: jnp.ndarray, rotation: tuple | None = None
+                  ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+    """Self-attention's queries `[B, T, H, K]` and head-major keys and values
+    `[B, H, T, K]` from one matmul with the three projections side by side (a decoding
+    step: one `[rows, D] x [D, 3D]` matmul runs faster on XLA:CPU than three `[D, D]`).
+    With `rotation` (`rotary_tables`), queries and keys are rotated (`rotary`)."""
+    d_in, inner = x_BTD.shape[-1], self.num_heads * self.head_dim
+    (wq, bq), (wk, bk), (wv, bv) = (m.params(d_in) for m in (self.query, self.key, self.value))
+    w = jnp.concatenate([wq, wk, wv], axis=1)
+    b = jnp.concatenate([bq, bk, bv]).astype(x_BTD.dtype)
+    qkv = self.numerics.matmul(x_BTD, w) + b.reshape((1,) * (x_BTD.ndim - 1) + b.shape)
+    q, k, v = (self._split(qkv[..., i * inner:(i + 1) * inner]) for i in range(3))
+    if rotation is not None:
+      q, k = rotary(q, rotation), rotary(k, rotation)
+    return q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
+
+  def attend_cache(self, x_R1D: jnp.ndarray, cache: dict, index: jnp.ndarray,
+                   parents_R: jnp.ndarray | None, rotation: tuple | None = None
+                   ) -> tuple[jnp.ndarray, dict]:
+    """One decoding position's self-attention over a layer's cache (`kv_cache.attend`:
+    the rows first moved to `parents_R`, if given). Returns `[R, 1, D]` and the cache."""
+    q_R1HK, k_RH1K, v_RH1K = self.project_qkv(x_R1D, rotation)
+    out_RHK, cache = kv_cache.attend(q_R1HK[:, 0] * (self.head_dim ** -0.5), k_RH1K[:, :, 0],
+                                     v_RH1K[:, :, 0], cache, index, parents_R)
+    return self.out(out_RHK.reshape(out_RHK.shape[0], 1, -1)), cache
+
+  def attend(self, q_BTD: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray,
+             mask: jnp.ndarray, rate: float | jax.Array | None = None,
+             probs_sink: list | None = None, head_major: bool = False) -> jnp.ndarray:
+    """Attends queries over given keys/values (laid out as `project_kv` gives them);
+    mask broadcasts to `[B, H, T, S]`; `rate`: attention dropout.
+
+    `probs_sink`, if given, receives the attention probabilities `[B, H, T, S]` (for plots).
+    """
+    return self.attend_heads(self._split(self.query(q_BTD)), k, v, mask, rate, probs_sink,
+                             head_major)
+
+  def attend_heads(self, q_BTHK: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray,
+                   mask: jnp.ndarray, rate: float | jax.Array | None = None,
+                   probs_sink: list | None = None, head_major: bool = False) -> jnp.ndarray:
+    """`attend` for queries already projected and split into heads, `[B, T, H, K]`."""
+    kv = "bhsk" if head_major else "bshk"
+    # Decoding (head-major keys) multiplies float32 operands: its few queries per sentence
+    # make these products too small for bfloat16 to pay for converting them (kv_cache).
+    einsum = self.numerics.einsum_float32 if head_major else self.numerics.einsum
+    q_BTHK = q_BTHK * (self.head_dim ** -0.5)
+    scores_BHTS = einsum(f"bthk,{kv}->bhts", q_BTHK, k).astype(jnp.float32)  # q . k
+    # finfo.min instead of -inf: a fully masked row gives a uniform distribution, not NaN.
+    scores_BHTS = jnp.where(mask, scores_BHTS, jnp.finfo(jnp.float32).min)
+    probs_BHTS = Numerics.rowwise(jax.nn.softmax, scores_BHTS)  # softmax over S
+    if probs_sink is not None:
+      probs_sink.append(probs_BHTS)
+    probs_BHTS = dropout(probs_BHTS, rate).astype(v.dtype)
+    if head_major:
+      # Decoding: with the output head-major, XLA:CPU runs the cross-attention product as
+      # one batched matmul instead of a slow strided one (beam 5 at 320 hypotheses: -6 %
+      # per step); the same sums, in another order of rounding.
+      out_BTHK = einsum("bhts,bhsk->bhtk", probs_BHTS, v).transpose(0, 2, 1, 3)
+    else:
+      out_BTHK = einsum("bhts,bshk->bthk", probs_BHTS, v)  # probs @ v
+    return self.out(out_BTHK.reshape(*out_BTHK.shape[:2], -1))
+
+  def __call__(self, q_BTD: jnp.ndarray, kv_BSD: jnp.ndarray, mask: jnp.ndarray,
+               rate: float | jax.Array | None = None, probs_sink: list | None = None,
+               rotation: tuple | None = None) -> jnp.ndarray:
+    """Args: queries `[B, T, D]`, keys/values source `[B, S, D]`, mask, attention dropout
+    `rate`; `rotation` (self-attention with rotary positions, queries and keys from one
+    sequence): the `rotary_tables` of their positions, which rotate both. Returns
+    `[B, T, D]`."""
+    k_BSHK, v_BSHK = self.project_kv(kv_BSD)
+    q_BTHK = self._split(self.query(q_BTD))
+    if rotation is not None:
+      q_BTHK, k_BSHK = rotary(q_BTHK, rotation), rotary(k_BSHK, rotation)
+    return self.attend_heads(q_BTHK, k_BSHK, v_BSHK, mask, rate, probs_sink)
+
+
+class FeedForward(hk.Module):
+  """Position-wise two-layer MLP: `outer(dropout(act(inner(x))))`."""
+
+  def __init__(self, d_model: int, d_ff: int, activation: str, numerics: Numerics,
+               name: str | None = None):
+    super().__init__(name=name)
+    self.inner = Dense(d_ff, numerics, name="inner")
+    self.outer = Dense(d_model, numerics, name="outer")
+    self.activation = jax.nn.relu if activation == "relu" else jax.nn.gelu
+
+  def __call__(self, x_BTD: jnp.ndarray, rate: float | jax.Array | None = None
+               ) -> jnp.ndarray:
+    return self.outer(dropout(self.activation(self.inner(x_BTD)), rate))

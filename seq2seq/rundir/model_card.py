@@ -1,0 +1,164 @@
+"""The run directory's README.md: a model card that says what the run is.
+
+Training writes WORKDIR/training.json at its end (data files with sizes and hashes,
+steps, epochs, minutes, machine, package version) and then the card; evaluate.py
+appends each result to WORKDIR/evaluations.jsonl and rewrites the card. The card is
+generated from those files, config.json and spm.json, so it never disagrees with them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from seq2seq import __version__
+from seq2seq.config import PRESETS, Config, DataConfig
+from seq2seq.data import data_source, textfiles
+from seq2seq.data.tokenizer import META_FILE
+from seq2seq.rundir import checkpoint
+from seq2seq.runtime import write_atomic
+
+CARD_FILE = "README.md"
+TRAINING_FILE = "training.json"
+EVALUATIONS_FILE = "evaluations.jsonl"
+
+
+def file_record(path: Path) -> dict[str, Any]:
+  h = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      h.update(block)
+  return {"file": str(path), "lines": textfiles.count_lines(path),
+          "bytes": path.stat().st_size, "sha256": h.hexdigest()}
+
+
+def data_records(data: DataConfig) -> list[dict[str, Any]]:
+  """What the run read: each local split file (lines, bytes, sha256), or the Hub data set;
+  a split the source lacks is recorded as missing (validation: held out of training)."""
+  records = []
+  for split in (data.train_split, data.val_split, data.test_split):
+    try:
+      files = data_source.local_files(data, split)
+    except textfiles.DataError:
+      files = None
+    if files is not None:
+      records += [dict(file_record(p), split=split) for p in files[1]]
+    elif data.hub and not data_source.split_path(data, split):
+      records.append({"hub": data.hub, "config": data.hub_config,
+                      "split": data.hub_split(split)})
+    else:
+      records.append({"split": split, "missing": True})
+  return records
+
+
+def machine() -> str:
+  kinds = sorted({d.device_kind for d in jax.devices()})
+  return (f"{platform.machine()}, {os.cpu_count()} CPU cores, {len(jax.devices())} "
+          f"{jax.default_backend()} device(s) ({', '.join(kinds)}), JAX {jax.__version__}")
+
+
+def record_training(workdir: Path, cfg: Config, summary: dict[str, Any]) -> None:
+  record = {"package_version": __version__, "machine": machine(),
+            "data": data_records(cfg.data), **summary}
+  write_atomic(Path(workdir) / TRAINING_FILE, json.dumps(record, indent=1))
+
+
+def record_evaluation(workdir: Path, result: dict[str, Any]) -> None:
+  path = Path(workdir) / EVALUATIONS_FILE
+  old = path.read_text() if path.exists() else ""
+  write_atomic(path, old + json.dumps(result) + "\n")
+
+
+def _read_json(path: Path, default):
+  return json.loads(path.read_text()) if path.exists() else default
+
+
+def preset_name(cfg: Config) -> str:
+  shape = lambda m: (m.d_model, m.num_heads, m.d_ff, m.encoder_layers, m.decoder_layers)
+  names = [n for n, m in PRESETS.items() if shape(m) == shape(cfg.model)]
+  return names[0] if names else "custom"
+
+
+def render(workdir: Path) -> str:
+  workdir = Path(workdir)
+  cfg = checkpoint.load_config(workdir)
+  training = _read_json(workdir / TRAINING_FILE, {})
+  spm = _read_json(workdir / META_FILE, {})
+  evaluations = [json.loads(x) for x in (workdir / EVALUATIONS_FILE).read_text().splitlines()
+                 if x.strip()] if (workdir / EVALUATIONS_FILE).exists() else []
+  m, d, t = cfg.model, cfg.data, cfg.train
+  params = sum(x.size for x in jax.tree_util.tree_leaves(checkpoint.abstract_params(m)))
+  lines = [
+      f"# {d.src_lang}→{d.tgt_lang} translation model: {workdir.name}", "",
+      f"A Transformer encoder-decoder trained with seq2seq {training.get('package_version', '?')}"
+      " (JAX and Haiku). Load it with `seq2seq.Translator.from_pretrained(PATH)` or "
+      "`seq2seq-translate --workdir PATH`.", "",
+      "## Model", "",
+      f"- preset: {preset_name(cfg)} (d_model {m.d_model}, {m.num_heads} heads, "
+      f"{m.activation} feed-forward {m.d_ff}, "
+      f"{m.encoder_layers} encoder + {m.decoder_layers} decoder layers, "
+      f"{'pre' if m.pre_norm else 'post'}-norm, {m.positional} positions, "
+      f"{'tied' if m.tied_embeddings else 'untied'} embeddings)",
+      f"- parameters: {params:,}",
+      f"- vocabulary: {m.vocab_size:,} joint SentencePiece pieces "
+      f"({spm.get('model_type', '?')}, `spm.model`)", "",
+      "## Data", "",
+  ]
+  for r in training.get("data", []):
+    if "hub" in r:
+      lines.append(f"- Hugging Face data set `{r['hub']}` {r['config']} split `{r['split']}`")
+    elif r.get("missing"):
+      lines.append(f"- {r.get('split', r.get('file'))}: not present"
+                   + (" (held out of the training pairs)" if r.get("split") == cfg.data.val_split
+                      else ""))
+    else:
+      lines.append(f"- `{r['file']}`: {r['lines']:,} lines, {r['bytes']:,} bytes, "
+                   f"sha256 `{r['sha256'][:16]}…`")
+  if t.init_from:
+    lines.append(f"- fine-tuned from `{t.init_from}` ({t.init_checkpoint} checkpoint)")
+  lines += ["", "## Training", ""]
+  if training:
+    lines += [
+        f"- {training['step']:,} updates, {training['epoch']} epochs, "
+        f"{training['elapsed_minutes']:.1f} minutes; stopped: {training['stop_reason']}",
+        f"- best validation BLEU (greedy) {training['best_bleu']:.2f} at update "
+        f"{training['best_step']:,}",
+        f"- machine: {training['machine']}",
+    ]
+  else:
+    lines.append("- not finished (no training.json yet)")
+  lines += [
+      f"- batches of {d.max_tokens:,} tokens, peak learning rate {t.learning_rate:g} "
+      f"({t.optimizer}, warmup {t.warmup_steps}), dropout {m.dropout}, label smoothing "
+      f"{t.label_smoothing}"
+      + (f", subword sampling (alpha {d.sampling_alpha:g}, n-best {d.sampling_nbest})"
+         if d.sampling_alpha else "")
+      + "; full settings in `config.json`", "",
+      "## Evaluations", "",
+  ]
+  if evaluations:
+    lines += ["| data | checkpoint | beam | alpha | BLEU | chrF | signature |",
+              "|---|---|---|---|---|---|---|"]
+    for e in evaluations:
+      bleu = f"{e['bleu']:.2f}" + (f" ({e['bleu_lc_tok']:.2f} lowercased-tokenized)"
+                                   if "bleu_lc_tok" in e else "")
+      beam = f"{e['beam']}" + (f" (stop: {e['beam_stop']})"
+                               if e.get("beam_stop", "exact") != "exact" else "")
+      lines.append(f"| {e['data']} | {e['checkpoint']} | {beam} | {e['alpha']} | {bleu} "
+                   f"| {e['chrf']:.2f} | `{e['bleu_signature']}` |")
+  else:
+    lines.append("None yet: `seq2seq-evaluate --workdir PATH --split test` adds one here.")
+  return "\n".join(lines) + "\n"
+
+
+def write(workdir: Path) -> Path:
+  path = Path(workdir) / CARD_FILE
+  write_atomic(path, render(workdir))
+  return path
+

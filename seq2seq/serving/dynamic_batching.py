@@ -1,0 +1,214 @@
+"""Dynamic batching for seq2seq-serve: the texts of concurrent requests decoded together.
+
+Every text waits in one bounded queue (`Limits.max_queue` texts; past it a request gets
+429 with a Retry-After from the measured decoding rate). A batch takes the texts that wait
+with the same search settings, oldest first, up to `Limits.max_batch`, the engine sorts
+them by length, and `workers` batches decode at once on threads (XLA:CPU and CTranslate2
+run one batch mostly on one core), while the event loop keeps reading requests. When the
+decoders are idle a lone text goes at once; while one is busy, a batch waits up to
+`Limits.max_wait_ms` for company. A request unanswered after `Limits.timeout_s` gets
+503 and its texts leave the queue. Translations do not depend on the batch they are in;
+samples do not either (a sampled request is decoded on its own, its seed its own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import itertools
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from seq2seq.serving.http_api import Limits, RequestError, Search, TranslateRequest
+
+
+class Metrics:
+  """The server's Prometheus metrics, in a registry of its own."""
+
+  def __init__(self):
+    import prometheus_client as prom
+    self.registry = prom.CollectorRegistry()
+    kw = {"registry": self.registry}
+    self.requests = prom.Counter("seq2seq_requests", "HTTP requests answered, by path and "
+                                 "status", ["path", "status"], **kw)
+    self.texts = prom.Counter("seq2seq_texts", "texts translated", **kw)
+    self.batch = prom.Histogram("seq2seq_batch_texts", "texts per decoded batch",
+                                buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), **kw)
+    self.queue = prom.Gauge("seq2seq_queue_texts", "texts waiting to be decoded", **kw)
+    self.latency = prom.Histogram("seq2seq_request_seconds", "time to answer a /translate "
+                                  "request", buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5,
+                                                      10, 30, 60), **kw)
+    self.decode = prom.Histogram("seq2seq_batch_seconds", "time to decode one batch",
+                                 buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10), **kw)
+
+  def exposition(self) -> tuple[bytes, str]:
+    import prometheus_client as prom
+    return prom.generate_latest(self.registry), prom.CONTENT_TYPE_LATEST
+
+
+@dataclasses.dataclass(eq=False)
+class Job:
+  request: TranslateRequest
+  future: asyncio.Future
+  results: list[Any]
+  remaining: int
+  number: int  # arrival order; a sampled request is batched alone
+  cancelled: bool = False
+
+
+class Batcher:
+  """Queues the texts of requests and decodes them in batches on `workers` threads."""
+
+  def __init__(self, translate: Callable[..., list], limits: Limits, metrics: Metrics,
+               workers: int = 2):
+    self.translate_fn, self.limits, self.metrics = translate, limits, metrics
+    self.pending: collections.deque[tuple[Job, int]] = collections.deque()
+    self.workers, self.busy = workers, 0
+    self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="decode")
+    self.numbers = itertools.count()
+    self.rate = 0.0  # texts/s of recent batches, for Retry-After
+    self.closing = False
+    self.task: asyncio.Task | None = None
+    self.wakeup: asyncio.Event | None = None
+    self.stats = {"requests": 0, "texts": 0, "batches": 0}  # decoded so far
+
+  def start(self) -> None:
+    self.wakeup = asyncio.Event()
+    self.task = asyncio.get_running_loop().create_task(self.run())
+
+  async def stop(self) -> None:
+    """Answers what was accepted (within timeout_s), then stops."""
+    self.closing = True
+    deadline = time.monotonic() + self.limits.timeout_s
+    while (self.pending or self.busy) and time.monotonic() < deadline:
+      await asyncio.sleep(0.05)
+    if self.task is not None:
+      self.task.cancel()
+    self.executor.shutdown(wait=False, cancel_futures=True)
+
+  def retry_after(self) -> int:
+    return max(1, math.ceil(len(self.pending) / max(self.rate, 1.0)))
+
+  async def submit(self, request: TranslateRequest) -> list[Any]:
+    """The request's results (str, or a list of alternatives, per text), or RequestError."""
+    if self.closing:
+      raise RequestError(503, "the server is shutting down", {"Retry-After": "5"})
+    if len(self.pending) + len(request.texts) > self.limits.max_queue:
+      raise RequestError(429, f"{len(self.pending)} texts are waiting, at most "
+                              f"{self.limits.max_queue}: try again later",
+                         {"Retry-After": str(self.retry_after())})
+    job = Job(request, asyncio.get_running_loop().create_future(),
+              [None] * len(request.texts), len(request.texts), next(self.numbers))
+    self.pending.extend((job, i) for i in range(len(request.texts)))
+    self.metrics.queue.set(len(self.pending))
+    self.wakeup.set()
+    try:
+      return await asyncio.wait_for(asyncio.shield(job.future), self.limits.timeout_s)
+    except asyncio.TimeoutError:
+      job.cancelled = True
+      self.pending = collections.deque(e for e in self.pending if e[0] is not job)
+      self.metrics.queue.set(len(self.pending))
+      raise RequestError(503, f"not answered within {self.limits.timeout_s:g} s (the server "
+                              "is busy): try again later",
+                         {"Retry-After": str(self.retry_after())}) from None
+
+  def take(self) -> list[tuple[Job, int]]:
+    """The next batch: the oldest text's search settings, up to max_batch texts."""
+    while self.pending and self.pending[0][0].cancelled:
+      self.pending.popleft()
+    if not self.pending:
+      return []
+    first = self.pending[0][0]
+    alone = first.request.search.sampling is not None
+    batch, rest = [], collections.deque()
+    for entry in self.pending:
+      job = entry[0]
+      fits = job is first if alone else (job.request.search == first.request.search
+                                         and not job.cancelled)
+      if fits and len(batch) < self.limits.max_batch:
+        batch.append(entry)
+      elif not job.cancelled:
+        rest.append(entry)
+    self.pending = rest
+    self.metrics.queue.set(len(self.pending))
+    return batch
+
+  async def run(self) -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+      while not self.pending or self.busy >= self.workers:
+        self.wakeup.clear()
+        await self.wakeup.wait()
+      if self.busy and len(self.pending) < self.limits.max_batch:
+        # another batch is decoding: wait a little for this one to fill
+        deadline = loop.time() + self.limits.max_wait_ms / 1000
+        while len(self.pending) < self.limits.max_batch and loop.time() < deadline:
+          self.wakeup.clear()
+          try:
+            await asyncio.wait_for(self.wakeup.wait(), deadline - loop.time())
+          except asyncio.TimeoutError:
+            break
+      batch = self.take()
+      if batch:
+        self.busy += 1
+        loop.create_task(self.decode(batch))
+
+  async def decode(self, batch: list[tuple[Job, int]]) -> None:
+    loop = asyncio.get_running_loop()
+    request = batch[0][0].request
+    texts = [job.request.texts[i] for job, i in batch]
+    prefixes = ([job.request.prefixes[i] for job, i in batch]
+                if request.search.prefixed else None)
+    first_index = batch[0][1]  # a sampled batch holds one request's texts, in order
+    started = time.perf_counter()
+    try:
+      out = await loop.run_in_executor(self.executor, lambda: self.translate_fn(
+          texts, request.search, prefixes, first_index))
+    except Exception as e:  # a failed batch fails its requests, not the server
+      for job, _ in batch:
+        if not job.future.done():
+          job.future.set_exception(e)
+      return
+    finally:
+      self.busy -= 1
+      self.wakeup.set()
+    seconds = time.perf_counter() - started
+    rate = len(texts) / max(seconds, 1e-6)
+    self.rate = 0.8 * self.rate + 0.2 * rate if self.rate else rate
+    self.metrics.batch.observe(len(texts))
+    self.metrics.decode.observe(seconds)
+    self.metrics.texts.inc(len(texts))
+    self.stats["texts"] += len(texts)
+    self.stats["batches"] += 1
+    for (job, i), result in zip(batch, out):
+      job.results[i] = result
+      job.remaining -= 1
+      if job.remaining == 0 and not job.future.done():
+        self.stats["requests"] += 1
+        job.future.set_result(job.results)
+
+  async def run_alone(self, fn: Callable[[], Any]) -> Any:
+    """Runs `fn` (an attention request) on a decoding thread."""
+    return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
+
+
+def engine_call(translator, batch_size: int
+                ) -> Callable[[list[str], Search, list[str] | None, int], list]:
+  """translate(texts, search, prefixes, first_index) on either engine: a str per text, or
+  with nbest, a list of {"text", "score"} per text. `batch_size` bounds the rows of one
+  decoding batch (its rows are the next power of two of the texts: few compiled shapes)."""
+
+  def translate(texts, search: Search, prefixes, first_index):
+    out = translator.translate(texts, beam_size=search.beam_size, alpha=search.alpha,
+                               nbest=search.nbest, batch_size=batch_size,
+                               sampling=search.sampling, first_index=first_index,
+                               prefixes=prefixes)
+    if not search.nbest:
+      return out
+    return [[{"text": h.text, "score": round(float(h.score), 4)} for h in hyps]
+            for hyps in out]
+
+  return translate

@@ -1,0 +1,244 @@
+"""The HTTP API of seq2seq-serve: limits, request bodies read and checked, the OpenAPI
+schema. Every problem with a request is a `RequestError` with a 4xx status and a message
+that names the field; nothing a client sends reaches the engine unchecked."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+from seq2seq.config import DecodeConfig
+from seq2seq.decoding.engine_io import Sampling
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+  max_texts: int = 64  # texts in one request
+  max_chars: int = 2000  # characters in one text
+  max_beam: int = 16  # beam size (and n-best) of a request
+  max_batch: int = 64  # texts decoded together
+  max_wait_ms: float = 5.0  # how long a batch waits for company while the decoders are busy
+  max_queue: int = 1024  # texts waiting; past it, 429 with Retry-After
+  max_body: int = 1_000_000  # bytes of a request body
+  timeout_s: float = 60.0  # a request still unanswered after this gets 503
+
+
+class RequestError(ValueError):
+  def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+    super().__init__(message)
+    self.status, self.headers = status, headers or {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Search:
+  """A request's search settings; requests with equal ones are decoded together."""
+
+  beam_size: int
+  alpha: float
+  nbest: int = 0  # 0: one translation per text; N: N alternatives with scores
+  sampling: Sampling | None = None
+  prefixed: bool = False
+
+
+@dataclasses.dataclass
+class TranslateRequest:
+  texts: list[str]
+  single: bool  # "text" was sent (answer "translation"), not "texts"
+  search: Search
+  prefixes: list[str] | None = None
+  attention: bool = False
+
+
+# name: (JSON schema, description). The OpenAPI schema and the check of unknown fields
+# are both made from this table.
+FIELDS: dict[str, tuple[dict, str]] = {
+    "text": ({"type": "string"}, "one text to translate (answer: translation)"),
+    "texts": ({"type": "array", "items": {"type": "string"}},
+              "several texts (answer: translations, in order)"),
+    "beam_size": ({"type": "integer", "minimum": 1}, "beam size; 1 = greedy search"),
+    "alpha": ({"type": "number", "minimum": 0, "maximum": 10},
+              "length penalty exponent of beam search"),
+    "nbest": ({"type": "integer", "minimum": 0},
+              "also return this many alternatives per text, best first, with scores "
+              "(at most beam_size; with sampling, this many samples)"),
+    "sampling": ({"type": "object", "properties": {
+        "temperature": {"type": "number", "minimum": 0, "maximum": 10},
+        "top_k": {"type": "integer", "minimum": 0},
+        "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "seed": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}},
+        "additionalProperties": False},
+        "draw from the model instead of searching; the same seed gives the same answer"),
+    "prefix": ({"type": "string"}, "with text: the translation starts with this"),
+    "prefixes": ({"type": "array", "items": {"type": "string"}},
+                 "with texts: a forced start for each text (\"\" for none)"),
+    "attention": ({"type": "boolean"},
+                  "with text, JAX engine: also return the cross-attention weights"),
+}
+
+
+def read_json(body: bytes, content_type: str | None) -> Any:
+  """The JSON value of a request body, or a RequestError saying what is wrong with it."""
+  if content_type and content_type.split(";")[0].strip().lower() != "application/json":
+    raise RequestError(415, f"Content-Type {content_type!r}: send application/json "
+                            "(curl: -H 'Content-Type: application/json')")
+  try:
+    text = body.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise RequestError(400, f"the body is not valid UTF-8 (byte {e.start})") from None
+
+  def no_constant(name):
+    raise ValueError(f"{name} is not a JSON number")
+
+  try:
+    return json.loads(text, parse_constant=no_constant)
+  except RecursionError:
+    raise RequestError(400, "the body is nested too deeply") from None
+  except ValueError as e:  # JSONDecodeError, over-long integers, NaN / Infinity
+    raise RequestError(400, f"the body is not valid JSON: {e}") from None
+
+
+def _integer(body: dict, name: str, low: int, high: int, default: int) -> int:
+  value = body.get(name, default)
+  if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+    raise RequestError(422, f"{name} must be an integer from {low} to {high}, got "
+                            f"{_show(value)}")
+  return value
+
+
+def _number(body: dict, name: str, low: float, high: float, default: float,
+            open_low: bool = False) -> float:
+  value = body.get(name, default)
+  if (isinstance(value, bool) or not isinstance(value, (int, float))
+      or not math.isfinite(value) or not (low < value if open_low else low <= value)
+      or value > high):
+    raise RequestError(422, f"{name} must be a number from {low} to {high}"
+                            f"{' (excluded)' if open_low else ''}, got {_show(value)}")
+  return float(value)
+
+
+def _show(value: Any) -> str:
+  text = json.dumps(value) if not isinstance(value, float) else repr(value)
+  return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _strings(value: Any, name: str, limits: Limits) -> list[str]:
+  if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+    raise RequestError(422, f'"{name}" must be a list of strings')
+  for i, t in enumerate(value):
+    if len(t) > limits.max_chars:
+      raise RequestError(413, f"{name} {i} has {len(t)} characters; at most "
+                              f"{limits.max_chars}")
+    try:
+      t.encode("utf-8")
+    except UnicodeEncodeError as e:
+      raise RequestError(422, f"{name} {i} is not valid Unicode: a lone surrogate "
+                              f"{t[e.start]!a} at character {e.start}") from None
+  return value
+
+
+def parse_request(body: Any, limits: Limits, defaults: DecodeConfig,
+                  engine: str = "jax") -> TranslateRequest:
+  """A /translate body checked against the limits, with the run's search defaults."""
+  if not isinstance(body, dict):
+    raise RequestError(400, "the body must be a JSON object")
+  unknown = sorted(set(body) - set(FIELDS))
+  if unknown:
+    raise RequestError(422, f"unknown field(s) {', '.join(map(_show, unknown))}; known: "
+                            f"{', '.join(FIELDS)}")
+  if ("text" in body) == ("texts" in body):
+    raise RequestError(422, 'give exactly one of "text" (a string) or "texts" (a list)')
+  single = "text" in body
+  if single and not isinstance(body["text"], str):
+    raise RequestError(422, '"text" must be a string')
+  texts = _strings([body["text"]] if single else body["texts"], "text" if single else "texts",
+                   limits)
+  if not texts:
+    raise RequestError(422, '"texts" is empty')
+  if len(texts) > limits.max_texts:
+    raise RequestError(413, f"{len(texts)} texts in one request; at most {limits.max_texts}")
+  beam = _integer(body, "beam_size", 1, limits.max_beam, defaults.beam_size)
+  alpha = _number(body, "alpha", 0, 10, defaults.alpha)
+  sampling = parse_sampling(body["sampling"]) if "sampling" in body else None
+  most = limits.max_beam if sampling else beam
+  nbest = _integer(body, "nbest", 0, most, 0)
+  prefixes = None
+  if "prefix" in body or "prefixes" in body:
+    name = "prefix" if single else "prefixes"
+    if name not in body:
+      raise RequestError(422, 'use "prefix" with "text" and "prefixes" with "texts"')
+    prefixes = _strings([body[name]] if single else body[name], name, limits)
+    if len(prefixes) != len(texts):
+      raise RequestError(422, f"{len(prefixes)} prefixes for {len(texts)} texts")
+  attention = body.get("attention", False)
+  if not isinstance(attention, bool):
+    raise RequestError(422, f"attention must be true or false, got {_show(attention)}")
+  if attention and (not single or engine != "jax" or sampling or prefixes or nbest):
+    raise RequestError(422, 'attention needs "text" (one), the JAX engine, and no '
+                            "sampling, prefix or nbest")
+  return TranslateRequest(texts, single, Search(beam, alpha, nbest, sampling,
+                                                prefixes is not None), prefixes, attention)
+
+
+def parse_sampling(value: Any) -> Sampling:
+  if not isinstance(value, dict):
+    raise RequestError(422, "sampling must be an object: {temperature, top_k, top_p, seed}")
+  unknown = sorted(set(value) - {"temperature", "top_k", "top_p", "seed"})
+  if unknown:
+    raise RequestError(422, f"unknown sampling field(s) {', '.join(map(_show, unknown))}")
+  return Sampling(temperature=_number(value, "temperature", 0, 10, 1.0),
+                  top_k=_integer(value, "top_k", 0, 1_000_000, 0),
+                  top_p=_number(value, "top_p", 0, 1, 1.0, open_low=True),
+                  seed=_integer(value, "seed", 0, 2**31 - 1, 0))
+
+
+def openapi(limits: Limits, engine: str, version: str) -> dict:
+  """The OpenAPI 3.1 description of the server's API."""
+  fields = {name: dict(schema, description=text) for name, (schema, text) in FIELDS.items()}
+  fields["texts"]["maxItems"] = limits.max_texts
+  fields["beam_size"]["maximum"] = limits.max_beam
+  alternative = {"type": "object", "properties": {"text": {"type": "string"},
+                                                   "score": {"type": "number"}}}
+  error = {"description": "the problem, named", "content": {"application/json": {
+      "schema": {"type": "object", "properties": {"error": {"type": "string"}}}}}}
+  answer = {"type": "object", "properties": {
+      "translation": {"type": "string"},
+      "translations": {"type": "array", "items": {"type": "string"}},
+      "alternatives": {"description": "with nbest: for text, a list; for texts, a list of "
+                                      "lists", "type": "array",
+                       "items": {"anyOf": [alternative, {"type": "array",
+                                                         "items": alternative}]}},
+      "attention": {"type": "object", "properties": {
+          "source": {"type": "array", "items": {"type": "string"}},
+          "target": {"type": "array", "items": {"type": "string"}},
+          "weights": {"type": "array", "items": {"type": "array",
+                                                 "items": {"type": "number"}}}}}}}
+  json_answer = lambda schema, text: {"description": text, "content": {
+      "application/json": {"schema": schema}}}
+  return {
+      "openapi": "3.1.0",
+      "info": {"title": "seq2seq-serve", "version": version,
+               "description": f"Translation with a seq2seq model ({engine} engine)."},
+      "paths": {
+          "/translate": {"post": {
+              "summary": "Translate one text or several",
+              "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                  "type": "object", "properties": fields, "additionalProperties": False,
+                  "oneOf": [{"required": ["text"]}, {"required": ["texts"]}]}}}},
+              "responses": {
+                  "200": json_answer(answer, "the translations"),
+                  **{str(code): error for code in (400, 413, 415, 422, 429, 503)}}}},
+          "/health": {"get": {"summary": "Ready (200) once the model is loaded and compiled; "
+                              "503 before", "responses": {
+                                  "200": json_answer({"type": "object"}, "ready"),
+                                  "503": json_answer({"type": "object"}, "starting")}}},
+          "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {
+              "200": {"description": "text exposition format",
+                      "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+          "/openapi.json": {"get": {"summary": "this document", "responses": {
+              "200": json_answer({"type": "object"}, "OpenAPI 3.1")}}},
+          "/": {"get": {"summary": "a page to try the model", "responses": {
+              "200": {"description": "HTML", "content": {"text/html": {}}}}}},
+      },
+  }

@@ -1,0 +1,255 @@
+"""HTTP server: seq2seq-serve --workdir RUN | --engine ctranslate2 --model EXPORT_DIR.
+
+Starlette under uvicorn (`pip install 'seq2seq-haiku[serve]'`); docs/serving.md.
+
+  GET  /               a page to try the model (n-best, cross-attention for JAX)
+  POST /translate      {"text": "..."} -> {"translation": "..."}
+                       {"texts": [...]} -> {"translations": [...]}; optional beam_size,
+                       alpha, nbest, sampling {temperature, top_k, top_p, seed},
+                       prefix / prefixes, attention (serve_api.FIELDS)
+  GET  /health         200 {"status": "ready", ...} once loaded and compiled; 503 before
+  GET  /metrics        Prometheus metrics (requests, texts, batch sizes, queue, latency)
+  GET  /openapi.json   the API's OpenAPI 3.1 schema
+
+Concurrent requests are decoded in batches (serve_batcher.py). Every bad request gets a
+4xx JSON {"error": "..."} naming the problem; a full queue gets 429 with Retry-After.
+Each answered request is logged as one JSON line on stdout (logger seq2seq.serve.access);
+diagnostics go to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from seq2seq import __version__
+from seq2seq.serving.dynamic_batching import Batcher, Metrics, engine_call
+from seq2seq.serving.http_api import Limits, RequestError, openapi, parse_request, read_json
+from seq2seq.vocab import EOS_ID
+
+log = logging.getLogger("seq2seq.serve")
+access_log = logging.getLogger("seq2seq.serve.access")
+
+WARM_UP = "A man in a blue shirt is standing on a ladder cleaning windows."
+
+
+def warm_up(translator, limits: Limits, longest: int = 64) -> float:
+  """Compiles, before /health says ready, the searches the server runs first: batches of
+  1 or max_batch rows (`Translator.row_sizes`) of every length bucket up to `longest`
+  pieces, at the default search settings, two at a time; then starts compiling the row
+  counts between (2, 4, ... max_batch / 2) on a thread, each taken into use once all its
+  lengths are compiled, so that a batch of a few texts stops paying for max_batch rows.
+  Kept in the XLA cache, a restart loads them in seconds. Returns the seconds it took."""
+  started = time.perf_counter()
+  if not hasattr(translator, "lower_searches"):  # CTranslate2 compiles nothing
+    translator.translate([WARM_UP])
+    return time.perf_counter() - started
+  translator.row_sizes = tuple(sorted({1, limits.max_batch}))
+  compile_rows(translator, translator.row_sizes, limits.max_batch, longest)
+  translator.translate([WARM_UP], batch_size=limits.max_batch)
+  between = [1 << k for k in range(1, limits.max_batch.bit_length())
+             if 1 << k < limits.max_batch]  # 2, 4, ... below max_batch
+  if between:
+    threading.Thread(target=add_row_sizes, args=(translator, between, limits.max_batch,
+                                                 longest), daemon=True,
+                     name="compile-rows").start()
+  return time.perf_counter() - started
+
+
+def compile_rows(translator, rows: Sequence[int], batch_size: int, longest: int) -> None:
+  """Compiles the searches of `rows`-row batches of every length bucket up to `longest`."""
+  pieces = translator.encode([WARM_UP])[0][:-1]
+  sources = [np.append(np.resize(pieces, length - 1), EOS_ID).astype(np.int32)
+             for length in translator.buckets.boundaries if length <= longest]
+  lowered = [lowered for src in sources for r in rows
+             for lowered in translator.lower_searches([src] * r, batch_size=batch_size,
+                                                      row_sizes=(r,))]
+  with ThreadPoolExecutor(2) as pool:
+    list(pool.map(lambda lower: lower.compile(), lowered))
+
+
+def add_row_sizes(translator, rows: Sequence[int], batch_size: int, longest: int) -> None:
+  """Compiles each row count in turn and adds it to the translator's row sizes."""
+  started = time.perf_counter()
+  for r in rows:
+    compile_rows(translator, [r], batch_size, longest)
+    translator.row_sizes = tuple(sorted({*translator.row_sizes, r}))
+  log.info("compiled batches of %s rows too, in %.1f s", ", ".join(map(str, rows)),
+           time.perf_counter() - started)
+
+
+class Server:
+  """The app's state: the translator (once loaded), its batcher and metrics."""
+
+  def __init__(self, limits: Limits, info: dict[str, Any], workers: int):
+    self.limits, self.info, self.workers = limits, info, workers
+    self.metrics = Metrics()
+    self.translator = None
+    self.batcher: Batcher | None = None
+    self.failed: str | None = None
+
+  def ready(self, translator) -> None:
+    self.translator = translator
+    self.batcher = Batcher(engine_call(translator, self.limits.max_batch), self.limits,
+                           self.metrics, self.workers)
+    self.batcher.start()
+
+  @property
+  def engine(self) -> str:
+    return self.info.get("engine", "jax")
+
+  async def translate(self, request) -> dict[str, Any]:
+    if self.batcher is None:
+      raise RequestError(503, self.failed or "the model is loading", {"Retry-After": "5"})
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > self.limits.max_body:
+      raise RequestError(413, f"the body has {length} bytes; at most {self.limits.max_body}")
+    body = bytearray()
+    async for chunk in request.stream():
+      body += chunk
+      if len(body) > self.limits.max_body:
+        raise RequestError(413, f"the body exceeds {self.limits.max_body} bytes")
+    req = parse_request(read_json(bytes(body), request.headers.get("content-type")),
+                        self.limits, self.translator.decode_cfg, self.engine)
+    if req.prefixes:  # checked here: a bad one must not fail the batch it would join
+      most = self.translator.model_cfg.max_len - 2
+      for i, ids in enumerate(self.translator.tokenizer.encode(req.prefixes)):
+        if len(ids) > most:
+          raise RequestError(422, f"prefix {i} has {len(ids)} pieces; at most {most}")
+    if req.attention:
+      from seq2seq.decoding.attention import attention
+      text, source, target, weights = await self.batcher.run_alone(
+          lambda: attention(self.translator, req.texts[0], req.search.beam_size))
+      return {"translation": text, "attention": {
+          "source": source, "target": target, "weights": weights.round(4).tolist()}}
+    out = await self.batcher.submit(req)
+    if req.search.nbest:
+      best = [alternatives[0]["text"] if alternatives else "" for alternatives in out]
+      return ({"translation": best[0], "alternatives": out[0]} if req.single
+              else {"translations": best, "alternatives": out})
+    return {"translation": out[0]} if req.single else {"translations": out}
+
+  def health(self) -> tuple[int, dict[str, Any]]:
+    status = "ready" if self.batcher else ("failed" if self.failed else "loading")
+    stats = self.batcher.stats if self.batcher else {}
+    rows = list(getattr(self.translator, "row_sizes", ()))  # JAX: the compiled batch rows
+    return (200 if self.batcher else 503), {"status": status, **self.info, **stats,
+                                            "queue": len(self.batcher.pending)
+                                            if self.batcher else 0, "batch_rows": rows}
+
+
+class AccessLog:
+  """ASGI middleware: one JSON line per answered request, and the requests counter."""
+
+  PATHS = ("/", "/translate", "/health", "/metrics", "/openapi.json")
+
+  def __init__(self, app, server: Server):
+    self.app, self.server = app, server
+
+  async def __call__(self, scope, receive, send):
+    if scope["type"] != "http":
+      return await self.app(scope, receive, send)
+    started, status = time.perf_counter(), [500]
+
+    async def send_status(message):
+      if message["type"] == "http.response.start":
+        status[0] = message["status"]
+      await send(message)
+
+    try:
+      await self.app(scope, receive, send_status)
+    finally:
+      path = scope["path"]
+      self.server.metrics.requests.labels(path if path in self.PATHS else "other",
+                                          str(status[0])).inc()
+      client = scope.get("client") or ("", 0)
+      access_log.info(json.dumps({
+          "time": round(time.time(), 3), "client": client[0], "method": scope["method"],
+          "path": path, "status": status[0],
+          "ms": round(1000 * (time.perf_counter() - started), 1),
+          "texts": scope.get("texts", 0)}))
+
+
+def create_app(translator=None, limits: Limits | None = None, info: dict | None = None,
+               load: Callable[[], Any] | None = None, workers: int = 2):
+  """The Starlette app serving `translator`, or the one `load()` returns (called on a
+  thread at start-up; /health answers 503 until it has)."""
+  from starlette.applications import Starlette
+  from starlette.responses import HTMLResponse, JSONResponse, Response
+  from starlette.routing import Route
+
+  limits = limits or Limits()
+  server = Server(limits, dict(info or {}), workers)
+
+  async def translate(request):
+    started = time.perf_counter()
+    try:
+      answer, status, headers = await server.translate(request), 200, {}
+    except RequestError as e:
+      answer, status, headers = {"error": str(e)}, e.status, e.headers
+    except Exception as e:  # noqa: BLE001 - a bug, answered and logged, never a hang
+      log.exception("translate failed")
+      answer, status, headers = {"error": f"internal error: {type(e).__name__}"}, 500, {}
+    server.metrics.latency.observe(time.perf_counter() - started)
+    request.scope["texts"] = (len(answer["translations"]) if "translations" in answer
+                              else int("translation" in answer))  # for the access log
+    return JSONResponse(answer, status_code=status, headers=headers)
+
+  async def health(request):
+    status, body = server.health()
+    return JSONResponse(body, status_code=status)
+
+  async def metrics(request):
+    body, content_type = server.metrics.exposition()
+    return Response(body, media_type=content_type)
+
+  async def schema(request):
+    return JSONResponse(openapi(limits, server.engine, __version__))
+
+  async def page(request):
+    html = resources.files("seq2seq.serving").joinpath("static/index.html").read_text("utf-8")
+    return HTMLResponse(html)
+
+  async def not_found(request, exc):
+    return JSONResponse({"error": f"no route {request.method} {request.url.path}; see GET "
+                                  "/openapi.json"}, status_code=exc.status_code)
+
+  @contextlib.asynccontextmanager
+  async def lifespan(app):
+    loading = None
+    if translator is not None:
+      server.ready(translator)
+    else:
+      async def load_then_serve():
+        try:
+          server.ready(await asyncio.get_running_loop().run_in_executor(None, load))
+          log.info("ready: %s", json.dumps(server.info))
+        except Exception as e:  # noqa: BLE001 - reported by /health and every request
+          server.failed = f"the model failed to load: {e}"
+          log.exception("loading failed")
+      loading = asyncio.get_running_loop().create_task(load_then_serve())
+    yield
+    if loading is not None:
+      loading.cancel()
+    if server.batcher is not None:
+      await server.batcher.stop()
+
+  app = Starlette(routes=[Route("/", page, methods=["GET"]),
+                          Route("/translate", translate, methods=["POST"]),
+                          Route("/health", health, methods=["GET"]),
+                          Route("/metrics", metrics, methods=["GET"]),
+                          Route("/openapi.json", schema, methods=["GET"])],
+                  exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan)
+
+  app.add_middleware(AccessLog, server=server)
+  app.state.server = server
+  return app

@@ -1,0 +1,180 @@
+"""`--config auto`: a recipe chosen for the corpus, the training minutes and the machine.
+
+`plan` turns three measurements into settings by the rules of docs/recipe.md ("The
+automatic recipe"): the training pairs (after cleaning) and their mean target length,
+the minutes (`train.max_minutes`, 60 when not given), and the machine's speed, the time
+of a transformer layer's products (`speed_probe.layer_product_seconds`), from which it
+estimates the updates the minutes buy. The rules start from the Multi30k recipe (29,000
+pairs, measured in dozens of runs) and scale what the measurements showed to depend on
+the run's length and the corpus's size. A field given on the command line is never
+changed; a resumed run reuses the plan saved in its directory (`recipe.json`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import ml_collections
+import numpy as np
+
+from seq2seq.config import PRESETS, Config
+from seq2seq.model import flops
+from seq2seq.runtime import write_atomic
+
+log = logging.getLogger("seq2seq.train")
+
+PLAN_FILE = "recipe.json"
+DEFAULT_MINUTES = 60.0
+# Seconds of a `compact` update of 2,048 tokens per second of the probe's layer products
+# (bfloat16 or float32, whichever the machine runs faster), validation and checkpoints
+# included: 0.219 s at a 3.40 ms probe in the hand recipe's 10-minute run on 10,000 pairs
+# (bench/results.jsonl rows of kind `auto` record the probe and the updates of each run).
+UPDATE_COST = 65.0
+# The run's compilation, taken off the budget: it overlaps the first updates but takes
+# their cores; 10-minute runs lost 107-170 s of updates to it (14-19 programs).
+COMPILE_SECONDS = 150.0
+CHARS_PER_PIECE = 4.4  # a joint unigram vocabulary of ~8,000 pieces on English/German
+REAL_FRACTION = 0.86  # real (unpadded) tokens of a bucketed batch
+
+
+@dataclasses.dataclass
+class Measurements:
+  pairs: int  # training pairs after cleaning
+  mean_target_chars: float  # mean characters of a target sentence
+  minutes: float  # train.max_minutes
+  probe_seconds: float  # a layer's products in the faster operand dtype
+  word_types: int = 1_000_000  # distinct space-separated words of both sides (sampled)
+
+
+def _round_to(x: float, step: int) -> int:
+  return int(step * round(x / step))
+
+
+def estimated_updates(m: Measurements, preset: str, max_tokens: int) -> int:
+  """Updates that `m.minutes` buy for `preset` at `max_tokens` per batch."""
+  typical = max(int(m.mean_target_chars / CHARS_PER_PIECE) + 1, 2)
+  cost = (flops.train_flops(PRESETS[preset], typical, typical)
+          / flops.train_flops(PRESETS["compact"], typical, typical))
+  seconds = m.probe_seconds * UPDATE_COST * cost * max_tokens / 2048
+  return max(int((m.minutes * 60 - COMPILE_SECONDS) / seconds), 1)
+
+
+def planned_epochs(m: Measurements, updates: int, max_tokens: int) -> float:
+  pieces = m.pairs * (m.mean_target_chars / CHARS_PER_PIECE + 1)
+  return updates * max_tokens * REAL_FRACTION / pieces
+
+
+def plan(m: Measurements) -> tuple[dict[str, Any], dict[str, str]]:
+  """({"section.field": value}, {"section.field": why}) for the measurements."""
+  preset, why_preset = "compact", ("below 300,000 pairs (on 29,000 pairs `small` trained "
+                                   "1.7x slower per token and lost)")
+  if m.pairs >= 3_000_000 and estimated_updates(m, "base", 4096) >= 100_000:
+    preset, why_preset = "base", "3 million pairs or more and 100,000 updates in the time"
+  elif m.pairs >= 300_000 and estimated_updates(m, "small", 4096) >= 20_000:
+    preset, why_preset = "small", "300,000 pairs or more and 20,000 updates in the time"
+  model = PRESETS[preset]
+  max_tokens = 2048 if preset == "compact" else 4096
+  updates = estimated_updates(m, preset, max_tokens)
+  epochs = planned_epochs(m, updates, max_tokens)
+  vocab = min(max(_round_to(8000 * math.sqrt(m.pairs / 29_000), 1000), 2000), 32_000)
+  # SentencePiece cannot make more pieces than a small corpus has: at most twice its words
+  vocab = min(vocab, max(100 * (2 * m.word_types // 100), 100))
+  strong = preset == "compact"  # the recipe's regularisation below 300,000 pairs
+  # a save and a validation each cost seconds: in 10-minute runs, saving every 25 and
+  # validating every 175 updates cost 8 % of the updates (bench/results.jsonl, kind auto)
+  checkpoint_every = min(max(_round_to(updates / 100, 25), 100), 1000)
+  eval_every = checkpoint_every * max(round(updates / 6 / checkpoint_every), 1)
+  short = (800, 200) if preset == "compact" else (4000, 800)
+  choices: dict[str, tuple[Any, str]] = {
+      "model.d_model": (model.d_model, f"the `{preset}` preset: {why_preset}"),
+      "model.num_heads": (model.num_heads, f"the `{preset}` preset"),
+      "model.d_ff": (model.d_ff, f"the `{preset}` preset"),
+      "model.encoder_layers": (model.encoder_layers, f"the `{preset}` preset"),
+      "model.decoder_layers": (model.decoder_layers, f"the `{preset}` preset"),
+      "model.vocab_size": (vocab, "8,000 x sqrt(pairs / 29,000), to 1,000, within 2,000-"
+                           "32,000 and at most twice the distinct words (8,000 was best on "
+                           "29,000 pairs; 4,000 and 6,000 lost)"),
+      "model.positional": ("rotary", "more learned per update than sinusoidal"),
+      "model.matmul_dtype": ("auto", "bfloat16 operands where this CPU runs them faster"),
+      "model.dropout": (0.2 if strong else 0.1, "the recipe's 0.2 for `compact` (0.1 lost "
+                        "to it in 10-minute runs at 7-25 epochs), the usual 0.1 for larger "
+                        f"models and corpora; {epochs:.0f} planned epochs"),
+      "train.label_smoothing": (0.2 if strong else 0.1, "as dropout"),
+      "train.dropout_ramp_steps": (max(_round_to(0.3 * updates, 25), 3000),
+                                   "30 % of the planned updates, at least the recipe's "
+                                   "3,000: a short run never reaches full dropout"),
+      "data.sampling_alpha": (0.5 if m.pairs <= 500_000 else 0.0,
+                              "subword sampling up to 500,000 pairs (it holds the text "
+                              "in memory)"),
+      "data.max_tokens": (max_tokens, "2,048 for `compact` (1,024 and 4,096 lost), 4,096 "
+                          "for larger models"),
+      "train.loss_chunk": (512, "the same loss, faster"),
+      "train.learning_rate": (round(4e-3 * math.sqrt(128 / model.d_model), 5),
+                              "4e-3 at width 128, scaled by 1 / sqrt(width)"),
+      "train.warmup_steps": (min(max(_round_to(updates / 5, 25), short[1]), short[0]),
+                             f"a fifth of the planned updates, within {short[1]}-"
+                             f"{short[0]}"),
+      "train.lr_schedule": ("inverse_sqrt", "linear decay tied, at a fixed length"),
+      "train.max_steps": (1_000_000, "the minutes end the run"),
+      "train.max_minutes": (m.minutes, "the time given"),
+      "train.checkpoint_every": (checkpoint_every, "a hundredth of the planned updates, "
+                                  "100 at least (a save costs ~0.5 s)"),
+      "train.keep_checkpoints": (10, "the last 10 are averaged"),
+      "train.average_last": (10, "averaging 5, 20, 30 or 40 tied or lost"),
+      "train.eval_every": (eval_every, "about 6 validations per run (each a greedy "
+                           "pass over the validation set)"),
+      "decode.beam_size": (5, "beams 8 and 12 tied at up to 2.4x the time"),
+      "decode.alpha": (1.3, "tuned on Multi30k val; bench/tune_decoding.py tunes yours"),
+  }
+  return ({k: v for k, (v, _) in choices.items()}, {k: w for k, (_, w) in choices.items()})
+
+
+def measure_corpus(cfg: Config, workdir: Path) -> tuple[int, float, int]:
+  """(training pairs after cleaning, mean target characters and distinct words of both
+  sides of up to 20,000 of them)."""
+  from seq2seq.data import corpus
+  ds = corpus.training_pairs(cfg, workdir)
+  rows = np.random.default_rng([cfg.data.seed, 3]).choice(len(ds), min(len(ds), 20_000),
+                                                          replace=False)
+  sample = ds.select(np.sort(rows))
+  words = {w for side in ("src", "tgt") for text in sample[side] for w in text.split()}
+  return len(ds), float(np.mean([len(t) for t in sample["tgt"]])), len(words)
+
+
+def complete(cfg: ml_collections.ConfigDict, given: set[str], workdir: Path) -> None:
+  """Sets every field the plan chooses that the command line did not give."""
+  path = Path(workdir) / PLAN_FILE
+  if path.is_file():
+    saved = json.loads(path.read_text())
+    choices, reasons, summary = saved["choices"], saved["reasons"], "this run's plan"
+  else:
+    from seq2seq.numerics import speed_probe
+    from seq2seq.training import distributed
+    minutes = cfg.train.max_minutes if "train.max_minutes" in given else DEFAULT_MINUTES
+    pairs, chars, words = measure_corpus(Config.from_dict(cfg), Path(workdir))
+    seconds = speed_probe.layer_product_seconds()
+    probe = min(seconds.values())
+    probe = distributed.agree_int(int(probe * 1e7)) / 1e7  # process 0's measurement
+    m = Measurements(pairs, chars, minutes, probe, words)
+    choices, reasons = plan(m)
+    updates = estimated_updates(m, "compact", 2048)
+    summary = (f"{pairs:,} pairs of {chars:.0f} target characters on average, "
+               f"{minutes:g} minutes, a layer's products in {probe * 1e3:.2f} ms: about "
+               f"{updates:,} compact updates, {planned_epochs(m, updates, 2048):.0f} epochs")
+    if distributed.is_primary():
+      path.parent.mkdir(parents=True, exist_ok=True)
+      write_atomic(path, json.dumps({"measurements": dataclasses.asdict(m),
+                                     "choices": choices, "reasons": reasons}, indent=1))
+  log.info("--config auto: %s", summary)
+  for name, value in choices.items():
+    section, field = name.split(".")
+    if name in given:
+      log.info("  %s=%r (given)", name, cfg[section][field])
+      continue
+    cfg[section][field] = type(cfg[section][field])(value)
+    log.info("  %s=%r: %s", name, value, reasons[name])

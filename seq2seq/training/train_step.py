@@ -1,0 +1,188 @@
+"""The training and evaluation steps: pure functions of (state, batch), and their jitted,
+data-parallel form over a mesh of every device of every process.
+
+"Step" means one optimizer update. With `train.grad_accum_steps = k` an update adds up
+the gradients of the summed loss over k micro-batches and divides by their target
+tokens, so it equals one update over a batch holding all of their rows (up to float
+rounding). Dropout keys are `fold_in(fold_in(key, step), micro_batch)`, so a resumed run
+makes the same updates as one that was not interrupted.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Iterator, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from seq2seq.config import Config, TrainConfig
+from seq2seq.data.input_pipeline import Batch
+from seq2seq.model.transformer import Model, shift_right
+from seq2seq.training import distributed
+from seq2seq.training.loss import SUM_KEYS, loss_sums, output_loss_sums
+from seq2seq.training.optimizer import learning_rate_schedule, make_optimizer
+
+log = logging.getLogger("seq2seq.train")
+
+
+class TrainState(NamedTuple):
+  step: jnp.ndarray  # [] int32: optimizer updates done
+  params: Any
+  opt_state: Any
+
+
+def dropout_scale(step, ramp_steps: int):
+  """The factor on the dropout rates at update `step` (traced): a linear ramp from 0 to 1
+  over the first `ramp_steps` updates, then 1; None without a ramp."""
+  if not ramp_steps:
+    return None
+  return jnp.minimum(jnp.asarray(step, jnp.float32) / ramp_steps, 1.0)
+
+
+def loss_and_grads(model: Model, cfg: TrainConfig, params, batch: Batch, step, rng):
+  """Gradient of the summed label-smoothed loss of `batch`, and its sums (`SUM_KEYS`)."""
+
+  def loss_fn(p):
+    args = dict(rng=rng, is_training=True, src_segments_BS=batch.src_segments,
+                tgt_segments_BT=batch.tgt_segments,
+                dropout_scale=dropout_scale(step, cfg.dropout_ramp_steps))
+    tgt_in = shift_right(batch.tgt, batch.tgt_segments)
+    if cfg.loss_chunk:
+      x, w, b = model.apply_features(p, batch.src, tgt_in, **args)
+      sums = output_loss_sums(x, w, b, batch.tgt, cfg.label_smoothing, cfg.loss_chunk,
+                              model.numerics.operand_dtype)
+    else:
+      sums = loss_sums(model.apply(p, batch.src, tgt_in, **args), batch.tgt,
+                       cfg.label_smoothing)
+    return sums["loss"], sums
+
+  return jax.grad(loss_fn, has_aux=True)(params)
+
+
+def apply_gradients(optimizer: optax.GradientTransformation, schedule: optax.Schedule,
+                    state: TrainState, grad_sums, sums) -> tuple[TrainState, dict]:
+  """One optimizer update from summed gradients and loss sums (divided by the tokens). A
+  non-finite loss or gradient leaves the state untouched; the host stops the run."""
+  grads = jax.tree_util.tree_map(lambda g: g / jnp.maximum(sums["tokens"], 1.0), grad_sums)
+  updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+  params = optax.apply_updates(state.params, updates)
+  grad_norm = optax.tree.norm(grads)
+  ok = jnp.isfinite(sums["loss"]) & jnp.isfinite(grad_norm)
+  keep = lambda new, old: jax.tree_util.tree_map(lambda n, o: jnp.where(ok, n, o), new, old)
+  new_state = TrainState(state.step + 1, keep(params, state.params),
+                         keep(opt_state, state.opt_state))
+  return new_state, dict(sums, grad_norm=grad_norm, finite=ok, lr=schedule(state.step))
+
+
+def train_step(model: Model, optimizer: optax.GradientTransformation,
+               schedule: optax.Schedule, cfg: TrainConfig, base_key: jax.Array,
+               state: TrainState, batch: Batch) -> tuple[TrainState, dict]:
+  """One update on one batch: (new state, metrics: the loss sums, grad_norm, finite, lr)."""
+  rng = jax.random.fold_in(jax.random.fold_in(base_key, state.step), 0)
+  grads, sums = loss_and_grads(model, cfg, state.params, batch, state.step, rng)
+  return apply_gradients(optimizer, schedule, state, grads, {k: sums[k] for k in SUM_KEYS})
+
+
+def add_micro_batch(model: Model, cfg: TrainConfig, base_key: jax.Array, acc, params,
+                    batch: Batch, step, micro) -> tuple[Any, dict]:
+  """(gradient sums, loss sums) `acc` plus those of micro-batch `micro` of update `step`."""
+  rng = jax.random.fold_in(jax.random.fold_in(base_key, step), micro)
+  grads, sums = loss_and_grads(model, cfg, params, batch, step, rng)
+  acc_grads, acc_sums = acc
+  return (jax.tree_util.tree_map(jnp.add, acc_grads, grads),
+          {k: acc_sums[k] + sums[k] for k in SUM_KEYS})
+
+
+def eval_step(model: Model, smoothing: float, params, batch: Batch) -> dict:
+  """The loss sums of one batch, teacher-forced, without dropout."""
+  logits = model.apply(params, batch.src, shift_right(batch.tgt))
+  return loss_sums(logits, batch.tgt, smoothing)
+
+
+class DataParallelSteps:
+  """`train_step`, `add_micro_batch` + `apply_gradients`, and `eval_step`, jitted over a
+  1-D "data" mesh of every device of every process (`jax.devices()`): batches split by
+  rows, the state replicated."""
+
+  def __init__(self, cfg: Config, model: Model, devices=None):
+    if cfg.train.loss_chunk < 0:
+      raise ValueError(f"train.loss_chunk must be >= 0 (0 = all logits at once), got "
+                       f"{cfg.train.loss_chunk}")
+    self.cfg, self.model = cfg, model
+    self.optimizer = make_optimizer(cfg.train)
+    schedule = learning_rate_schedule(cfg.train)
+    self.mesh = Mesh(np.array(devices or jax.devices()), ("data",))
+    self.batch_sharding = NamedSharding(self.mesh, P("data"))
+    self.replicated = NamedSharding(self.mesh, P())
+    key = jax.random.PRNGKey(cfg.train.seed)
+    out2 = (self.replicated, self.replicated)
+    self.train_step = jax.jit(
+        functools.partial(train_step, model, self.optimizer, schedule, cfg.train, key),
+        donate_argnums=0, out_shardings=out2)
+    self.add_micro_batch = jax.jit(functools.partial(add_micro_batch, model, cfg.train, key),
+                                   donate_argnums=0, out_shardings=out2)
+    self.apply_gradients = jax.jit(functools.partial(apply_gradients, self.optimizer, schedule),
+                                   donate_argnums=0, out_shardings=out2)
+    self.eval_step = jax.jit(functools.partial(eval_step, model, cfg.train.label_smoothing),
+                             out_shardings=self.replicated)
+    # Zeroed gradient and loss sums, made on the devices (replicated over every process).
+    self.zero_sums = jax.jit(
+        lambda params: (jax.tree_util.tree_map(jnp.zeros_like, params),
+                        {k: jnp.zeros((), jnp.float32) for k in SUM_KEYS}),
+        out_shardings=self.replicated)
+
+  @property
+  def num_devices(self) -> int:
+    return self.mesh.devices.size
+
+  def init_state(self) -> TrainState:
+    dummy = jnp.ones((1, 8), jnp.int32)
+    params = self.model.init(jax.random.PRNGKey(self.cfg.train.seed), dummy, dummy)
+    state = TrainState(jnp.zeros((), jnp.int32), params, self.optimizer.init(params))
+    return jax.device_put(state, self.replicated)
+
+  def put_batch(self, batch: Batch) -> Batch:
+    """This process's rows of a global batch (all of it with one process) -> global
+    device arrays with rows split across the mesh."""
+    rows = batch.src.shape[0] * jax.process_count()
+    return distributed.global_batch(batch, self.batch_sharding, rows)
+
+  def update(self, state: TrainState, batches: list[Batch]) -> tuple[TrainState, dict]:
+    """One optimizer update over the micro-batches `batches` (host batches)."""
+    if len(batches) == 1:
+      return self.train_step(state, self.put_batch(batches[0]))
+    acc = self.zero_sums(state.params)
+    for micro, batch in enumerate(batches):
+      acc = self.add_micro_batch(acc, state.params, self.put_batch(batch), state.step, micro)
+    return self.apply_gradients(state, *acc)
+
+  def lower_updates(self, state: TrainState, templates: list[Batch], micro_batches: int = 1
+                    ) -> Iterator[tuple[str, jax.stages.Lowered]]:
+    """(name, program) of the update for each batch shape of `templates`, traced and
+    lowered (with micro-batches: their gradient, the zeroed sums and the update)."""
+    if micro_batches == 1:
+      for b in templates:
+        yield self.program_names(b, 1)[0], self.train_step.lower(state, self.put_batch(b))
+      return
+    acc = jax.eval_shape(self.zero_sums, state.params)
+    acc = jax.tree_util.tree_map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self.replicated), acc)
+    for b in templates:
+      yield self.program_names(b, 2)[0], self.add_micro_batch.lower(
+          acc, state.params, self.put_batch(b), state.step, 0)
+    yield "zeroed sums", self.zero_sums.lower(state.params)
+    yield "update", self.apply_gradients.lower(state, *acc)
+
+  @staticmethod
+  def program_names(batch: Batch, micro_batches: int) -> list[str]:
+    """The names `lower_updates` gives the programs an update of `batch`'s shape runs."""
+    shape = "x".join(map(str, batch.src.shape[:1] + batch.tgt.shape[1:]))
+    if micro_batches == 1:
+      return [f"update {shape}"]
+    return [f"gradient {shape}", "zeroed sums", "update"]

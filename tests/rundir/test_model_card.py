@@ -1,0 +1,55 @@
+"""The run directory's README.md model card, written by training and updated by evaluation."""
+
+import dataclasses
+import hashlib
+import json
+
+import jax
+
+from seq2seq import Translator, __version__
+from seq2seq.rundir import checkpoint, model_card
+from seq2seq.training import metrics
+
+from conftest import run_cli
+from helpers import SAMPLE, tiny_config
+
+
+def test_training_writes_a_card_that_matches_the_run(trained_run):
+  card = (trained_run / "README.md").read_text()
+  training = json.loads((trained_run / "training.json").read_text())
+  last = [r for r in metrics.read(trained_run) if r["kind"] == "train"][-1]
+  assert training["step"] == last["step"] == 300
+  assert f"{training['step']:,} updates, {last['epoch']} epochs" in card
+  cfg = checkpoint.load_config(trained_run)
+  params = Translator.from_pretrained(trained_run).params
+  count = sum(x.size for x in jax.tree_util.tree_leaves(params))
+  assert f"parameters: {count:,}" in card
+  assert f"vocabulary: {cfg.model.vocab_size:,} joint SentencePiece pieces" in card
+  digest = hashlib.sha256((SAMPLE / "train.en").read_bytes()).hexdigest()
+  lines = len((SAMPLE / "train.en").read_text().splitlines())
+  assert f"train.en`: {lines:,} lines" in card and digest[:16] in card
+  assert f"seq2seq {__version__}" in card and "machine: " in card
+
+
+def test_evaluation_adds_a_row_with_its_settings_and_signature(trained_run):
+  before = (trained_run / "README.md").read_text().count("nrefs:1|")
+  proc = run_cli("evaluate.py", "--workdir", trained_run, "--split", "val", "--beam", "2",
+                 "--alpha", "0.8")
+  result = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+  card = (trained_run / "README.md").read_text()
+  assert card.count("nrefs:1|") == before + 1
+  row = f"| val | best | 2 | 0.8 | {result['bleu']:.2f} | {result['chrf']:.2f} | `{result['bleu_signature']}` |"
+  assert row in card
+  assert json.loads((trained_run / "evaluations.jsonl").read_text().splitlines()[-1])["data"] == "val"
+
+
+def test_card_names_subword_sampling_when_on(tmp_path):
+  cfg = tiny_config(SAMPLE)
+  for alpha in (0.0, 0.3):
+    run = tmp_path / f"alpha{alpha}"
+    run.mkdir()
+    checkpoint.save_config(run, dataclasses.replace(cfg, data=dataclasses.replace(
+        cfg.data, sampling_alpha=alpha)))
+    card = model_card.render(run)  # a run that has not finished: only its settings
+    assert ("subword sampling (alpha 0.3, n-best -1)" in card) == bool(alpha), card
+    assert "dropout 0.1, label smoothing 0.1" in card

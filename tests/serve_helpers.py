@@ -1,0 +1,88 @@
+"""Helpers of the server tests: start seq2seq-serve on a free loopback port, talk to it."""
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+from helpers import ROOT
+
+
+def free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def start_server(*args, timeout: float = 300):
+  """(process, url) of a server started with `args`, once /health says ready. Its output
+  goes to a file (a pipe nobody reads would fill and stop it); `stop_server` returns it."""
+  port = free_port()
+  log = tempfile.TemporaryFile()
+  proc = subprocess.Popen([sys.executable, "-m", "seq2seq.cli.serve", *map(str, args),
+                           "--port", str(port)], cwd=ROOT, stdout=log,
+                          stderr=subprocess.STDOUT)
+  proc.log = log
+  url = f"http://127.0.0.1:{port}"
+  deadline = time.time() + timeout
+  while True:
+    try:
+      if get(url + "/health")[0] == 200:
+        return proc, url
+    except OSError:
+      pass
+    if proc.poll() is not None or time.time() > deadline:
+      proc.kill()
+      proc.wait()
+      log.seek(0)
+      raise AssertionError("server did not start:\n" + log.read().decode()[-3000:])
+    time.sleep(0.3)
+
+
+def wait_for_all_batch_rows(url, max_batch: int = 64, timeout: float = 600) -> None:
+  """Waits until a JAX server has compiled its batches of every row count (1, 2, 4, ...
+  max_batch), which it does on a thread after it says ready."""
+  want = [1 << k for k in range(max_batch.bit_length())]
+  deadline = time.time() + timeout
+  while get(url + "/health")[1]["batch_rows"] != want:
+    assert time.time() < deadline, get(url + "/health")[1]
+    time.sleep(0.5)
+
+
+def stop_server(proc) -> str:
+  """Stops the server with SIGTERM (as a service manager does); returns its log."""
+  proc.send_signal(signal.SIGTERM)
+  proc.wait(timeout=120)
+  proc.log.seek(0)
+  return proc.log.read().decode()
+
+
+def get(url):
+  try:
+    with urllib.request.urlopen(url, timeout=60) as r:
+      return r.status, json.loads(r.read())
+  except urllib.error.HTTPError as e:
+    return e.code, json.loads(e.read())
+
+
+def post(url, body, raw: bytes | None = None, content_type="application/json",
+         timeout: float = 300, headers: dict | None = None):
+  """(status, JSON answer) of POST /translate; with `headers`, the answer's go there
+  (names in lower case)."""
+  data = raw if raw is not None else json.dumps(body).encode()
+  request = urllib.request.Request(url + "/translate", data=data,
+                                   headers={"Content-Type": content_type})
+  try:
+    with urllib.request.urlopen(request, timeout=timeout) as r:
+      if headers is not None:
+        headers.update((k.lower(), v) for k, v in r.headers.items())
+      return r.status, json.loads(r.read())
+  except urllib.error.HTTPError as e:
+    if headers is not None:
+      headers.update((k.lower(), v) for k, v in e.headers.items())
+    return e.code, json.loads(e.read())

@@ -1,0 +1,188 @@
+"""Export to CTranslate2: the converted model computes what the JAX model computes."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import sacrebleu
+
+from seq2seq.data.textfiles import read_lines
+from seq2seq.decoding.translator import Translator
+from seq2seq.rundir import checkpoint
+from seq2seq.serving import export
+from seq2seq.training.trainer import train
+
+from conftest import run_cli
+from helpers import SAMPLE, tiny_config
+
+pytest.importorskip("ctranslate2", reason="CTranslate2 is the optional [ctranslate2] extra")
+
+SOURCES = read_lines(SAMPLE / "test.en")
+REFERENCES = read_lines(SAMPLE / "test.de")
+
+
+@pytest.fixture(scope="module")
+def exported(trained_run, tmp_path_factory):
+  """The trained tiny run exported as float32 and int8."""
+  root = tmp_path_factory.mktemp("ct2")
+  return {q: export.export_ctranslate2(trained_run, root / q, quantization=q)
+          for q in ("float32", "int8")}
+
+
+def _same_tokens(a, b) -> float:
+  return np.mean([x[0].ids == y[0].ids for x, y in zip(a, b)])
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_float32_outputs_equal_the_jax_engine(trained_run, exported, beam):
+  jax_t = Translator.load(trained_run)
+  ct2_t = Translator.load(exported["float32"], engine="ctranslate2")
+  # alpha 0: both rank hypotheses by log-probability (their length penalties differ)
+  a = jax_t.translate(SOURCES, beam_size=beam, alpha=0.0, nbest=1)
+  b = ct2_t.translate(SOURCES, beam_size=beam, alpha=0.0, nbest=1)
+  assert _same_tokens(a, b) >= 0.99
+  # scores agree wherever the outputs do (a float32 near-tie may send one line elsewhere)
+  same = [(x[0].score, y[0].score) for x, y in zip(a, b) if x[0].ids == y[0].ids]
+  np.testing.assert_allclose(*zip(*same), atol=2e-3)
+
+
+def test_ctranslate2_mbr_choice_is_among_its_beam(exported):
+  """decode.mbr with the CTranslate2 engine: each output is mbr.choose's pick of that
+  engine's own W hypotheses."""
+  from seq2seq.decoding import mbr
+  plain = Translator.load(exported["float32"], engine="ctranslate2")
+  chosen = Translator.load(exported["float32"], engine="ctranslate2", mbr="bleu")
+  nbest = plain.translate(SOURCES[:30], beam_size=4, nbest=4)
+  for hyps, text in zip(nbest, chosen.translate(SOURCES[:30], beam_size=4)):
+    assert text == hyps[mbr.choose([h.text for h in hyps], [h.score for h in hyps])].text
+
+
+def test_forced_scores_equal_the_jax_engine(trained_run, exported):
+  jax_t = Translator.load(trained_run)
+  ct2_t = Translator.load(exported["float32"], engine="ctranslate2")
+  a, b = jax_t.score(SOURCES, REFERENCES), ct2_t.score(SOURCES, REFERENCES)
+  assert [x.tokens for x in a] == [x.tokens for x in b]
+  np.testing.assert_allclose([x.logprob for x in a], [x.logprob for x in b], rtol=1e-4,
+                             atol=1e-3)
+
+
+def test_int8_bleu_is_within_a_point_of_float32(exported):
+  # the same search (CTranslate2's, the run's alpha) on both: only the weights differ
+  best = {q: [n[0] for n in Translator.load(path, engine="ctranslate2").translate(
+              SOURCES, beam_size=4, nbest=1)] for q, path in exported.items()}
+  bleu = {q: sacrebleu.corpus_bleu([h.text for h in hyps], [REFERENCES]).score
+          for q, hyps in best.items()}
+  # quantization changed the model (its scores; on some CPUs not a single output line)...
+  scores = {q: np.array([h.score for h in hyps]) for q, hyps in best.items()}
+  assert np.abs(scores["int8"] - scores["float32"]).max() > 1e-3
+  assert abs(bleu["int8"] - bleu["float32"]) <= 1.0  # ...but not the quality
+
+
+# Every option away from the tiny preset's (pre-norm, tied, sinusoidal, ReLU, float32,
+# which the other tests export) in two runs: each run costs a training's compilation.
+@pytest.mark.parametrize("option", [
+    dict(pre_norm=False, tied_embeddings=False, positional="learned", activation="gelu"),
+    dict(positional="rotary", matmul_dtype="bfloat16")])
+@pytest.mark.slow
+def test_every_architecture_option_converts(tmp_path, option):
+  cfg = tiny_config(SAMPLE, max_steps=2)
+  cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, **option))
+  train(cfg, tmp_path / "run")
+  out = export.export_ctranslate2(tmp_path / "run", tmp_path / "ct2", checkpoint_name="latest")
+  jax_t = Translator.load(tmp_path / "run", "latest")
+  ct2_t = Translator.load(out, engine="ctranslate2")
+  sources, targets = SOURCES[:16], REFERENCES[:16]
+  # bfloat16 matmul operands are a compute setting of the JAX engine; the exported float32
+  # weights score within its rounding.
+  rtol = 2e-2 if option.get("matmul_dtype") == "bfloat16" else 1e-4
+  np.testing.assert_allclose([x.logprob for x in jax_t.score(sources, targets)],
+                             [x.logprob for x in ct2_t.score(sources, targets)], rtol=rtol,
+                             atol=1e-3)
+
+
+@pytest.fixture(scope="module")
+def rotary_run(tmp_path_factory):
+  """The tiny model with rotary positions trained 300 updates, and its float32 export."""
+  root = tmp_path_factory.mktemp("rotary")
+  cfg = tiny_config(SAMPLE, max_steps=300, checkpoint_every=100)
+  train(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, positional="rotary")),
+        root / "run")
+  return root / "run", export.export_ctranslate2(root / "run", root / "ct2", "latest")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("beam", [1, 4])
+def test_rotary_outputs_equal_the_jax_engine(rotary_run, beam):
+  # Rotary positions in search: each new decoder query and key is rotated by its step,
+  # in both engines (forced scores of whole targets are compared above).
+  run, out = rotary_run
+  a = Translator.load(run, "latest").translate(SOURCES, beam_size=beam, alpha=0.0, nbest=1)
+  b = Translator.load(out, engine="ctranslate2").translate(SOURCES, beam_size=beam, alpha=0.0,
+                                                          nbest=1)
+  assert _same_tokens(a, b) >= 0.99
+  same = [(x[0].score, y[0].score) for x, y in zip(a, b) if x[0].ids == y[0].ids]
+  np.testing.assert_allclose(*zip(*same), atol=2e-3)
+
+
+def test_options_without_a_conversion_are_refused_by_name():
+  @dataclasses.dataclass(frozen=True)
+  class Future(type(tiny_config(SAMPLE).model)):
+    rotary: bool = True
+  with pytest.raises(export.ExportError, match="rotary"):
+    export.check_supported(Future())
+  cfg = dataclasses.replace(tiny_config(SAMPLE).model)
+  object.__setattr__(cfg, "positional", "alibi")  # what a newer config could hold
+  with pytest.raises(export.ExportError, match="positional='alibi'"):
+    export.check_supported(cfg)
+
+
+def test_the_export_records_its_source(trained_run, exported):
+  info = json.loads((exported["int8"] / export.EXPORT_FILE).read_text())
+  assert info["quantization"] == "int8" and info["checkpoint"] == "best"
+  assert info["spm_fingerprint"] == checkpoint.load_tokenizer(trained_run).fingerprint()
+  assert (exported["int8"] / "spm.model").read_bytes() == (trained_run / "spm.model").read_bytes()
+
+
+def test_cli_export_then_translate_with_either_engine(trained_run, tmp_path):
+  out = tmp_path / "ct2"
+  run_cli("-m", "seq2seq.cli.export", "--workdir", trained_run, "--format", "ctranslate2",
+          "--output", out)
+  again = run_cli("-m", "seq2seq.cli.export", "--workdir", trained_run, "--output", out,
+                  check=False)
+  assert again.returncode != 0 and b"--force" in again.stderr
+  text = "".join(s + "\n" for s in SOURCES[:12]).encode()
+  jax_out = run_cli("translate.py", "--workdir", trained_run, "--beam", "1", input_bytes=text)
+  ct2_out = run_cli("translate.py", "--engine", "ctranslate2", "--workdir", out, "--beam", "1",
+                    input_bytes=text)
+  assert ct2_out.stdout == jax_out.stdout
+  # the other modes of translate.py work with the engine too
+  pairs = "".join(f"{s}\t{t}\n" for s, t in zip(SOURCES[:5], REFERENCES[:5])).encode()
+  scored = run_cli("translate.py", "--engine", "ctranslate2", "--workdir", out, "--score",
+                   input_bytes=pairs).stdout.decode().splitlines()
+  assert len(scored) == 5 and all(float(line.split("\t")[0]) < 0 for line in scored)
+  prefixed = run_cli("translate.py", "--engine", "ctranslate2", "--workdir", out, "--prefix",
+                     "--beam", "2", input_bytes=f"{SOURCES[0]}\tZwei Katzen\n".encode())
+  assert prefixed.stdout.decode().startswith("Zwei Katzen")
+  nbest = run_cli("translate.py", "--engine", "ctranslate2", "--workdir", out, "--beam", "3",
+                  "--nbest", "3", input_bytes=text[:text.index(b"\n") + 1])
+  assert [line.split(" ||| ")[0] for line in nbest.stdout.decode().splitlines()] == ["0"] * 3
+
+
+def test_a_run_directory_is_not_an_export(trained_run, tmp_path):
+  proc = run_cli("translate.py", "--engine", "ctranslate2", "--workdir", trained_run,
+                 input_bytes=b"A dog.\n", check=False)
+  assert proc.returncode != 0 and b"seq2seq-export" in proc.stderr
+  with pytest.raises(ValueError, match="ensembles need the JAX engine"):
+    Translator.load([trained_run, trained_run], engine="ctranslate2")
+
+
+def test_evaluate_scores_an_export_like_its_run(trained_run, exported):
+  args = ("--src", SAMPLE / "test.en", "--ref", SAMPLE / "test.de", "--beam", "1")
+  jax_run = run_cli("evaluate.py", "--workdir", trained_run, *args)
+  ct2_run = run_cli("evaluate.py", "--engine", "ctranslate2", "--workdir", exported["float32"],
+                    *args)
+  last_json = lambda proc: json.loads(proc.stdout.decode().strip().splitlines()[-1])
+  a, b = last_json(jax_run), last_json(ct2_run)
+  assert b["engine"] == "ctranslate2" and b["bleu"] == pytest.approx(a["bleu"], abs=0.5)
+  assert not (exported["float32"] / "evaluations.jsonl").exists()  # an export is not a run

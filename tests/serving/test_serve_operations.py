@@ -1,0 +1,160 @@
+"""seq2seq-serve as it is deployed: the CTranslate2 engine behind it, overload (429 with
+Retry-After, memory flat, healthy after), a graceful shutdown that answers what it
+accepted, and the page, driven in a real headless browser."""
+
+import os
+import shutil
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from seq2seq import Translator
+from seq2seq.data.textfiles import read_lines
+
+from helpers import SAMPLE
+from serve_helpers import get, post, start_server, stop_server, wait_for_all_batch_rows
+
+pytestmark = pytest.mark.slow  # each test trains, kills or restarts processes
+
+SOURCES = read_lines(SAMPLE / "test.en")[:64]
+
+
+def rss_mb(pid: int) -> float:
+  for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    if line.startswith("VmRSS:"):
+      return int(line.split()[1]) / 1024
+  raise AssertionError("no VmRSS")
+
+
+def test_overload_gets_429_with_retry_after_never_a_5xx_and_memory_stays_flat(trained_run):
+  """Counted and timed, on the loopback: the sustainable rate measured with 4 clients,
+  then 4x as many clients sending requests as fast as they are answered for 8 s."""
+  proc, url = start_server("--workdir", trained_run, "--max-queue", "32", "--decoders", "1")
+  try:
+    texts = SOURCES[:4]
+
+    def client(stop_at: float, outcomes: list):
+      while time.time() < stop_at:
+        headers: dict = {}
+        try:
+          status, _ = post(url, {"texts": texts}, headers=headers, timeout=60)
+        except OSError as e:  # a dropped connection: never expected
+          outcomes.append(("dropped", repr(e)))
+          continue
+        outcomes.append((status, headers.get("retry-after")))
+        if status == 429:
+          time.sleep(0.05)
+
+    def load(clients: int, seconds: float) -> list:
+      outcomes: list = []
+      stop_at = time.time() + seconds
+      threads = [threading.Thread(target=client, args=(stop_at, outcomes))
+                 for _ in range(clients)]
+      for t in threads:
+        t.start()
+      for t in threads:
+        t.join()
+      return outcomes
+
+    wait_for_all_batch_rows(url)  # compiling them grows the memory; the queue must not
+    sustainable = load(4, 4.0)
+    assert {s for s, _ in sustainable} == {200}
+    before = rss_mb(proc.pid)
+    overload = load(64, 8.0)
+    statuses = [s for s, _ in overload]
+    assert set(statuses) <= {200, 429}, [o for o in overload if o[0] not in (200, 429)][:3]
+    assert statuses.count(429) > 0 and statuses.count(200) > 0
+    assert all(retry and int(retry) >= 1 for s, retry in overload if s == 429)
+    assert rss_mb(proc.pid) - before < 100  # the queue is bounded: no growth with the load
+    status, health = get(url + "/health")
+    assert status == 200 and health["queue"] == 0
+    assert post(url, {"text": SOURCES[0]})[0] == 200
+  finally:
+    stop_server(proc)
+
+
+def test_sigterm_answers_every_accepted_request_then_exits(trained_run):
+  proc, url = start_server("--workdir", trained_run, "--decoders", "1")
+  with ThreadPoolExecutor(16) as pool:
+    answers = [pool.submit(post, url, {"texts": SOURCES[i:i + 4]}) for i in range(16)]
+    time.sleep(0.3)  # accepted, most still waiting in the queue
+    proc.send_signal(signal.SIGTERM)
+    results = [a.result() for a in answers]
+  assert [status for status, _ in results] == [200] * 16
+  proc.wait(timeout=120)
+  # uvicorn shuts down gracefully, then re-raises the signal for the default exit status
+  assert proc.returncode in (0, -signal.SIGTERM)
+  proc.log.seek(0)
+  assert b"Traceback" not in proc.log.read()
+
+
+@pytest.fixture(scope="module")
+def exported(trained_run, tmp_path_factory):
+  pytest.importorskip("ctranslate2", reason="CTranslate2 is the optional [ctranslate2] extra")
+  from seq2seq.serving import export
+  return export.export_ctranslate2(trained_run, tmp_path_factory.mktemp("ct2") / "model")
+
+
+def test_the_ctranslate2_engine_serves_what_its_translator_gives(exported):
+  proc, url = start_server("--engine", "ctranslate2", "--model", exported)
+  try:
+    t = Translator.load(exported, engine="ctranslate2")
+    status, body = post(url, {"texts": SOURCES[:6], "beam_size": 4, "nbest": 2})
+    expected = t.translate(SOURCES[:6], beam_size=4, nbest=2)
+    assert status == 200 and body["translations"] == [h[0].text for h in expected]
+    assert [[a["text"] for a in alts] for alts in body["alternatives"]] == [
+        [h.text for h in hyps] for hyps in expected]
+    assert post(url, {"text": SOURCES[0]}) == (200, {"translation": t.translate(SOURCES[0])})
+    status, body = post(url, {"text": SOURCES[0], "attention": True})
+    assert status == 422 and "the JAX engine" in body["error"]
+    assert get(url + "/health")[1]["engine"] == "ctranslate2"
+  finally:
+    stop_server(proc)
+
+
+def chromium() -> str:
+  path = os.environ.get("SEQ2SEQ_CHROMIUM") or shutil.which("chromium") or shutil.which(
+      "chromium-browser")
+  if not path:
+    pytest.skip("no chromium to drive (Debian: apt-get install chromium; .ci/run does)")
+  return path
+
+
+def test_the_page_translates_in_a_headless_browser_as_the_api_does(server_for_page):
+  playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a test extra")
+  url, translator = server_for_page
+  lines = [SOURCES[0], SOURCES[1]]
+  with playwright.sync_playwright() as p:
+    browser = p.chromium.launch(executable_path=chromium(), headless=True,
+                                args=["--no-sandbox"])
+    try:
+      page = browser.new_page()
+      page.goto(url + "/")
+      page.fill("#source", "\n".join(lines))
+      page.fill("#beam", "4")
+      page.fill("#nbest", "3")
+      page.check("#attention")
+      page.click("#go")
+      page.wait_for_selector("table.attention", timeout=120_000)
+      shown = page.inner_text("#output").split("\n")
+      alternatives = page.locator("li.alternative").count()
+      rows = page.locator("table.attention tbody tr").count()
+      assert page.inner_text("#error") == ""
+    finally:
+      browser.close()
+  status, body = post(url, {"texts": lines, "beam_size": 4, "nbest": 3})
+  assert shown == body["translations"] == translator.translate(lines, beam_size=4)
+  assert alternatives == 6
+  status, body = post(url, {"text": lines[0], "beam_size": 4, "attention": True})
+  assert rows == len(body["attention"]["target"])
+
+
+@pytest.fixture(scope="module")
+def server_for_page(trained_run):
+  proc, url = start_server("--workdir", trained_run)
+  yield url, Translator.load(trained_run)
+  stop_server(proc)

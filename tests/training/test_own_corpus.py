@@ -1,0 +1,127 @@
+"""A user's own corpus end to end: a TSV file and a pair of plain files each train,
+evaluate and translate with one command each; `--config auto` plans by its rules."""
+
+import json
+
+import pytest
+
+from seq2seq.cli import parsing
+from seq2seq.config import default_config
+from seq2seq.data.textfiles import read_lines
+from seq2seq.numerics import speed_probe
+from seq2seq.training import auto_recipe
+
+from conftest import run_cli
+from helpers import SAMPLE
+
+pytestmark = pytest.mark.slow  # each test trains, kills or restarts processes
+
+FAST = ["--config", "tiny", "--config.data.dir=", "--config.model.encoder_layers=1",
+        "--config.model.decoder_layers=1", "--config.train.max_steps=30",
+        "--config.train.eval_every=30", "--config.train.checkpoint_every=30",
+        "--config.train.log_every=10"]
+
+
+def test_a_tsv_file_trains_evaluates_and_translates_with_one_command_each(tmp_path):
+  src, tgt = read_lines(SAMPLE / "train.en"), read_lines(SAMPLE / "train.de")
+  rows = [f"{s}\t{t}" for s, t in zip(src, tgt)] + ["", "Same\tsame",
+      "A dog.\tEin sehr großer brauner Hund rennt schnell über die grüne Wiese im Park."]
+  (tmp_path / "pairs.tsv").write_text("\n".join(rows) + "\n", "utf-8")
+  run = tmp_path / "run"
+  run_cli("train.py", *FAST, "--workdir", run, f"--config.data.train_path={tmp_path}/pairs.tsv")
+  report = json.loads((run / "data_report.json").read_text())
+  assert report["pairs"] == len(src) + 3 and report["removed"]["empty"] == 1
+  assert report["removed"]["copy"] == 1 and report["removed"]["ratio"] == 1
+  unique = len(set(zip(src, tgt)))
+  assert report["kept"] == unique and report["heldout"]["pairs"] == unique // 10
+  heldout = [json.loads(x) for x in (run / "heldout.jsonl").read_text().splitlines()]
+  assert len(heldout) == unique // 10
+  out = run_cli("evaluate.py", "--workdir", run, "--split", "val", "--beam", "2")
+  result = json.loads(out.stdout.decode().strip().splitlines()[-1])
+  assert result["bleu"] >= 0 and len(read_lines(result["hypotheses"])) == len(heldout)
+  out = run_cli("translate.py", "--workdir", run, input_bytes=b"A dog runs.\nA cat sleeps.\n")
+  assert len(out.stdout.decode().splitlines()) == 2
+  card = (run / "README.md").read_text()
+  assert "held out of the training pairs" in card
+
+
+def test_a_pair_of_plain_files_trains_evaluates_and_translates(tmp_path):
+  run = tmp_path / "run"
+  test_tsv = tmp_path / "test.tsv"
+  test_tsv.write_text("".join(f"{s}\t{t}\n" for s, t in zip(
+      read_lines(SAMPLE / "test.en")[:20], read_lines(SAMPLE / "test.de")[:20])), "utf-8")
+  run_cli("train.py", *FAST, "--workdir", run,
+          f"--config.data.train_path={SAMPLE}/train.en,{SAMPLE}/train.de",
+          f"--config.data.val_path={SAMPLE}/val.en,{SAMPLE}/val.de",
+          f"--config.data.test_path={test_tsv}")
+  assert not (run / "heldout.jsonl").exists()
+  out = run_cli("evaluate.py", "--workdir", run, "--split", "test")
+  result = json.loads(out.stdout.decode().strip().splitlines()[-1])
+  assert len(read_lines(result["hypotheses"])) == 20
+  out = run_cli("translate.py", "--workdir", run, input_bytes=b"A dog runs.\n")
+  assert len(out.stdout.decode().splitlines()) == 1
+
+
+def test_a_broken_corpus_is_one_line_naming_file_and_line(tmp_path):
+  (tmp_path / "bad.tsv").write_text("a\tb\nno tab\n")
+  proc = run_cli("train.py", *FAST, "--workdir", tmp_path / "run",
+                 f"--config.data.train_path={tmp_path}/bad.tsv", check=False)
+  assert proc.returncode == 1
+  assert f"error: {tmp_path}/bad.tsv, line 2: expected 2 tab-separated" in proc.stderr.decode()
+  assert b"Traceback" not in proc.stderr
+
+
+def measured(pairs, minutes, updates_wanted=None, chars=71.0):
+  """Measurements whose probe makes `minutes` buy `updates_wanted` compact updates."""
+  probe = 0.004
+  if updates_wanted:
+    probe = (minutes * 60 - auto_recipe.COMPILE_SECONDS) / updates_wanted / auto_recipe.UPDATE_COST
+  return auto_recipe.Measurements(pairs, chars, minutes, probe)
+
+
+def test_the_plan_gives_the_hand_recipe_back_at_its_own_point():
+  """29,000 pairs and an hour that buys ~10,000 updates: configs/multi30k.py's settings."""
+  choices, reasons = auto_recipe.plan(measured(29_000, 60, 10_000))
+  assert set(choices) == set(reasons)
+  module, _ = parsing.load_config_module("multi30k")
+  hand = module.get_config()
+  differ = {}
+  for name, value in choices.items():
+    section, field = name.split(".")
+    if hand[section][field] != value:
+      differ[name] = (hand[section][field], value)
+  # the same but for when it validates and the (unreachable) step limit
+  assert set(differ) == {"train.eval_every", "train.max_steps"}, differ
+
+
+@pytest.mark.parametrize("pairs, minutes, updates, expect", [
+    (10_000, 10, 1_300, {"model.vocab_size": 5000, "model.dropout": 0.2,
+                         "train.dropout_ramp_steps": 3000, "train.warmup_steps": 250,
+                         "train.checkpoint_every": 100}),
+    (29_000, 10, 1_300, {"model.vocab_size": 8000, "model.dropout": 0.2}),
+    (1_000_000, 600, 200_000, {"model.d_model": 256, "model.vocab_size": 32_000,
+                              "model.dropout": 0.1,
+                              "data.sampling_alpha": 0.0, "data.max_tokens": 4096}),
+    (5_000_000, 6000, 5_000_000, {"model.d_model": 512, "train.warmup_steps": 4000}),
+])
+def test_the_plan_follows_size_and_time(pairs, minutes, updates, expect):
+  choices, _ = auto_recipe.plan(measured(pairs, minutes, updates))
+  assert {k: choices[k] for k in expect} == expect
+
+
+def test_given_fields_are_kept_and_a_resumed_run_reuses_its_plan(tmp_path, monkeypatch):
+  monkeypatch.setattr(speed_probe, "layer_product_seconds", lambda: {"float32": 0.004})
+  cfg = default_config("compact")
+  cfg.data.dir = str(SAMPLE)
+  cfg.model.dropout = 0.3
+  auto_recipe.complete(cfg, {"model.dropout"}, tmp_path)
+  plan = json.loads((tmp_path / auto_recipe.PLAN_FILE).read_text())
+  assert cfg.model.dropout == 0.3 and plan["measurements"]["pairs"] == 500
+  # the sample's few words cap the vocabulary (SentencePiece could not make 2,000 pieces)
+  assert cfg.model.vocab_size == plan["choices"]["model.vocab_size"] < 2000
+  monkeypatch.setattr(speed_probe, "layer_product_seconds", lambda: pytest.fail("measured again"))
+  again = default_config("compact")
+  again.data.dir = str(SAMPLE)
+  auto_recipe.complete(again, set(), tmp_path)
+  assert again.train.warmup_steps == cfg.train.warmup_steps
+  assert again.model.dropout == plan["choices"]["model.dropout"] != 0.3
