@@ -9,12 +9,13 @@ import argparse
 import dataclasses
 import logging
 import sys
+import threading
 
 from seq2seq import runtime
 from seq2seq.cli import parsing
 from seq2seq.rundir import checkpoint
 from seq2seq.serving.http_api import Limits
-from seq2seq.serving.http_server import access_log, create_app, log, warm_up
+from seq2seq.serving.http_server import access_log, create_app, follow_checkpoint, log, warm_up
 
 
 def parser() -> argparse.ArgumentParser:
@@ -26,6 +27,10 @@ def parser() -> argparse.ArgumentParser:
   parsing.add_search_flags(p)
   p.add_argument("--host", default="127.0.0.1", help="address to listen on")
   p.add_argument("--port", type=int, default=8080, help="port to listen on")
+  p.add_argument("--reload-every", type=float, default=0, metavar="SECONDS",
+                 help="JAX engine, --checkpoint best, latest, averaged or ema: every SECONDS, "
+                 "serve the newest complete checkpoint of that kind (a run that is "
+                 "training writes new ones); 0: keep the one loaded at start")
   p.add_argument("--decoders", type=int, default=2, help="batches decoded at once, each on "
                  "a thread (one per core suits XLA:CPU and CTranslate2)")
   for f in dataclasses.fields(Limits):
@@ -61,10 +66,20 @@ def main(argv=None) -> None:
   access_log.addHandler(to_stdout)
   access_log.propagate = False
 
+  if args.reload_every < 0:
+    p.error("--reload-every must be 0 (never) or a number of seconds")
+  if args.reload_every and (args.engine != "jax" or args.checkpoint not in checkpoint.KINDS):
+    p.error("--reload-every needs the JAX engine and --checkpoint "
+            f"{', '.join(checkpoint.KINDS)}")
+  info = {"engine": args.engine, "model": args.workdir, "checkpoint": args.checkpoint}
+
   def load():
     translator, settings = parsing.load_translator(args)
     translator.decode_cfg = settings  # the flags are the default of every request
     log.info("compiled the batch shapes in %.1f s", warm_up(translator, limits))
+    if args.reload_every:
+      follow_checkpoint(translator, args.workdir, args.checkpoint, args.reload_every, info,
+                        threading.Event())
     return translator
 
   if args.engine == "jax":  # a wrong directory is an error now, not a failed /health
@@ -72,7 +87,6 @@ def main(argv=None) -> None:
       checkpoint.load_config(args.workdir)
     except checkpoint.CheckpointError as e:
       sys.exit(f"error: {e}")
-  info = {"engine": args.engine, "model": args.workdir, "checkpoint": args.checkpoint}
   logging.getLogger("uvicorn").setLevel(logging.WARNING)
   logging.getLogger("uvicorn.access").disabled = True  # ours is seq2seq.serve.access
   uvicorn.run(create_app(None, limits, info, load=load, workers=args.decoders),

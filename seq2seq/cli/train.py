@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 from seq2seq import recipes, runtime
 from seq2seq.cli import parsing
 from seq2seq.data import textfiles, tokenizer
-from seq2seq.rundir import checkpoint
+from seq2seq.rundir import checkpoint, lock
 from seq2seq.training import distributed
 
 
@@ -70,12 +71,19 @@ def main(argv=None) -> None:
     parsing.usage_error(prog, e)
   from seq2seq.training.trainer import train  # JAX's backend starts only after the cluster is set
 
+  # Held before the automatic recipe writes its plan: one writer per run directory.
+  writer = (lock.training_lock(args.workdir) if distributed.is_primary()
+            else contextlib.nullcontext())
   try:
-    if hasattr(cfg_module, "complete"):  # it measures the machine: after the cluster
-      Path(args.workdir).mkdir(parents=True, exist_ok=True)
-      runtime.setup_run_logging(Path(args.workdir), to_file=distributed.is_primary())
-      cfg = parsing.training_config(args.config, overrides, args.workdir)
-    summary = train(cfg, args.workdir)
+    with writer:
+      if hasattr(cfg_module, "complete"):  # it measures the machine: after the cluster
+        Path(args.workdir).mkdir(parents=True, exist_ok=True)
+        runtime.setup_run_logging(Path(args.workdir), to_file=distributed.is_primary())
+        cfg = parsing.training_config(args.config, overrides, args.workdir)
+      summary = train(cfg, args.workdir)
+  except lock.RunLocked as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(1)
   except (textfiles.DataError, checkpoint.CheckpointError, tokenizer.TokenizerMismatchError,
           FloatingPointError, ValueError) as e:
     logging.getLogger("seq2seq").error("%s", e)

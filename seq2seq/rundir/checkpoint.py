@@ -26,6 +26,7 @@ import logging
 import os
 import shutil
 import sys
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,9 @@ log = logging.getLogger(__name__)
 logging.getLogger("absl").setLevel(logging.WARNING)  # orbax logs every save at INFO
 
 CONFIG_FILE = "config.json"
+SWAP_WAITS, SWAP_WAIT_S = 50, 0.1  # how long a reader waits for a writer's swap: 5 s
+READ_ATTEMPTS = 5  # reads of a named checkpoint replaced under its reader
+
 KINDS = ("latest", "best", "averaged", "ema")
 
 
@@ -203,11 +207,18 @@ def _writing(kind: str, step: int, root: Path, size: int, previous: Path | None)
 
 
 def steps_in(root: Path) -> list[int]:
-  """The complete checkpoint steps in `root`, oldest first (after `recover`)."""
-  recover(root)
-  if not root.is_dir():
+  """The complete checkpoint steps in `root`, oldest first. Reads only: a swap that a
+  killed writer left half done is finished by the next writer (`recover`), never here."""
+  try:
+    names = [p.name for p in root.iterdir()] if root.is_dir() else []
+  except FileNotFoundError:  # removed while listed
     return []
-  return sorted(int(p.name) for p in root.iterdir() if p.name.isdigit() and p.is_dir())
+  return sorted(int(n) for n in names if n.isdigit() and (root / n).is_dir())
+
+
+def _swapping(root: Path) -> bool:
+  """Whether a writer is between the two renames of a swap (`_write_step`)."""
+  return root.is_dir() and (any(root.glob(".*.new")) or any(root.glob(".*.old")))
 
 
 def _primary() -> bool:
@@ -235,6 +246,7 @@ def recover(root: Path) -> None:
 def _write_step(root: Path, kind: str, step: int, items: dict[str, Any], size: int) -> Path:
   """Writes the one checkpoint of `kind` at root/STEP: completely, beside the one it
   replaces (a step directory of the same or another number), then swapped in."""
+  recover(root)  # the writer finishes what a killed writer left
   old_steps = steps_in(root)
   previous = root / str(old_steps[-1]) if old_steps else None
   final, staging, old = root / str(step), root / f".{step}.new", root / f".{step}.old"
@@ -342,6 +354,11 @@ def checkpoint_path(workdir: str | os.PathLike, name: str) -> Path:
   if name in KINDS:
     root = Path(workdir) / "checkpoints" / name
     steps = steps_in(root)
+    for _ in range(SWAP_WAITS):  # a writer replacing the only step: between two renames
+      if steps or not _swapping(root):
+        break
+      time.sleep(SWAP_WAIT_S)
+      steps = steps_in(root)
     if not steps:
       if name == "best":
         log.info("no 'best' checkpoint in %s yet; using 'latest'", root)
@@ -356,8 +373,29 @@ def checkpoint_path(workdir: str | os.PathLike, name: str) -> Path:
 
 def load_params(workdir: str | os.PathLike, name: str, model_cfg: ModelConfig):
   """Loads parameters (and meta) of a named or explicit checkpoint, as the model in
-  `model_cfg` expects them; another architecture or vocabulary size is a CheckpointError."""
-  path = checkpoint_path(workdir, name)
+  `model_cfg` expects them; another architecture or vocabulary size is a CheckpointError.
+
+  Reads only. A named checkpoint that a training beside it replaces while it is read
+  (the step directory removed under the reader) is read again from the newest complete
+  step; which step was loaded is logged."""
+  for attempt in range(READ_ATTEMPTS):
+    path = checkpoint_path(workdir, name)
+    try:
+      params, meta = _load_step(path, model_cfg)
+    except CheckpointError:
+      replaced = name in KINDS and (not path.is_dir() or
+                                    steps_in(path.parent)[-1:] != [int(path.name)])
+      if not replaced or attempt == READ_ATTEMPTS - 1:
+        raise
+      continue  # replaced by a newer one while it was read
+    if name in KINDS:
+      log.info("loaded the '%s' checkpoint of step %s (%s)", name, path.name, path)
+    return params, meta
+  raise AssertionError("unreachable")
+
+
+def _load_step(path: Path, model_cfg: ModelConfig):
+  """`load_params` of one step directory."""
   expected = abstract_params(model_cfg)
   items = {"params": ocp.args.StandardRestore(expected)}
   if (path / "meta").exists():

@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from seq2seq import __version__
+from seq2seq.rundir import checkpoint
 from seq2seq.serving.dynamic_batching import Batcher, Metrics, engine_call
 from seq2seq.serving.http_api import Limits, RequestError, openapi, parse_request, read_json
 from seq2seq.vocab import EOS_ID
@@ -85,6 +86,35 @@ def add_row_sizes(translator, rows: Sequence[int], batch_size: int, longest: int
     translator.row_sizes = tuple(sorted({*translator.row_sizes, r}))
   log.info("compiled batches of %s rows too, in %.1f s", ", ".join(map(str, rows)),
            time.perf_counter() - started)
+
+
+def follow_checkpoint(translator, workdir, name: str, every_s: float, info: dict,
+                      stop: threading.Event) -> threading.Thread:
+  """Every `every_s` seconds, swaps the newest complete checkpoint of kind `name` (a run
+  that is training writes new ones) into `translator`: requests that started keep the
+  parameters they started with, later ones get the new ones; none is dropped, and the
+  compiled searches stay (the shapes are the same). `info["step"]` says which is served.
+  Reads only: a checkpoint being written is not complete, and is not seen."""
+  current = [checkpoint.checkpoint_path(workdir, name)]
+  info["step"] = int(current[0].name) if current[0].name.isdigit() else None
+
+  def follow():
+    while not stop.wait(every_s):
+      try:
+        newest = checkpoint.checkpoint_path(workdir, name)
+        if newest == current[0]:
+          continue
+        params, _ = checkpoint.load_params(workdir, str(newest), translator.model_cfg)
+      except checkpoint.CheckpointError as e:
+        log.warning("--reload-every: keeping the checkpoint served: %s", e)
+        continue
+      translator.params, current[0] = params, newest
+      info["step"] = int(newest.name)
+      log.info("now serving the '%s' checkpoint of step %s", name, newest.name)
+
+  thread = threading.Thread(target=follow, name="seq2seq-reload", daemon=True)
+  thread.start()
+  return thread
 
 
 class Server:
@@ -188,7 +218,7 @@ def create_app(translator=None, limits: Limits | None = None, info: dict | None 
   from starlette.routing import Route
 
   limits = limits or Limits()
-  server = Server(limits, dict(info or {}), workers)
+  server = Server(limits, info if info is not None else {}, workers)  # shared: --reload-every
 
   async def translate(request):
     started = time.perf_counter()

@@ -8,6 +8,7 @@ same updates as one that was not.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import logging
@@ -24,7 +25,7 @@ from seq2seq.config import NOT_ARCHITECTURE, Config
 from seq2seq.data import corpus, input_pipeline
 from seq2seq.decoding.translator import Translator
 from seq2seq.model.transformer import Model
-from seq2seq.rundir import checkpoint, model_card
+from seq2seq.rundir import checkpoint, lock, model_card
 from seq2seq.training import distributed, metrics
 from seq2seq.training.compiling import BackgroundCompiler
 from seq2seq.training.optimizer import ema_params
@@ -422,7 +423,9 @@ def train(cfg: Config, workdir: str | os.PathLike, devices=None) -> dict[str, An
   runtime.quiet_libraries()
   runtime.setup_run_logging(workdir, to_file=distributed.is_primary())
   runtime.enable_compilation_cache()
-  with runtime.sigterm_stops_the_loop() as sigterm:
+  # One writer per run directory (process 0 holds the lock for a distributed run).
+  writer = lock.training_lock(workdir) if distributed.is_primary() else contextlib.nullcontext()
+  with writer, runtime.sigterm_stops_the_loop() as sigterm:
     trainer = Trainer(cfg, workdir, devices)
     trainer.sigterm = sigterm
     return trainer.run()

@@ -6,6 +6,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -272,3 +273,37 @@ def test_bad_model_directory_is_one_line(tmp_path):
                         cwd=ROOT, capture_output=True, timeout=120)
   assert proc.returncode == 1 and b"is not a run directory" in proc.stderr
   assert len(proc.stderr.decode().strip().splitlines()) == 1
+
+
+def test_reload_every_serves_a_newer_checkpoint_without_dropping_requests(trained_run,
+                                                                         tmp_path):
+  """A run that trains beside the server: each new complete 'latest' checkpoint is
+  swapped in (--reload-every); requests before, during and after the swap all succeed."""
+  import shutil
+
+  import jax
+
+  from seq2seq.rundir import checkpoint
+
+  run = tmp_path / "run"
+  shutil.copytree(trained_run, run)
+  cfg = checkpoint.load_config(run)
+  proc, url = start_server("--workdir", run, "--checkpoint", "latest", "--reload-every", "0.5")
+  try:
+    step = get(url + "/health")[1]["step"]
+    before = post(url, {"texts": SOURCES[:4]})
+    assert before == (200, {"translations": Translator.load(run, "latest").translate(
+        SOURCES[:4])})
+    params, meta = checkpoint.load_params(run, "latest", cfg.model)
+    scaled = jax.tree_util.tree_map(lambda x: x * 0.7, params)  # other translations
+    checkpoint.save_params(run, "latest", step + 1, scaled, {"step": step + 1})
+    deadline = time.time() + 60
+    while get(url + "/health")[1]["step"] != step + 1:
+      assert post(url, {"texts": SOURCES[:4]})[0] == 200  # served throughout
+      assert time.time() < deadline, "the newer checkpoint was not swapped in"
+    after = post(url, {"texts": SOURCES[:4]})
+    want = Translator.load(run, "latest").translate(SOURCES[:4])
+    assert after == (200, {"translations": want}) and want != before[1]["translations"]
+  finally:
+    log = stop_server(proc)
+  assert f"now serving the 'latest' checkpoint of step {step + 1}" in log
