@@ -10,13 +10,14 @@ Writes RUN/checkpoints/averaged/STEP, which evaluate.py and translate.py load wi
 import argparse
 import sys
 
+from seq2seq.cli import parsing
 from seq2seq.rundir import checkpoint
 from seq2seq.runtime import setup_cli_logging
 
 
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                   formatter_class=parsing.HelpFormatter)
   parser.add_argument("--workdir", required=True, help="run directory written by train.py")
   parser.add_argument("--last", type=int, default=5,
                       help="how many of the latest checkpoints to average (into 'averaged')")

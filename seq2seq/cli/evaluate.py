@@ -51,7 +51,7 @@ def main(argv=None) -> None:
   parser = argparse.ArgumentParser(
       description="Translate a test set with a trained run and score it with sacreBLEU. "
       "Search settings default to those saved in the run's config.json.",
-      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+      formatter_class=parsing.HelpFormatter)
   parsing.add_model_flags(parser, several=True, required=False)
   parser.add_argument("--src", help="source file (plain or .gz), with --ref")
   parser.add_argument("--ref", help="reference file (plain or .gz), with --src")

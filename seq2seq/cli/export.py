@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from seq2seq.cli import parsing
 from seq2seq.rundir import checkpoint
 from seq2seq.serving.export import QUANTIZATIONS, ExportError, export_ctranslate2
 
@@ -17,7 +18,7 @@ def main(argv=None) -> None:
 
   parser = argparse.ArgumentParser(
       description="Export a trained run for another inference engine (CTranslate2).",
-      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+      formatter_class=parsing.HelpFormatter)
   parser.add_argument("--workdir", required=True, help="run directory written by train.py")
   parser.add_argument("--checkpoint", default="best",
                       help="best, latest, averaged, ema, or a checkpoint step directory")

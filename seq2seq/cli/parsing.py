@@ -35,6 +35,18 @@ from seq2seq.decoding import mbr
 # ------------------------------------------------------------ loading a model, searching
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+  """argparse's defaults in the help, where they say something: not for a required flag,
+  a default of None (the help says what then happens) or a help text that names its
+  default already."""
+
+  def _get_help_string(self, action: argparse.Action) -> str:
+    text = action.help or ""
+    if action.required or action.default is None or "default" in text:
+      return text
+    return super()._get_help_string(action)
+
+
 def add_model_flags(parser: argparse.ArgumentParser, several: bool = False,
                     required: bool = True) -> None:
   """--workdir (several times for an ensemble with `several`), --checkpoint, --engine."""
@@ -181,15 +193,15 @@ def split_overrides(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
 
 
 def training_config(value: str, overrides: list[tuple[str, str]],
-                    workdir: str | None = None) -> Config:
+                    workdir: str | None = None, complete: bool = True) -> Config:
   """The typed config of `--config VALUE` with the overrides applied. A config file that
   defines `complete(cfg, given, workdir)` (configs/auto.py) then chooses the fields that
-  the overrides (`given`, "section.field" names) leave to it."""
+  the overrides (`given`, "section.field" names) leave to it, unless `complete` is False."""
   module, arg = load_config_module(value)
   cfg = module.get_config(arg) if arg else module.get_config()
   cfg.lock()
   apply_overrides(cfg, overrides)
-  if hasattr(module, "complete"):
+  if complete and hasattr(module, "complete"):
     module.complete(cfg, {name for name, _ in overrides}, Path(workdir or "."))
   return Config.from_dict(cfg)
 

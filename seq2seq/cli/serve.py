@@ -20,7 +20,7 @@ from seq2seq.serving.http_server import access_log, create_app, follow_checkpoin
 
 def parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(description="HTTP server: seq2seq-serve --workdir RUN | --engine ctranslate2 --model EXPORT_DIR.",
-                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                              formatter_class=parsing.HelpFormatter)
   parsing.add_model_flags(p, required=False)
   p.add_argument("--model", metavar="EXPORT_DIR", help="with --engine ctranslate2: the "
                  "directory seq2seq-export wrote (the same as --workdir)")
@@ -35,7 +35,7 @@ def parser() -> argparse.ArgumentParser:
                  "a thread (one per core suits XLA:CPU and CTranslate2)")
   for f in dataclasses.fields(Limits):
     p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default,
-                   help=f"limit: {f.name.replace('_', ' ')}")
+                   help=f"limit: {f.metadata['help']}")
   return p
 
 

@@ -30,6 +30,10 @@ def parser(prog: str) -> argparse.ArgumentParser:
                  "replaces the config's data source")
   p.add_argument("--workdir", help="run directory: config, tokenizer, checkpoints, "
                  "metrics.jsonl (created)")
+  p.add_argument("--print-config", action="store_true",
+                 help="print the config that --config and the overrides resolve to, as "
+                 "JSON, and exit without training (--workdir not needed; --config auto "
+                 "chooses its fields only when it trains)")
   cluster = p.add_argument_group(
       "several processes (one per host or GPU; docs/training.md); without these flags, "
       "SLURM / Open MPI / Cloud TPU jobs are detected by JAX itself")
@@ -53,6 +57,15 @@ def main(argv=None) -> None:
   except ValueError as e:
     parsing.usage_error(prog, e)
   args = p.parse_args(rest)
+  if args.print_config:
+    if args.config is None:
+      parsing.usage_error(prog, "--print-config needs --config")
+    try:
+      cfg = parsing.training_config(args.config, overrides, complete=False)
+      print(json.dumps(cfg.to_dict(), indent=2))
+    except (ValueError, TypeError) as e:
+      parsing.usage_error(prog, e)
+    return
   if args.config is None or args.workdir is None:
     parsing.usage_error(prog, "--config and --workdir are required (--help lists the options)")
   try:

@@ -74,7 +74,7 @@ def parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(
       description="Translate lines (stdin -> stdout by default) with a trained run. "
       "Search settings default to those saved in the run's config.json.",
-      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+      formatter_class=parsing.HelpFormatter)
   parsing.add_model_flags(p, several=True)
   parsing.add_search_flags(p)
   p.add_argument("--nbest", type=int, default=0,

@@ -202,9 +202,10 @@ class Translator:
                      beam_size: int | None = None, alpha: float | None = None,
                      batch_size: int | None = None, row_sizes: Sequence[int] | None = None
                      ) -> Iterator[jax.stages.Lowered]:
-    """The searches `translate_batches` would run on these inputs (with `row_sizes` for
-    the translator's), one per batch shape, lowered but not run: `.compile()` puts each
-    in the cache that call uses (the trainer compiles the validation's searches so)."""
+    """The searches `translate_batches` would run on these inputs (with `row_sizes` in
+    place of the translator's), one per distinct batch shape, traced and lowered but not
+    run: `.compile()` puts each in the cache that call uses, so it then compiles nothing
+    (the trainer compiles the validation's searches this way before the first update)."""
     c = self.settings(beam_size, alpha, batch_size)
     run = bound_search(self._search.lower, self.all_params(params), c, None, 1)
     seen = set()

@@ -92,8 +92,9 @@ def einsum(spec: str, a: jnp.ndarray, b: jnp.ndarray, operand_dtype: str | None 
   return _rounded_einsum(spec, dtype, a.dtype, b.dtype, a, b).astype(a.dtype)
 
 
-# XLA:CPU (jaxlib 0.10) runs smaller matmuls and row reductions than these with other
-# kernels, which round differently (a translation would depend on its batch): padded.
+# XLA:CPU (jaxlib 0.10) runs small matmuls and row reductions with other kernels than
+# large ones, which round differently: a sentence's translation would depend on its batch.
+# Smaller calls than these are padded with zero rows (tests/numerics/test_ops.py).
 MATMUL_ROWS = {"float32": 64, "bfloat16": 2}
 REDUCTION_ELEMENTS = 4096
 

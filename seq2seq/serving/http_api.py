@@ -13,16 +13,23 @@ from seq2seq.config import DecodeConfig
 from seq2seq.decoding.engine_io import Sampling
 
 
+def _limit(default, unit: str):
+  return dataclasses.field(default=default, metadata={"help": unit})
+
+
 @dataclasses.dataclass(frozen=True)
 class Limits:
-  max_texts: int = 64  # texts in one request
-  max_chars: int = 2000  # characters in one text
-  max_beam: int = 16  # beam size (and n-best) of a request
-  max_batch: int = 64  # texts decoded together
-  max_wait_ms: float = 5.0  # how long a batch waits for company while the decoders are busy
-  max_queue: int = 1024  # texts waiting; past it, 429 with Retry-After
-  max_body: int = 1_000_000  # bytes of a request body
-  timeout_s: float = 60.0  # a request still unanswered after this gets 503
+  """What one server accepts; each field's help names its unit (seq2seq-serve --help)."""
+
+  max_texts: int = _limit(64, "texts in one request")
+  max_chars: int = _limit(2000, "characters in one text")
+  max_beam: int = _limit(16, "beam size (and n-best) of a request")
+  max_batch: int = _limit(64, "texts decoded together in one batch")
+  max_wait_ms: float = _limit(5.0, "milliseconds a batch waits for company while the "
+                              "decoders are busy")
+  max_queue: int = _limit(1024, "texts waiting; past it, 429 with Retry-After")
+  max_body: int = _limit(1_000_000, "bytes of a request body")
+  timeout_s: float = _limit(60.0, "seconds after which an unanswered request gets 503")
 
 
 class RequestError(ValueError):

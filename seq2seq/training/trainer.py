@@ -323,8 +323,10 @@ class Trainer:
                                         self.cfg.data)
     batches = input_pipeline.TrainBatches(self.train_corpus, self.cfg.data,
                                           self.steps.num_devices, sampler)
-    # Shapes to compile ahead in the order of use, read before the prefetching thread runs.
-    templates = batches.templates(jax.process_index(), jax.process_count(), p.epoch, p.batch_index)
+    # Shapes to compile ahead in the order of use, read before the prefetching thread
+    # re-indexes the corpus.
+    templates = batches.templates(jax.process_index(), jax.process_count(), p.epoch,
+                                  p.batch_index)
     stream = input_pipeline.prefetch(batches.iterate(p.epoch, p.batch_index,
                                                      jax.process_index(), jax.process_count()))
     reason, first_step = self.stop_reason(), p.step
