@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import platform
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,17 @@ def preset_name(cfg: Config) -> str:
   return names[0] if names else "custom"
 
 
+def next_commands(workdir: Path, cfg) -> list[str]:
+  """The commands that evaluate, translate with and serve this run: its averaged
+  checkpoint where training averages, else its best."""
+  run = shlex.quote(str(workdir))
+  name = "averaged" if cfg.train.average_last > 1 else "best"
+  return [f"seq2seq-evaluate --workdir {run} --checkpoint {name} --split {cfg.data.test_split}",
+          f"echo 'A dog runs through the snow.' | seq2seq-translate --workdir {run} "
+          f"--checkpoint {name}",
+          f"seq2seq-serve --workdir {run} --checkpoint {name}"]
+
+
 def render(workdir: Path) -> str:
   workdir = Path(workdir)
   cfg = checkpoint.load_config(workdir)
@@ -99,6 +111,7 @@ def render(workdir: Path) -> str:
       f"A Transformer encoder-decoder trained with seq2seq {training.get('package_version', '?')}"
       " (JAX and Haiku). Load it with `seq2seq.Translator.from_pretrained(PATH)` or "
       "`seq2seq-translate --workdir PATH`.", "",
+      "## Use", "", "```bash", *next_commands(Path("PATH"), cfg), "```", "",
       "## Model", "",
       f"- preset: {preset_name(cfg)} (d_model {m.d_model}, {m.num_heads} heads, "
       f"{m.activation} feed-forward {m.d_ff}, "

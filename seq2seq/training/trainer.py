@@ -412,6 +412,8 @@ class Trainer:
                "elapsed_minutes": p.elapsed / 60}
     log.info("stopped at step %d (%s). Best validation BLEU %.2f at step %d: %s",
              p.step, reason, p.best_bleu, p.best_step, summary["best_checkpoint"])
+    log.info("next: evaluate, translate, serve:\n  %s",
+             "\n  ".join(model_card.next_commands(self.workdir, self.cfg)))
     if self.primary:
       model_card.record_training(self.workdir, self.cfg, summary)
       model_card.write(self.workdir)

@@ -3,6 +3,7 @@
 import dataclasses
 import hashlib
 import json
+from pathlib import Path
 
 import jax
 
@@ -53,3 +54,23 @@ def test_card_names_subword_sampling_when_on(tmp_path):
     card = model_card.render(run)  # a run that has not finished: only its settings
     assert ("subword sampling (alpha 0.3, n-best -1)" in card) == bool(alpha), card
     assert "dropout 0.1, label smoothing 0.1" in card
+
+
+def test_training_ends_with_the_commands_that_use_the_run_and_they_run(trained_run):
+  """The log's last lines give the commands for this run, the card's "Use" section the
+  same for PATH, for the checkpoint the docs use ('averaged' where training averages);
+  they work."""
+  cfg = checkpoint.load_config(trained_run)
+  name = "averaged" if cfg.train.average_last > 1 else "best"
+  log = (trained_run / "train.log").read_text()
+  logged = log.split("next: evaluate, translate, serve:\n")[1].splitlines()[:3]
+  trained_in = Path(logged[0].split("--workdir ")[1].split()[0])  # the fixture copies it
+  assert [line.strip() for line in logged] == model_card.next_commands(trained_in, cfg)
+  commands = model_card.next_commands(Path("PATH"), cfg)
+  assert all(f"--workdir PATH --checkpoint {name}" in c for c in commands)
+  card = (trained_run / "README.md").read_text()
+  assert "## Use\n\n```bash\n" + "\n".join(commands) + "\n```" in card
+  translate = model_card.next_commands(trained_run, cfg)[1].split(" | ")[1]
+  out = run_cli("-m", "seq2seq.cli.translate", *translate.split()[1:],
+                input_bytes=b"A dog runs through the snow.\n")
+  assert len(out.stdout.decode().splitlines()) == 1 and out.stdout.strip()
