@@ -378,20 +378,19 @@ def load_params(workdir: str | os.PathLike, name: str, model_cfg: ModelConfig):
   Reads only. A named checkpoint that a training beside it replaces while it is read
   (the step directory removed under the reader) is read again from the newest complete
   step; which step was loaded is logged."""
-  for attempt in range(READ_ATTEMPTS):
+  for attempt in range(1, READ_ATTEMPTS + 1):
     path = checkpoint_path(workdir, name)
     try:
       params, meta = _load_step(path, model_cfg)
+      break
     except CheckpointError:
       replaced = name in KINDS and (not path.is_dir() or
                                     steps_in(path.parent)[-1:] != [int(path.name)])
-      if not replaced or attempt == READ_ATTEMPTS - 1:
+      if not replaced or attempt == READ_ATTEMPTS:
         raise
-      continue  # replaced by a newer one while it was read
-    if name in KINDS:
-      log.info("loaded the '%s' checkpoint of step %s (%s)", name, path.name, path)
-    return params, meta
-  raise AssertionError("unreachable")
+  if name in KINDS:
+    log.info("loaded the '%s' checkpoint of step %s (%s)", name, path.name, path)
+  return params, meta
 
 
 def _load_step(path: Path, model_cfg: ModelConfig):
