@@ -1,0 +1,230 @@
+"""Every fenced shell and Python example of README.md and docs/ runs, against the tiny run.
+
+The examples name `runs/multi30k`, `runs/m30k`, `runs/mine`, ...: here each of those names
+is one copy of the trained tiny run (its data folder holds the sample under Multi30k's
+split names too), and the files the examples read (`in.en`, `test.en.gz`, `pairs.tsv`,
+...) are written from data/sample. The blocks of one page run in order, in one folder, as
+a user would type them: the export of one block is what the next block translates with.
+
+What runs and what is checked only, by command:
+- `python translate.py`, `evaluate.py`, `seq2seq-export`, `seq2seq-average`, the Python
+  blocks: run, and must exit 0.
+- `curl`: run against `seq2seq-serve` started on the tiny run (the example's host and port
+  replaced); the answer must be JSON with the fields the example's comment shows.
+- `python train.py` / `seq2seq-train`: run with `--print-config`, which resolves the preset
+  and every `--config.*` override and exits (a Multi30k hour or a Hub download is not run;
+  training itself is what tests/training and the `trained_run` fixture run).
+- `seq2seq-serve` (it would not return) and `python bench/*.py` (benchmarks of long runs):
+  every flag must be one that the command's `--help` lists.
+- `pip install` and `make`: the extras, files and targets named must exist.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from helpers import ROOT, SAMPLE
+from serve_helpers import start_server, stop_server
+
+PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(bash|python)\n(.*?)^```", re.S | re.M)
+RUN_NAMES = ("multi30k", "m30k", "mine", "tiny", "m30k_ff1024")
+BIN = Path(sys.executable).parent
+
+
+def examples(page: str) -> list[tuple[str, int, str]]:
+  """(language, line number, code) of each fenced bash or Python block of a page."""
+  text = (ROOT / page).read_text("utf-8")
+  return [(m.group(1), text.count("\n", 0, m.start()) + 1, m.group(2))
+          for m in FENCE.finditer(text)]
+
+
+def commands(block: str) -> list[tuple[str, str]]:
+  """(command, comment) of each of the block's shell commands, continuation lines joined;
+  the comment is the comment line that follows a command (the answer a curl shows)."""
+  found, current = [], ""
+  for raw in block.splitlines():
+    line = raw.strip()
+    if not current and line.startswith("#"):
+      if found and not found[-1][1]:
+        found[-1] = (found[-1][0], line)
+      continue
+    if line.endswith("\\"):
+      current += line.removesuffix("\\").strip() + " "
+    elif current or line:
+      found.append(((current + line).strip(), ""))
+      current = ""
+  return found
+
+
+# ---------------------------------------------------------------------------- the folder
+
+
+def write_sandbox(folder: Path, trained: Path) -> None:
+  for name in ("train.py", "evaluate.py", "translate.py", "configs", "data", "bench"):
+    (folder / name).symlink_to(ROOT / name)
+  corpus = folder / "corpus_as_multi30k"
+  corpus.mkdir()
+  for lang in ("en", "de"):
+    for split, source in (("train", "train"), ("val", "val"), ("test", "test"),
+                          ("test_2016_flickr", "test")):
+      shutil.copy(SAMPLE / f"{source}.{lang}", corpus / f"{split}.{lang}")
+  run = folder / "runs" / "multi30k"
+  shutil.copytree(trained, run)
+  config = json.loads((run / "config.json").read_text())
+  config["data"]["dir"] = str(corpus)
+  (run / "config.json").write_text(json.dumps(config, indent=2))
+  run_cli("-m", "seq2seq.cli.average", "--workdir", run, "--last", "2")
+  for name in RUN_NAMES[1:]:
+    (folder / "runs" / name).symlink_to(run)
+  src, tgt = (SAMPLE / "test.en").read_text().splitlines(), (SAMPLE / "test.de").read_text().splitlines()
+  for name, lines in (("in.en", src[:6]), ("mono.en", src[:6]), ("test.en", src[:12]),
+                      ("test.de", tgt[:12])):
+    (folder / name).write_text("\n".join(lines) + "\n")
+  for name in ("test.en", "test.de"):
+    with gzip.open(folder / f"{name}.gz", "wt", encoding="utf-8") as f:
+      f.write((folder / name).read_text())
+  pairs = "".join(f"{s}\t{t}\n" for s, t in zip(src, tgt, strict=True))
+  for name in ("pairs.tsv", "corpus.tsv"):
+    (folder / name).write_text(pairs)
+  shutil.copytree(corpus, folder / "my_in_domain_corpus")
+  shutil.copy(ROOT / "configs" / "tiny.py", folder / "my_recipe.py")
+  (folder / "bin").mkdir()
+  # `python` is this interpreter (a link would lose its virtual environment).
+  (folder / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+  (folder / "bin" / "python").chmod(0o755)
+
+
+@pytest.fixture
+def sandbox(trained_run, tmp_path):
+  """A folder of each page's own: one page's export is not the next page's."""
+  write_sandbox(tmp_path, trained_run)
+  return tmp_path
+
+
+@pytest.fixture(scope="module")
+def server(trained_run):
+  proc, url = start_server("--workdir", trained_run)
+  yield url
+  stop_server(proc)
+
+
+# ------------------------------------------------------------------- one command each
+
+
+def environment(folder: Path) -> dict:
+  return {**os.environ, "PATH": f"{folder / 'bin'}:{BIN}:{os.environ['PATH']}"}
+
+
+def help_text(program: list[str], folder: Path, cache: dict = {}) -> str:  # noqa: B006
+  key = " ".join(program)
+  if key not in cache:
+    proc = subprocess.run([*program, "--help"], cwd=folder, env=environment(folder),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"{key} --help: {proc.stderr[-2000:]}"
+    cache[key] = proc.stdout
+  return cache[key]
+
+
+def check_flags(words: list[str], program_len: int, folder: Path, where: str) -> None:
+  text = help_text(words[:program_len], folder)
+  unknown = [w.split("=")[0] for w in words[program_len:]
+             if w.startswith("--") and not re.search(re.escape(w.split("=")[0]) + r"(?![\w-])", text)]
+  assert not unknown, f"{where}: {' '.join(words[:program_len])} has no {unknown}"
+
+
+def check_install(words: list[str], where: str) -> None:
+  project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+  extras = project["optional-dependencies"]
+  for w in words[2:]:
+    if m := re.fullmatch(r"\.(?:\[(\w+)\])?", w):
+      assert m.group(1) is None or m.group(1) in extras, f"{where}: no extra {m.group(1)}"
+    elif not w.startswith("-"):
+      assert (ROOT / w).exists(), f"{where}: no file {w}"
+
+
+def run_curl(line: str, url: str, comment: str, folder: Path, where: str) -> None:
+  line = re.sub(r"(http://)?localhost:8080", url, line).replace("curl ", "curl --fail ", 1)
+  proc = subprocess.run(line, shell=True, cwd=folder, capture_output=True, text=True,
+                        timeout=300)
+  assert proc.returncode == 0, f"{where}: {line}: {proc.stderr}"
+  assert proc.stdout, f"{where}: {line}: no answer"
+  if not proc.stdout.startswith("{"):
+    return  # /metrics: Prometheus' text format
+  answer = json.loads(proc.stdout)
+  # The comment after the command shows the answer's shape: its top-level field names.
+  for field in re.findall(r'\{"(\w+)"', comment) + re.findall(r', "(\w+)": ', comment):
+    if field not in ("text", "score"):
+      assert field in answer, f"{where}: {line}: no {field!r} in {answer}"
+
+
+def run_line(line: str, comment: str, folder: Path, server_url, where: str) -> None:
+  words = shlex.split(line, comments=True)
+  last = words[len(words) - words[::-1].index("|"):] if "|" in words else words
+  program = last[:2] if last[0] == "python" else last[:1]
+  if words[0] == "make":
+    targets = re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.M)
+    assert set(words[1:]) <= set(targets), f"{where}: no make target in {words}"
+  elif words[:2] == ["pip", "install"]:
+    check_install(words, where)
+  elif program in (["python", "train.py"], ["seq2seq-train"]):
+    proc = subprocess.run([*words, "--print-config"], cwd=folder, env=environment(folder),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"{where}: {line}:\n{proc.stderr[-2000:]}"
+  elif program[0] == "seq2seq-serve" or program[-1].startswith("bench/"):
+    check_flags(last, len(program), folder, where)
+  elif words[0] == "curl":
+    run_curl(line, server_url(), comment, folder, where)
+  else:
+    proc = subprocess.run(line, shell=True, cwd=folder, env=environment(folder),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, f"{where}: {line}:\n{proc.stderr[-3000:]}"
+
+
+def test_the_pages_have_examples():
+  """The parser finds what the pages hold (a fence it missed would go untested)."""
+  fences = sum((ROOT / p).read_text("utf-8").count("\n```bash\n") +
+               (ROOT / p).read_text("utf-8").count("\n```python\n") for p in PAGES)
+  assert fences == sum(len(examples(p)) for p in PAGES) > 20
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_example_of_the_page_runs(page, sandbox, request):
+  blocks = examples(page)
+  if not blocks:
+    pytest.skip(f"{page} has no shell or Python example")
+  server = {}
+
+  def server_url():
+    if "url" not in server:
+      server["url"] = request.getfixturevalue("server")
+    return server["url"]
+
+  for language, lineno, code in blocks:
+    where = f"{page}:{lineno}"
+    if language == "python":
+      proc = subprocess.run([sys.executable, "-c", code], cwd=sandbox, capture_output=True,
+                            text=True, timeout=600)
+      assert proc.returncode == 0, f"{where}:\n{proc.stderr[-3000:]}"
+      continue
+    for line, comment in commands(code):
+      run_line(line, comment, sandbox, server_url, where)
+
+
+def test_a_flag_the_command_does_not_have_fails_the_check():
+  check_flags(["python", "bench/decode_speed.py", "--beam", "5"], 2, ROOT, "here")
+  with pytest.raises(AssertionError, match="--beam-width"):
+    check_flags(["python", "bench/decode_speed.py", "--beam-width", "5"], 2, ROOT, "here")
