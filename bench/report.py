@@ -155,6 +155,18 @@ def nll_difference(runs, base, change):
   return statistics.mean(diffs) if diffs else None
 
 
+def removed_options(change):
+  """A note for each option of `change` that the current config no longer has."""
+  from seq2seq.config import REMOVED_OPTIONS, REMOVED_VALUES
+  notes = []
+  for item in change.split():
+    name, _, value = item.partition("=")
+    section, _, field = name.partition(".")
+    if field in REMOVED_OPTIONS.get(section, {}) or value in REMOVED_VALUES.get(field, ()):
+      notes.append(f"`{item}` was removed in 0.2.0: rerun with seq2seq 0.1")
+  return notes
+
+
 def ablations(runs):
   groups = {}
   interrupted = {}
@@ -175,7 +187,7 @@ def ablations(runs):
     tests = [r for r in rs if r["test_lc_tok"] is not None]
     test = mean_spread([r["test_lc_tok"] for r in tests]) if tests else "—"
     verdicts = [r["verdict"] for r in rs]
-    notes = [r["note"] for r in rs if r["note"]]
+    notes = [r["note"] for r in rs if r["note"]] + removed_options(change)
     if (base, change) in interrupted:
       notes.append(f"{interrupted[base, change]} more run interrupted and rerun")
     rows.append([base, f"`{change}`", len(rs), mean_spread([r["updates"] for r in rs], 0),
@@ -222,10 +234,30 @@ def serving(runs):
                 "1 client p50 / engine alone"], rows)
 
 
-def auto_recipe(runs):
-  """Each automatic run beside the hand run of its case before it in the file (the same
-  sitting), with the difference in val BLEU and the commit whose rules it ran; the
-  latest first."""
+def decoding_now(runs):
+  """The newest comparison on each CPU class (the rows of the latest commit that measured
+  on that CPU), without the commit: what a user of that CPU gets now."""
+  decode = [r for r in runs if r["kind"] == "decode" and r["cpu"]]
+  latest = {r["cpu"]: r["commit"] for r in decode}  # the file is in time order
+  rows = [[r["cpu"], r["engine"], r["search"], fmt(r["sentences_per_s"], 1), fmt(r["bleu"]),
+           fmt(r.get("ratio"))] for r in decode if latest[r["cpu"]] == r["commit"]]
+  return table(["CPU", "engine", "search", "sentences/s", "BLEU", "JAX / CTranslate2 float32"],
+               rows)
+
+
+def auto_recipe_now(runs):
+  """The automatic recipe of the latest rules against the hand recipe, per case."""
+  autos = [r for r in runs if r["kind"] == "auto" and r["arm"] == "auto"]
+  latest = autos[-1]["commit"] if autos else None
+  rows = [row for row, commit in auto_rows(runs) if commit == latest]
+  return table(["case", "CPU", "minutes", "hand val sacreBLEU", "hand updates",
+                "auto val sacreBLEU", "auto updates", "auto − hand", "auto chose"],
+               [row[:8] + row[9:] for row in rows])
+
+
+def auto_rows(runs):
+  """(row, commit of its rules) for each automatic run beside the hand run of its case
+  before it in the file (the same machine, one arm after the other), in file order."""
   rows, hand = [], {}
   for r in runs:
     if r["kind"] != "auto":
@@ -235,15 +267,22 @@ def auto_recipe(runs):
       hand[key] = r
       continue
     h, s = hand.get(key), r["settings"]
-    rows.append([r["case"], r["cpu"], f"{r['minutes']:g}", fmt(h and h["val_bleu"]),
-                 f"{h['updates']:,}" if h else "—", fmt(r["val_bleu"]), f"{r['updates']:,}",
-                 fmt(r["val_bleu"] - h["val_bleu"]) if h else "—", f"`{r['commit']}`",
-                 f"vocab {s['vocab_size']:,}, dropout {s['dropout']}, smoothing "
-                 f"{s['label_smoothing']}, warmup {s['warmup_steps']}, ramp "
-                 f"{s['dropout_ramp_steps']:,}, checkpoints every {s['checkpoint_every']}"])
+    rows.append(([r["case"], r["cpu"], f"{r['minutes']:g}", fmt(h and h["val_bleu"]),
+                  f"{h['updates']:,}" if h else "—", fmt(r["val_bleu"]), f"{r['updates']:,}",
+                  fmt(r["val_bleu"] - h["val_bleu"]) if h else "—", f"`{r['commit']}`",
+                  f"vocab {s['vocab_size']:,}, dropout {s['dropout']}, smoothing "
+                  f"{s['label_smoothing']}, warmup {s['warmup_steps']}, ramp "
+                  f"{s['dropout_ramp_steps']:,}, checkpoints every {s['checkpoint_every']}"],
+                 r["commit"]))
+  return rows
+
+
+def auto_recipe(runs):
+  """Every automatic run beside its hand run, with the commit whose rules it ran; the
+  latest first."""
   return table(["case", "CPU", "minutes", "hand val sacreBLEU", "hand updates",
                 "auto val sacreBLEU", "auto updates", "auto − hand", "rules of",
-                "auto chose"], rows[::-1])  # the latest rules first
+                "auto chose"], [row for row, _ in auto_rows(runs)][::-1])
 
 
 def settings(runs):
@@ -261,9 +300,10 @@ def proxies(runs):
 
 
 TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "past_the_hour": past_the_hour, "ablations": ablations,
-          "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe}
-DOCS = [ROOT / "README.md", ROOT / "docs" / "recipe.md", ROOT / "docs" / "serving.md",
-        ROOT / "bench" / "README.md"]
+          "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe,
+          "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now}
+DOCS = [ROOT / "README.md", ROOT / "docs" / "recipe.md", ROOT / "docs" / "experiments.md",
+        ROOT / "docs" / "serving.md", ROOT / "bench" / "README.md"]
 
 
 def render(text, runs):

@@ -123,7 +123,7 @@ PRESETS: dict[str, ModelConfig] = {
 MULTI30K_BUCKETS = (8, 10, 12, 14, 16, 18, 20, 22, 24, 28, 32, 40, 48, 64, 100, 128, 256)
 # Cleaning filters of the training pairs, in the order they apply (seq2seq/data/cleaning.py).
 CLEAN_FILTERS = ("empty", "long", "ratio", "copy", "nontext", "duplicate")
-# Any corpus: steps of at most 25 %, so a batch pads by at most a fifth.
+# Any corpus: each boundary at most 1.5x the one below (1.25x from 20 up).
 BUCKETS = (8, 12, 16, 20, 24, 32, 40, 48, 64, 80, 100, 128, 160, 200, 256)
 
 
@@ -300,7 +300,7 @@ class TrainConfig:
                        f"the {warmup} warmup steps")
     if self.optimizer in REMOVED_VALUES.get("optimizer", ()):
       raise ValueError(f"train.optimizer={self.optimizer!r} was removed in 0.2.0 "
-                       "(docs/recipe.md lists its result); use 'adam' or 'adamw'")
+                       "(docs/experiments.md lists its result); use 'adam' or 'adamw'")
     if self.optimizer not in ("adam", "adamw"):
       raise ValueError(f"train.optimizer must be 'adam' or 'adamw', got {self.optimizer!r}")
     if self.lr_schedule not in ("inverse_sqrt", "linear", "cosine", "constant"):
@@ -409,7 +409,7 @@ def drop_removed_options(d: dict[str, Any]) -> dict[str, Any]:
         value = sub.pop(name)
         if value != off:
           raise ValueError(f"{section}.{name}={value!r}: this option was removed in 0.2.0 "
-                           "(docs/recipe.md lists its result on Multi30k); a run that uses "
+                           "(docs/experiments.md lists its result on Multi30k); a run that uses "
                            "it needs seq2seq 0.1")
     if section in d:
       d[section] = sub

@@ -61,8 +61,10 @@ def add_model_flags(parser: argparse.ArgumentParser, several: bool = False,
                       "seq2seq-export (CTranslate2's length penalty is length ** alpha)")
 
 
-def add_search_flags(parser: argparse.ArgumentParser) -> None:
-  """The search settings; each defaults to the run's `decode` config."""
+def add_search_flags(parser: argparse.ArgumentParser, batching: bool = True) -> None:
+  """The search settings; each defaults to the run's `decode` config. With `batching`,
+  --batch-size and --workers too (the server batches by its own --max-batch and
+  --decoders)."""
   d = DecodeConfig()
   parser.add_argument("--beam", type=int, default=None,
                       help=f"beam size; 1 = greedy search (run's default, else {d.beam_size})")
@@ -76,6 +78,8 @@ def add_search_flags(parser: argparse.ArgumentParser) -> None:
                       "and CTranslate2); the last two are faster, results may differ; "
                       f"run's default, else {d.beam_stop}. JAX engine only")
   mbr.add_arguments(parser)
+  if not batching:
+    return
   parser.add_argument("--batch-size", type=int, default=None,
                       help=f"sentences decoded together (run's default, else {d.batch_size})")
   parser.add_argument("--workers", type=int, default=None,
@@ -86,7 +90,8 @@ def check_search_flags(parser: argparse.ArgumentParser, args: argparse.Namespace
   """Usage errors (exit status 2) for search flags out of range."""
   if args.beam is not None and args.beam < 1:
     parser.error(f"--beam must be at least 1 (1 = greedy search), got {args.beam}")
-  for flag, value in (("--batch-size", args.batch_size), ("--workers", args.workers)):
+  for flag, value in (("--batch-size", getattr(args, "batch_size", None)),
+                      ("--workers", getattr(args, "workers", None))):
     if value is not None and value < 1:
       parser.error(f"{flag} must be at least 1, got {value}")
   if getattr(args, "engine", "jax") == "ctranslate2" and args.beam_stop:
@@ -98,12 +103,13 @@ def load_translator(args: argparse.Namespace):
   `DecodeConfig`: the flags over the run's own)."""
   from seq2seq.decoding.translator import Translator
 
-  overrides = {k: v for k, v in (("workers", args.workers), ("beam_stop", args.beam_stop))
-               if v is not None}
+  overrides = {k: v for k, v in (("workers", getattr(args, "workers", None)),
+                                 ("beam_stop", args.beam_stop)) if v is not None}
   translator = Translator.load(args.workdir, args.checkpoint,
                                engine=getattr(args, "engine", "jax"), **overrides,
                                **mbr.overrides(args))
-  return translator, translator.settings(args.beam, args.alpha, args.batch_size)
+  return translator, translator.settings(args.beam, args.alpha,
+                                         getattr(args, "batch_size", None))
 
 
 # ------------------------------------------------------------------ training's config

@@ -24,15 +24,16 @@ def parser() -> argparse.ArgumentParser:
   parsing.add_model_flags(p, required=False)
   p.add_argument("--model", metavar="EXPORT_DIR", help="with --engine ctranslate2: the "
                  "directory seq2seq-export wrote (the same as --workdir)")
-  parsing.add_search_flags(p)
+  parsing.add_search_flags(p, batching=False)
   p.add_argument("--host", default="127.0.0.1", help="address to listen on")
   p.add_argument("--port", type=int, default=8080, help="port to listen on")
   p.add_argument("--reload-every", type=float, default=0, metavar="SECONDS",
                  help="JAX engine, --checkpoint best, latest, averaged or ema: every SECONDS, "
                  "serve the newest complete checkpoint of that kind (a run that is "
                  "training writes new ones); 0: keep the one loaded at start")
-  p.add_argument("--decoders", type=int, default=2, help="batches decoded at once, each on "
-                 "a thread (one per core suits XLA:CPU and CTranslate2)")
+  p.add_argument("--decoders", type=int, default=2, help="batches of requests decoded at "
+                 "once, each on a thread of its own (one per core suits XLA:CPU and "
+                 "CTranslate2); each batch holds up to --max-batch sentences")
   for f in dataclasses.fields(Limits):
     p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default,
                    help=f"limit: {f.metadata['help']}")

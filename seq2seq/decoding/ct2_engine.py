@@ -52,6 +52,7 @@ class CTranslate2Translator:
     self.path = Path(path)
     self.info, cfg, self.tokenizer = export.load_export(path)
     self.model_cfg = cfg.model
+    self.languages = (cfg.data.src_lang, cfg.data.tgt_lang)
     self.decode_cfg = dataclasses.replace(cfg.decode, **decode_overrides)
     self.translator = ct2.Translator(str(path), device=device, compute_type=compute_type,
                                      intra_threads=threads or (os.cpu_count() or 1))

@@ -113,8 +113,9 @@ class Translator:
                decode_cfg: DecodeConfig | None = None,
                buckets: LengthBuckets | None = None,
                ensemble: Sequence[tuple[ModelConfig, Any]] = (),
-               numerics_use: str = "training"):
-    """`ensemble`: further (model config, parameters) members with the same vocabulary;
+               numerics_use: str = "training", languages: tuple[str, str] = ("en", "de")):
+    """`languages`: the (source, target) language codes the model translates between.
+    `ensemble`: further (model config, parameters) members with the same vocabulary;
     search and scoring then use the mean of all members' log-probabilities.
     `numerics_use`: the `seq2seq.numerics.resolve` use whose operand dtype the models
     compute with: "training" (validation during training: as the run trains) or
@@ -124,6 +125,7 @@ class Translator:
           f"tokenizer has {tokenizer.vocab_size} pieces but the model's embedding has "
           f"{model_cfg.vocab_size} rows: the tokenizer does not belong to this checkpoint")
     self.model_cfg, self.params, self.tokenizer = model_cfg, params, tokenizer
+    self.languages = tuple(languages)
     self.decode_cfg = decode_cfg or DecodeConfig()
     self.row_sizes: tuple[int, ...] = ()  # the rows a decoding batch may have (batch_rows)
     self.buckets = buckets or LengthBuckets.from_config(DataConfig(), model_cfg.max_len)
@@ -349,7 +351,7 @@ def load_run(workdir: str | os.PathLike | Sequence[str | os.PathLike],
   decode_cfg = dataclasses.replace(cfg.decode, **decode_overrides)
   return Translator(cfg.model, params, tok, decode_cfg,
                     LengthBuckets.from_config(cfg.data, cfg.model.max_len), ensemble,
-                    numerics_use="decoding")
+                    numerics_use="decoding", languages=(cfg.data.src_lang, cfg.data.tgt_lang))
 
 
 def encode_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], rows: Sequence[int],

@@ -200,8 +200,11 @@ def parse_sampling(value: Any) -> Sampling:
                   seed=_integer(value, "seed", 0, 2**31 - 1, 0))
 
 
-def openapi(limits: Limits, engine: str, version: str) -> dict:
-  """The OpenAPI 3.1 description of the server's API."""
+def openapi(limits: Limits, engine: str, version: str, languages: dict | None = None
+            ) -> dict:
+  """The OpenAPI 3.1 description of the server's API; `languages`: the model's
+  {"source": CODE, "target": CODE} once it has loaded."""
+  pair = f"from {languages['source']} to {languages['target']} " if languages else ""
   fields = {name: dict(schema, description=text) for name, (schema, text) in FIELDS.items()}
   fields["texts"]["maxItems"] = limits.max_texts
   fields["beam_size"]["maximum"] = limits.max_beam
@@ -226,7 +229,7 @@ def openapi(limits: Limits, engine: str, version: str) -> dict:
   return {
       "openapi": "3.1.0",
       "info": {"title": "seq2seq-serve", "version": version,
-               "description": f"Translation with a seq2seq model ({engine} engine)."},
+               "description": f"Translation {pair}with a seq2seq model ({engine} engine)."},
       "paths": {
           "/translate": {"post": {
               "summary": "Translate one text or several",

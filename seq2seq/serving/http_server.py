@@ -129,6 +129,8 @@ class Server:
 
   def ready(self, translator) -> None:
     self.translator = translator
+    source, target = translator.languages
+    self.info["languages"] = {"source": source, "target": target}
     self.batcher = Batcher(engine_call(translator, self.limits.max_batch), self.limits,
                            self.metrics, self.workers)
     self.batcher.start()
@@ -243,7 +245,8 @@ def create_app(translator=None, limits: Limits | None = None, info: dict | None 
     return Response(body, media_type=content_type)
 
   async def schema(request):
-    return JSONResponse(openapi(limits, server.engine, __version__))
+    return JSONResponse(openapi(limits, server.engine, __version__,
+                                server.info.get("languages")))
 
   async def page(request):
     html = resources.files("seq2seq.serving").joinpath("static/index.html").read_text("utf-8")

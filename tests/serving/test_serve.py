@@ -268,6 +268,20 @@ def test_health_is_503_until_the_model_is_loaded_and_compiled(trained_run):
     assert client.post("/translate", json={"text": "A dog."}).status_code == 200
 
 
+def test_health_the_openapi_document_and_the_page_name_the_run_s_languages(trained_run):
+  from starlette.testclient import TestClient
+
+  from seq2seq.serving.http_server import create_app
+
+  translator = Translator.load(trained_run)
+  assert translator.languages == ("en", "de")  # the run's data.src_lang, data.tgt_lang
+  translator.languages = ("fr", "en")  # as a French-English run would load
+  with TestClient(create_app(translator, info={"engine": "jax"})) as client:
+    assert client.get("/health").json()["languages"] == {"source": "fr", "target": "en"}
+    assert "from fr to en" in client.get("/openapi.json").json()["info"]["description"]
+    assert "English" not in client.get("/").text  # the page asks /health for the names
+
+
 def test_bad_model_directory_is_one_line(tmp_path):
   proc = subprocess.run([sys.executable, "-m", "seq2seq.cli.serve", "--workdir", str(tmp_path)],
                         cwd=ROOT, capture_output=True, timeout=120)

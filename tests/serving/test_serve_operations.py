@@ -141,6 +141,7 @@ def test_the_page_translates_in_a_headless_browser_as_the_api_does(server_for_pa
       page.click("#go")
       page.wait_for_selector("table.attention", timeout=120_000)
       shown = page.inner_text("#output").split("\n")
+      header = page.inner_text("#model")
       alternatives = page.locator("li.alternative").count()
       rows = page.locator("table.attention tbody tr").count()
       assert page.inner_text("#error") == ""
@@ -149,6 +150,7 @@ def test_the_page_translates_in_a_headless_browser_as_the_api_does(server_for_pa
   status, body = post(url, {"texts": lines, "beam_size": 4, "nbest": 3})
   assert shown == body["translations"] == translator.translate(lines, beam_size=4)
   assert alternatives == 6
+  assert header.startswith("English → German · jax engine")  # from the run's en, de
   status, body = post(url, {"text": lines[0], "beam_size": 4, "attention": True})
   assert rows == len(body["attention"]["target"])
 
