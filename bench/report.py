@@ -220,18 +220,21 @@ def decoding(runs):
                 "JAX / CTranslate2 float32"], rows)
 
 
+def serving_rows(serve):
+  return [[f"`{r['commit']}`", r["cpu"], r["engine"], r["search"], r["clients"],
+           fmt(r["sentences_per_s"], 1), f"{100 * r['share_of_batch']:.0f} %",
+           fmt(r["p50_ms"], 0), fmt(r["p95_ms"], 0), fmt(r["p99_ms"], 0),
+           fmt(r.get("alone_ratio"))] for r in serve]
+
+
 def serving(runs):
   """Server load tests, the latest commit's first."""
   serve = [r for r in runs if r["kind"] == "serve"]
   order = list(dict.fromkeys(r["commit"] for r in serve))[::-1]
   serve.sort(key=lambda r: order.index(r["commit"]))  # stable within a commit
-  rows = [[f"`{r['commit']}`", r["cpu"], r["engine"], r["search"], r["clients"],
-           fmt(r["sentences_per_s"], 1), f"{100 * r['share_of_batch']:.0f} %",
-           fmt(r["p50_ms"], 0), fmt(r["p95_ms"], 0), fmt(r["p99_ms"], 0),
-           fmt(r.get("alone_ratio"))] for r in serve]
   return table(["commit", "CPU", "engine", "search", "clients", "sentences/s",
                 "of batch decoding", "p50 ms", "p95 ms", "p99 ms",
-                "1 client p50 / engine alone"], rows)
+                "1 client p50 / engine alone"], serving_rows(serve))
 
 
 def decoding_now(runs):
@@ -243,6 +246,16 @@ def decoding_now(runs):
            fmt(r.get("ratio"))] for r in decode if latest[r["cpu"]] == r["commit"]]
   return table(["CPU", "engine", "search", "sentences/s", "BLEU", "JAX / CTranslate2 float32"],
                rows)
+
+
+def serving_now(runs):
+  """The newest load test on each CPU class, without the commit."""
+  serve = [r for r in runs if r["kind"] == "serve"]
+  latest = {r["cpu"]: r["commit"] for r in serve}
+  return table(["CPU", "engine", "search", "clients", "sentences/s", "of batch decoding",
+                "p50 ms", "p95 ms", "p99 ms", "1 client p50 / engine alone"],
+               [row[1:] for row, r in zip(serving_rows(serve), serve)
+                if latest[r["cpu"]] == r["commit"]])
 
 
 def auto_recipe_now(runs):
@@ -301,7 +314,8 @@ def proxies(runs):
 
 TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "past_the_hour": past_the_hour, "ablations": ablations,
           "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe,
-          "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now}
+          "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now,
+          "serving_now": serving_now}
 DOCS = [ROOT / "README.md", ROOT / "docs" / "recipe.md", ROOT / "docs" / "experiments.md",
         ROOT / "docs" / "serving.md", ROOT / "bench" / "README.md"]
 
