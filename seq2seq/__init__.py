@@ -2,6 +2,7 @@
 
 Public API:
   Translator   load a trained run directory and translate text (`Translator.load(RUN_DIR)`).
+  train        train (or resume) a run: `seq2seq.train("tiny", "runs/tiny")`, as train.py.
   Config       typed configuration (model, data, train, decode).
 
 Shape glossary (tensor names end in these letters, einsums use them too):
@@ -12,7 +13,7 @@ Shape glossary (tensor names end in these letters, einsums use them too):
 from seq2seq.config import Config, ModelConfig
 
 __version__ = "0.2.0"
-__all__ = ["Config", "ModelConfig", "Translator", "__version__"]
+__all__ = ["Config", "ModelConfig", "Translator", "__version__", "train"]
 
 
 def __getattr__(name):
@@ -20,4 +21,7 @@ def __getattr__(name):
   if name == "Translator":
     from seq2seq.decoding.translator import Translator
     return Translator
+  if name == "train":  # training code, loaded only by those who train
+    from seq2seq.training.trainer import train
+    return train
   raise AttributeError(name)

@@ -4,12 +4,21 @@
 which the wheel ships as `seq2seq/configs/` (pyproject.toml maps it there, and
 `data/sample/` to `seq2seq/sample_data/`). Any other value is the path of a user's own
 config file. Both forms take ml_collections' `:ARG`, passed to `get_config(ARG)`.
+`training_config` loads one with `SECTION.FIELD` overrides into a typed `Config`: for
+train.py's `--config` and for `seq2seq.train`.
 """
 
 from __future__ import annotations
 
+import difflib
+import importlib.util
 import os
 from pathlib import Path
+from typing import Any
+
+import ml_collections
+
+from seq2seq.config import Config
 
 _PACKAGE = Path(__file__).resolve().parent
 _CHECKOUT = _PACKAGE.parent  # the repository root when running from a checkout
@@ -62,3 +71,69 @@ def multi30k_dir(arg: str | None = None) -> Path | None:
   if (_CHECKOUT / "pyproject.toml").is_file() and beside.is_dir():
     return beside
   return None
+
+
+# ------------------------------------------------- a config file, with overrides
+
+
+def load_config_module(value: str):
+  """The module of a preset or config file (`VALUE` or `VALUE:ARG`) and its `ARG`."""
+  path, _, arg = config_file(value).partition(":")  # checks that the file exists
+  spec = importlib.util.spec_from_file_location("seq2seq_user_config", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module, arg
+
+
+def _parse_value(text: str, current: Any, name: str) -> Any:
+  """`text` as the type of the field's current value."""
+  try:
+    if isinstance(current, bool):
+      if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+        raise ValueError
+      return text.lower() in ("true", "1", "yes")
+    if isinstance(current, (tuple, list)):
+      items = [x.strip() for x in text.strip("()[] ").split(",") if x.strip()]
+      kind = type(current[0]) if current else int
+      return tuple(kind(x) for x in items)
+    if isinstance(current, int):
+      return int(text)
+    if isinstance(current, float):
+      return float(text)
+    return text
+  except ValueError:
+    kind = {bool: "true or false", int: "an integer", float: "a number", tuple: "numbers, "
+            "comma-separated"}.get(type(current), type(current).__name__)
+    raise ValueError(f"--config.{name}={text}: expected {kind}") from None
+
+
+def apply_overrides(cfg: ml_collections.ConfigDict, overrides: list[tuple[str, str]]) -> None:
+  """Sets each `(section.field, text)`; a command-line data.dir (or data.hub) replaces the
+  source the config file set through the other."""
+  known = [f"{s}.{k}" for s in cfg.keys() for k in cfg[s].keys()]
+  for name, text in overrides:
+    if name not in known:
+      close = difflib.get_close_matches(name, known, n=1)
+      hint = f'. Did you mean "{close[0]}"?' if close else ""
+      raise ValueError(f"unknown config field {name}{hint}")
+    section, field = name.split(".")
+    cfg[section][field] = _parse_value(text, cfg[section][field], name)
+  given = {name for name, _ in overrides}
+  if "data.dir" in given and "data.hub" not in given:
+    cfg.data.hub = ""
+  elif "data.hub" in given and "data.dir" not in given:
+    cfg.data.dir = ""
+
+
+def training_config(value: str, overrides: list[tuple[str, str]],
+                    workdir: str | None = None, complete: bool = True) -> Config:
+  """The typed config of `--config VALUE` with the overrides applied. A config file that
+  defines `complete(cfg, given, workdir)` (configs/auto.py) then chooses the fields that
+  the overrides (`given`, "section.field" names) leave to it, unless `complete` is False."""
+  module, arg = load_config_module(value)
+  cfg = module.get_config(arg) if arg else module.get_config()
+  cfg.lock()
+  apply_overrides(cfg, overrides)
+  if complete and hasattr(module, "complete"):
+    module.complete(cfg, {name for name, _ in overrides}, Path(workdir or "."))
+  return Config.from_dict(cfg)

@@ -5,6 +5,7 @@ from importlib import util
 
 import pytest
 
+from seq2seq import recipes
 from seq2seq.cli import parsing
 from seq2seq.config import PRESETS, REMOVED_OPTIONS, Config, DataConfig, default_config
 from seq2seq.rundir import checkpoint
@@ -108,15 +109,15 @@ def test_command_line_overrides_take_each_fields_type():
        "--config.data.bucket_boundaries=(16, 32)", "--config.train.learning_rate=2e-3",
        "--config.model.positional=rotary"])
   assert rest == ["--workdir", "w"]
-  parsing.apply_overrides(cfg, overrides)
+  recipes.apply_overrides(cfg, overrides)
   typed = Config.from_dict(cfg)
   assert (typed.train.max_steps, typed.model.pre_norm, typed.data.bucket_boundaries,
           typed.train.learning_rate, typed.model.positional) == (7, False, (16, 32), 2e-3,
                                                                   "rotary")
   with pytest.raises(ValueError, match=r"--config.train.max_steps=many: expected an integer"):
-    parsing.apply_overrides(cfg, [("train.max_steps", "many")])
+    recipes.apply_overrides(cfg, [("train.max_steps", "many")])
   with pytest.raises(ValueError, match=r'unknown config field model.d_modl. Did you mean "model.d_model"'):
-    parsing.apply_overrides(cfg, [("model.d_modl", "64")])
+    recipes.apply_overrides(cfg, [("model.d_modl", "64")])
   with pytest.raises(ValueError, match="--config.train.seed needs a value"):
     parsing.split_overrides(["--config.train.seed"])
 

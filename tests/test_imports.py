@@ -19,11 +19,16 @@ def _module(path: Path) -> str:
 
 def _graph() -> dict[str, set[str]]:
   """module -> the seq2seq modules it imports, at any depth of its code (a name imported
-  from a package counts as its module where one has that name)."""
+  from a package counts as its module where one has that name). A module's lazy
+  attributes (PEP 562 `__getattr__`, as `seq2seq.train`) import when they are used, not
+  with the module: test_importing_the_package_and_translator_loads_no_training_code."""
   graph = {}
   for path in PACKAGE.rglob("*.py"):
     deps = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    tree.body = [n for n in tree.body if not (isinstance(n, ast.FunctionDef)
+                                              and n.name == "__getattr__")]
+    for node in ast.walk(tree):
       if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "seq2seq":
         for alias in node.names:
           name = f"{node.module}.{alias.name}"
@@ -101,7 +106,7 @@ def test_inference_needs_no_training_code():
   graph = _graph()
   inference = (_modules("decoding", "serving", "rundir", "model")
                + ["seq2seq.cli.translate", "seq2seq.cli.evaluate", "seq2seq.cli.serve",
-                  "seq2seq.cli.export", "seq2seq.cli.average", "seq2seq.scoring", "seq2seq"])
+                  "seq2seq.cli.export", "seq2seq.cli.average", "seq2seq.scoring"])
   for module in inference:
     training = {m for m in _reachable(graph, module) if _stage(m) == "training"}
     assert not training, f"{module} reaches {sorted(training)}"
@@ -118,3 +123,17 @@ def test_the_shared_top_level_imports_no_stage():
   graph = _graph()
   for module in ("seq2seq.config", "seq2seq.vocab", "seq2seq.runtime", "seq2seq.recipes"):
     assert not {_stage(m) for m in _reachable(graph, module)} & SUBPACKAGES, module
+
+
+def test_importing_the_package_and_translator_loads_no_training_code():
+  """`seq2seq.train` imports training code when it is first used, not before."""
+  import subprocess
+  import sys
+  code = ("import sys, seq2seq; from seq2seq import Translator, Config; "
+          "print([m for m in sys.modules if m.startswith('seq2seq.training')])")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       check=True).stdout
+  assert out.strip() == "[]"
+  code = "import sys, seq2seq; seq2seq.train; print('seq2seq.training.trainer' in sys.modules)"
+  assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                        check=True).stdout.strip() == "True"

@@ -8,7 +8,6 @@ import datasets
 import pytest
 
 from seq2seq import recipes
-from seq2seq.cli import parsing
 from seq2seq.config import Config, field_help
 from seq2seq.data import data_source, textfiles
 from seq2seq.rundir import checkpoint
@@ -57,10 +56,10 @@ def test_a_command_line_data_source_replaces_the_configs(monkeypatch, tmp_path):
   monkeypatch.delenv(recipes.MULTI30K_ENV, raising=False)
   monkeypatch.setattr(recipes, "_CHECKOUT", tmp_path)
   hub_recipe = load_config("multi30k")
-  parsing.apply_overrides(hub_recipe, [("data.dir", "/my/multi30k")])
+  recipes.apply_overrides(hub_recipe, [("data.dir", "/my/multi30k")])
   assert Config.from_dict(hub_recipe).data.hub == ""
   local_recipe = load_config("tiny")
-  parsing.apply_overrides(local_recipe, [("data.hub", "wmt14")])
+  recipes.apply_overrides(local_recipe, [("data.hub", "wmt14")])
   assert Config.from_dict(local_recipe).data.dir == ""
   # Both set by a config file itself: one clear error.
   local_recipe.data.dir = "/my/folder"

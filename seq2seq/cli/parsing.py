@@ -1,27 +1,21 @@
 """What every command line shares: argparse with `--dashed-flags`, one definition of the
 flags that load a model and set its search (translate, evaluate, serve), and training's
-`--config NAME|FILE` with `--config.SECTION.FIELD=VALUE` overrides.
+`--config.SECTION.FIELD=VALUE` overrides, split from the other arguments here and applied
+by `seq2seq.recipes.training_config` (which Python callers use too).
 
 argparse, as fairseq, Joey NMT and Sockeye use it: in the standard library, one usage
 line and exit status 2 for a bad flag, `--help` generated from the definitions. The
 config overrides keep ml_collections' `--config.x.y=v` syntax (the config files are
-`ml_collections.ConfigDict`s), parsed here with the same type checks.
+`ml_collections.ConfigDict`s).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
-import importlib.util
 import sys
 import textwrap
-from pathlib import Path
-from typing import Any
 
-import ml_collections
-
-from seq2seq import recipes
 from seq2seq.config import (
   BEAM_STOP_CT2_ERROR,
   BEAM_STOPS,
@@ -131,55 +125,6 @@ def config_epilog() -> str:
   return "\n".join(lines)
 
 
-def load_config_module(value: str):
-  """The module of a preset or config file (`VALUE` or `VALUE:ARG`) and its `ARG`."""
-  path, _, arg = recipes.config_file(value).partition(":")  # checks that the file exists
-  spec = importlib.util.spec_from_file_location("seq2seq_user_config", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module, arg
-
-
-def _parse_value(text: str, current: Any, name: str) -> Any:
-  """`text` as the type of the field's current value."""
-  try:
-    if isinstance(current, bool):
-      if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-        raise ValueError
-      return text.lower() in ("true", "1", "yes")
-    if isinstance(current, (tuple, list)):
-      items = [x.strip() for x in text.strip("()[] ").split(",") if x.strip()]
-      kind = type(current[0]) if current else int
-      return tuple(kind(x) for x in items)
-    if isinstance(current, int):
-      return int(text)
-    if isinstance(current, float):
-      return float(text)
-    return text
-  except ValueError:
-    kind = {bool: "true or false", int: "an integer", float: "a number", tuple: "numbers, "
-            "comma-separated"}.get(type(current), type(current).__name__)
-    raise ValueError(f"--config.{name}={text}: expected {kind}") from None
-
-
-def apply_overrides(cfg: ml_collections.ConfigDict, overrides: list[tuple[str, str]]) -> None:
-  """Sets each `(section.field, text)`; a command-line data.dir (or data.hub) replaces the
-  source the config file set through the other."""
-  known = [f"{s}.{k}" for s in cfg.keys() for k in cfg[s].keys()]
-  for name, text in overrides:
-    if name not in known:
-      close = difflib.get_close_matches(name, known, n=1)
-      hint = f'. Did you mean "{close[0]}"?' if close else ""
-      raise ValueError(f"unknown config field {name}{hint}")
-    section, field = name.split(".")
-    cfg[section][field] = _parse_value(text, cfg[section][field], name)
-  given = {name for name, _ in overrides}
-  if "data.dir" in given and "data.hub" not in given:
-    cfg.data.hub = ""
-  elif "data.hub" in given and "data.dir" not in given:
-    cfg.data.dir = ""
-
-
 def split_overrides(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
   """(the other arguments, the `--config.SECTION.FIELD[=| ]VALUE` overrides in order)."""
   rest, overrides, i = [], [], 0
@@ -196,20 +141,6 @@ def split_overrides(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
       rest.append(arg)
     i += 1
   return rest, overrides
-
-
-def training_config(value: str, overrides: list[tuple[str, str]],
-                    workdir: str | None = None, complete: bool = True) -> Config:
-  """The typed config of `--config VALUE` with the overrides applied. A config file that
-  defines `complete(cfg, given, workdir)` (configs/auto.py) then chooses the fields that
-  the overrides (`given`, "section.field" names) leave to it, unless `complete` is False."""
-  module, arg = load_config_module(value)
-  cfg = module.get_config(arg) if arg else module.get_config()
-  cfg.lock()
-  apply_overrides(cfg, overrides)
-  if complete and hasattr(module, "complete"):
-    module.complete(cfg, {name for name, _ in overrides}, Path(workdir or "."))
-  return Config.from_dict(cfg)
 
 
 def usage_error(prog: str, message: str) -> None:

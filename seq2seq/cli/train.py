@@ -61,7 +61,7 @@ def main(argv=None) -> None:
     if args.config is None:
       parsing.usage_error(prog, "--print-config needs --config")
     try:
-      cfg = parsing.training_config(args.config, overrides, complete=False)
+      cfg = recipes.training_config(args.config, overrides, complete=False)
       print(json.dumps(cfg.to_dict(), indent=2))
     except (ValueError, TypeError) as e:
       parsing.usage_error(prog, e)
@@ -71,9 +71,9 @@ def main(argv=None) -> None:
   try:
     devices = ([int(i) for i in args.local_device_ids.split(",")]
                if args.local_device_ids else None)
-    cfg_module, _ = parsing.load_config_module(args.config)
+    cfg_module, _ = recipes.load_config_module(args.config)
     if not hasattr(cfg_module, "complete"):  # checked before the cluster starts
-      cfg = parsing.training_config(args.config, overrides)
+      cfg = recipes.training_config(args.config, overrides)
   except (ValueError, TypeError) as e:
     parsing.usage_error(prog, e)
   runtime.quiet_libraries()
@@ -92,7 +92,7 @@ def main(argv=None) -> None:
       if hasattr(cfg_module, "complete"):  # it measures the machine: after the cluster
         Path(args.workdir).mkdir(parents=True, exist_ok=True)
         runtime.setup_run_logging(Path(args.workdir), to_file=distributed.is_primary())
-        cfg = parsing.training_config(args.config, overrides, args.workdir)
+        cfg = recipes.training_config(args.config, overrides, args.workdir)
       summary = train(cfg, args.workdir)
   except lock.RunLocked as e:
     print(f"error: {e}", file=sys.stderr)

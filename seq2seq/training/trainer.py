@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import ml_collections
 import numpy as np
 
-from seq2seq import numerics, runtime
+from seq2seq import numerics, recipes, runtime
 from seq2seq.config import NOT_ARCHITECTURE, Config
 from seq2seq.data import corpus, input_pipeline
 from seq2seq.decoding.translator import Translator
@@ -420,8 +421,21 @@ class Trainer:
     return summary
 
 
-def train(cfg: Config, workdir: str | os.PathLike, devices=None) -> dict[str, Any]:
-  """Trains (or resumes) the run in `workdir`. Returns a summary dict with `stop_reason`."""
+def train(config: Config | str, workdir: str | os.PathLike,
+          overrides: dict[str, Any] | None = None, devices=None) -> dict[str, Any]:
+  """Trains (or resumes) the run in `workdir`, as `train.py --config CONFIG --workdir
+  WORKDIR --config.SECTION.FIELD=VALUE ...` does. `config`: a `Config`, a preset name
+  ("tiny", "multi30k", "auto") or a config file's path; `overrides`: {"section.field":
+  value}. Returns the summary train.py logs last (`stop_reason`, `best_bleu`,
+  `best_checkpoint`, ...)."""
+  items = [(name, str(value)) for name, value in (overrides or {}).items()]
+  if isinstance(config, str):
+    cfg = recipes.training_config(config, items, workdir)
+  else:
+    tree = ml_collections.ConfigDict(config.to_dict())
+    tree.lock()
+    recipes.apply_overrides(tree, items)
+    cfg = Config.from_dict(tree.to_dict())
   workdir = Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   runtime.quiet_libraries()

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from seq2seq.cli import parsing
+from seq2seq import recipes
 from seq2seq.config import default_config
 from seq2seq.data.textfiles import read_lines
 from seq2seq.numerics import speed_probe
@@ -83,7 +83,7 @@ def test_the_plan_gives_the_hand_recipe_back_at_its_own_point():
   """29,000 pairs and an hour that buys ~10,000 updates: configs/multi30k.py's settings."""
   choices, reasons = auto_recipe.plan(measured(29_000, 60, 10_000))
   assert set(choices) == set(reasons)
-  module, _ = parsing.load_config_module("multi30k")
+  module, _ = recipes.load_config_module("multi30k")
   hand = module.get_config()
   differ = {}
   for name, value in choices.items():
