@@ -1,6 +1,7 @@
 """Shared test helpers: paths and small corpora written by the tests themselves."""
 
 import dataclasses
+import hashlib
 import os
 from pathlib import Path
 
@@ -29,3 +30,23 @@ def tiny_config(data_dir, **train_overrides) -> Config:
                           eval_every=1000, checkpoint_every=10, eval_max_sentences=8)
   return Config(model=model, data=data, train=dataclasses.replace(train_cfg, **train_overrides),
                 decode=DecodeConfig(batch_size=8))
+
+
+HUB_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def lay_out_hub_cache(cache: Path, repo_id: str, staged: Path) -> None:
+  """`staged` as huggingface_hub caches a download of `repo_id` at HUB_COMMIT: blobs named
+  by content hash, snapshot files linking to them, refs/main naming the commit."""
+  repo = cache / f"models--{repo_id.replace('/', '--')}"
+  (repo / "refs").mkdir(parents=True)
+  (repo / "refs" / "main").write_text(HUB_COMMIT)
+  for path in staged.rglob("*"):
+    if path.is_file():
+      data = path.read_bytes()
+      blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+      blob.parent.mkdir(parents=True, exist_ok=True)
+      blob.write_bytes(data)
+      link = repo / "snapshots" / HUB_COMMIT / path.relative_to(staged)
+      link.parent.mkdir(parents=True, exist_ok=True)
+      link.symlink_to(os.path.relpath(blob, link.parent))

@@ -14,6 +14,9 @@ What runs and what is checked only, by command:
 - `python train.py` / `seq2seq-train`: run with `--print-config`, which resolves the preset
   and every `--config.*` override and exits (a Multi30k hour or a Hub download is not run;
   training itself is what tests/training and the `trained_run` fixture run).
+- `seq2seq-push`: run with `--dry-run` (what it would upload is staged, nothing is sent).
+  The Hub model the docs name is that run published into a Hugging Face cache laid out as
+  huggingface_hub lays out its own, read with HF_HUB_OFFLINE=1.
 - `seq2seq-serve` (it would not return) and `python bench/*.py` (benchmarks of long runs):
   every flag must be one that the command's `--help` lists.
 - `pip install` and `make`: the extras, files and targets named must exist.
@@ -35,13 +38,14 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from helpers import ROOT, SAMPLE
+from helpers import ROOT, SAMPLE, lay_out_hub_cache
 from serve_helpers import start_server, stop_server
 
 PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(bash|python)\n(.*?)^```", re.S | re.M)
 RUN_NAMES = ("multi30k", "m30k", "mine", "tiny", "m30k_ff1024")
 BIN = Path(sys.executable).parent
+HUB_MODEL = "your-name/multi30k-en-de"
 
 
 def examples(page: str) -> list[tuple[str, int, str]]:
@@ -101,6 +105,10 @@ def write_sandbox(folder: Path, trained: Path) -> None:
     (folder / name).write_text(pairs)
   shutil.copytree(corpus, folder / "my_in_domain_corpus")
   shutil.copy(ROOT / "configs" / "tiny.py", folder / "my_recipe.py")
+  # The Hub model the docs name, published from the run into an offline Hub cache.
+  from seq2seq.rundir import hub
+  hub.stage(run, folder / "staged", HUB_MODEL, "averaged")
+  lay_out_hub_cache(folder / "hf-cache", HUB_MODEL, folder / "staged")
   (folder / "bin").mkdir()
   # `python` is this interpreter (a link would lose its virtual environment).
   (folder / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
@@ -125,7 +133,8 @@ def server(trained_run):
 
 
 def environment(folder: Path) -> dict:
-  return {**os.environ, "PATH": f"{folder / 'bin'}:{BIN}:{os.environ['PATH']}"}
+  return {**os.environ, "PATH": f"{folder / 'bin'}:{BIN}:{os.environ['PATH']}",
+          "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(folder / "hf-cache")}
 
 
 def help_text(program: list[str], folder: Path, cache: dict = {}) -> str:  # noqa: B006
@@ -179,8 +188,9 @@ def run_line(line: str, comment: str, folder: Path, server_url, where: str) -> N
     assert set(words[1:]) <= set(targets), f"{where}: no make target in {words}"
   elif words[:2] == ["pip", "install"]:
     check_install(words, where)
-  elif program in (["python", "train.py"], ["seq2seq-train"]):
-    proc = subprocess.run([*words, "--print-config"], cwd=folder, env=environment(folder),
+  elif program in (["python", "train.py"], ["seq2seq-train"], ["seq2seq-push"]):
+    check = "--print-config" if program != ["seq2seq-push"] else "--dry-run"
+    proc = subprocess.run([*words, check], cwd=folder, env=environment(folder),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"{where}: {line}:\n{proc.stderr[-2000:]}"
   elif program[0] == "seq2seq-serve" or program[-1].startswith("bench/"):
@@ -217,7 +227,7 @@ def test_every_example_of_the_page_runs(page, sandbox, request):
     where = f"{page}:{lineno}"
     if language == "python":
       proc = subprocess.run([sys.executable, "-c", code], cwd=sandbox, capture_output=True,
-                            text=True, timeout=600)
+                            text=True, timeout=600, env=environment(sandbox))
       assert proc.returncode == 0, f"{where}:\n{proc.stderr[-3000:]}"
       continue
     for line, comment in commands(code):

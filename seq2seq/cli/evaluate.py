@@ -71,8 +71,8 @@ def main(argv=None) -> None:
                       "with --hyp (otherwise the run's)")
   args = parser.parse_args(argv)
   if args.hyp:
-    if not args.ref or args.workdir or args.split or args.src:
-      parser.error("--hyp FILE takes --ref FILE and no --workdir, --split or --src")
+    if not args.ref or args.workdir or args.model or args.split or args.src:
+      parser.error("--hyp FILE takes --ref FILE and no --workdir, --model, --split or --src")
     try:
       hypotheses = textfiles.read_lines(args.hyp)
       references = textfiles.read_lines(args.ref)
@@ -85,13 +85,14 @@ def main(argv=None) -> None:
       write_sentence_level(Path(args.sentence_level), None, hypotheses, references)
     print_result(dict(result, hypotheses=args.hyp))
     return
-  if not args.workdir:
-    parser.error("--workdir is required (or --hyp FILE --ref FILE to score a file)")
+  if not args.workdir and not args.model:
+    parser.error("--workdir or --model is required (or --hyp FILE --ref FILE to score a file)")
   if bool(args.split) == bool(args.src or args.ref) or (args.src and not args.ref) or (
       args.ref and not args.src):
     parser.error("give either --split NAME or both --src FILE and --ref FILE")
   parsing.check_search_flags(parser, args)
   setup_cli_logging()
+  parsing.resolve_model(parser, args)
   try:
     cfg = (export.load_export(args.workdir[0])[1] if args.engine == "ctranslate2"
            else checkpoint.load_config(args.workdir[0]))
@@ -112,8 +113,10 @@ def main(argv=None) -> None:
   hypotheses = translate_all(translator, sources, c)
   ensemble = ".ensemble" if len(args.workdir) > 1 else ""
   mbr_name = f".mbr-{c.mbr}-{c.mbr_weights}" if c.mbr else ""
+  # A Hub model's folder is huggingface_hub's cache, never written: its output goes here.
   out = (Path(args.output) if args.output else
-         Path(args.workdir[0]) / "hyps" / f"{name}.beam{beam}{mbr_name}{ensemble}.txt")
+         Path("." if args.from_hub else args.workdir[0]) / "hyps" /
+         f"{name}.beam{beam}{mbr_name}{ensemble}.txt")
   out.parent.mkdir(parents=True, exist_ok=True)
   out.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
   result = score(hypotheses, references, args.lowercase_tokenized, cfg.data.tgt_lang)
@@ -126,7 +129,12 @@ def main(argv=None) -> None:
   if args.engine == "jax":
     result["beam_stop"] = c.beam_stop
   print_result(result)
-  # An ensemble's score belongs to no one run's card; an export is not a run directory.
-  if len(args.workdir) == 1 and args.engine == "jax":
+  # An ensemble's score belongs to no one run's card; an export is not a run directory;
+  # a Hub model's card is the one published.
+  if len(args.workdir) == 1 and args.engine == "jax" and not args.from_hub:
     model_card.record_evaluation(args.workdir[0], dict(result, data=name))
     model_card.write(args.workdir[0])
+
+
+if __name__ == "__main__":
+  main()

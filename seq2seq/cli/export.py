@@ -19,7 +19,12 @@ def main(argv=None) -> None:
   parser = argparse.ArgumentParser(
       description="Export a trained run for another inference engine (CTranslate2).",
       formatter_class=parsing.HelpFormatter)
-  parser.add_argument("--workdir", required=True, help="run directory written by train.py")
+  parser.add_argument("--workdir", help="run directory written by train.py")
+  parser.add_argument("--model", metavar="PATH|ORG/NAME", help="the same as --workdir, or a "
+                      "model on the Hugging Face Hub (downloaded once into its cache)")
+  parser.add_argument("--revision", help="with --model ORG/NAME: the Hub branch, tag or "
+                      "commit (default: main)")
+  parser.set_defaults(model_required=True)
   parser.add_argument("--checkpoint", default="best",
                       help="best, latest, averaged, ema, or a checkpoint step directory")
   parser.add_argument("--format", default="ctranslate2", choices=("ctranslate2",),
@@ -30,6 +35,7 @@ def main(argv=None) -> None:
   parser.add_argument("--force", action="store_true", help="replace a non-empty --output")
   args = parser.parse_args(argv)
   setup_cli_logging()
+  parsing.resolve_model(parser, args)
   try:
     path = export_ctranslate2(args.workdir, args.output, args.checkpoint, args.quantization,
                               args.force)

@@ -43,11 +43,21 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def add_model_flags(parser: argparse.ArgumentParser, several: bool = False,
                     required: bool = True) -> None:
-  """--workdir (several times for an ensemble with `several`), --checkpoint, --engine."""
-  parser.add_argument("--workdir", required=required, action="append" if several else "store",
-                      help="run directory written by train.py" + (
-                          "; several times for an ensemble (runs sharing one "
-                          "SentencePiece model: mean log-probabilities)" if several else ""))
+  """--workdir or --model (several times for an ensemble with `several`), --revision,
+  --checkpoint, --engine; `resolve_model` checks them and downloads a Hub model."""
+  action = "append" if several else "store"
+  ensemble = ("; several times for an ensemble (runs sharing one SentencePiece model: "
+              "mean log-probabilities)" if several else "")
+  parser.add_argument("--workdir", action=action,
+                      help="run directory written by train.py (or, with --engine "
+                      "ctranslate2, by seq2seq-export)" + ensemble)
+  parser.add_argument("--model", action=action, metavar="PATH|ORG/NAME",
+                      help="the same as --workdir, or a model on the Hugging Face Hub "
+                      "(downloaded once into its cache; HF_HUB_OFFLINE=1 reads the cache "
+                      "only)" + ensemble)
+  parser.add_argument("--revision", help="with --model ORG/NAME: the Hub branch, tag or "
+                      "commit (default: main)")
+  parser.set_defaults(model_required=required)
   parser.add_argument("--checkpoint", default="best",
                       help="best, latest, averaged, ema, or a checkpoint step directory")
   parser.add_argument("--engine", default="jax", choices=ENGINES,
@@ -78,6 +88,28 @@ def add_search_flags(parser: argparse.ArgumentParser, batching: bool = True) -> 
                       help=f"sentences decoded together (run's default, else {d.batch_size})")
   parser.add_argument("--workers", type=int, default=None,
                       help=f"batches decoded at once, each on a thread (default {d.workers})")
+
+
+def resolve_model(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+  """Sets args.workdir from --model (a Hub model: its folder in the Hugging Face cache,
+  downloaded if missing) and args.from_hub; usage errors for a missing or doubled model."""
+  from seq2seq.rundir import hub
+
+  args.from_hub = False
+  if args.model:
+    if args.workdir:
+      parser.error("give --workdir or --model, not both")
+    names = args.model if isinstance(args.model, list) else [args.model]
+    try:
+      folders = [str(hub.resolve(name, args.revision)) for name in names]
+    except hub.HubError as e:
+      sys.exit(f"error: {e}")
+    args.from_hub = any(hub.is_repo_id(name) for name in names)
+    args.workdir = folders if isinstance(args.model, list) else folders[0]
+  elif args.revision:
+    parser.error("--revision goes with --model ORG/NAME")
+  if args.model_required and not args.workdir:
+    parser.error("--workdir RUN or --model PATH|ORG/NAME is required")
 
 
 def check_search_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -21,9 +21,7 @@ from seq2seq.serving.http_server import access_log, create_app, follow_checkpoin
 def parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(description="HTTP server: seq2seq-serve --workdir RUN | --engine ctranslate2 --model EXPORT_DIR.",
                               formatter_class=parsing.HelpFormatter)
-  parsing.add_model_flags(p, required=False)
-  p.add_argument("--model", metavar="EXPORT_DIR", help="with --engine ctranslate2: the "
-                 "directory seq2seq-export wrote (the same as --workdir)")
+  parsing.add_model_flags(p)
   parsing.add_search_flags(p, batching=False)
   p.add_argument("--host", default="127.0.0.1", help="address to listen on")
   p.add_argument("--port", type=int, default=8080, help="port to listen on")
@@ -43,12 +41,6 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> None:
   p = parser()
   args = p.parse_args(argv)
-  if args.model:
-    if args.workdir and args.workdir != args.model:
-      p.error("give --model or --workdir, not both")
-    args.workdir = args.model
-  if not args.workdir:
-    p.error("--workdir RUN (or --engine ctranslate2 --model EXPORT_DIR) is required")
   parsing.check_search_flags(p, args)
   limits = Limits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Limits)})
   if min(limits.max_batch, limits.max_texts, limits.max_beam, limits.max_queue,
@@ -72,7 +64,9 @@ def main(argv=None) -> None:
   if args.reload_every and (args.engine != "jax" or args.checkpoint not in checkpoint.KINDS):
     p.error("--reload-every needs the JAX engine and --checkpoint "
             f"{', '.join(checkpoint.KINDS)}")
-  info = {"engine": args.engine, "model": args.workdir, "checkpoint": args.checkpoint}
+  parsing.resolve_model(p, args)  # after the usage checks: a Hub model downloads here
+  info = {"engine": args.engine, "model": args.model or args.workdir,
+          "checkpoint": args.checkpoint}
 
   def load():
     translator, settings = parsing.load_translator(args)

@@ -162,7 +162,16 @@ class Translator:
     """`load_run`: a run directory, a list of them (an ensemble), or an export."""
     return load_run(workdir, checkpoint_name, engine, **decode_overrides)
 
-  from_pretrained = load  # the name Hugging Face users know
+  @classmethod
+  def from_pretrained(cls, name_or_path: str | os.PathLike, checkpoint_name: str = "best",
+                      engine: str = "jax", revision: str | None = None, **decode_overrides):
+    """`load`, by the name Hugging Face users know, for a run directory, an export or a
+    model on the Hugging Face Hub (`"org/name"`, at `revision`): downloaded once into
+    huggingface_hub's cache, read from there offline (HF_HUB_OFFLINE=1), with the token
+    of `huggingface-cli login` for a private one."""
+    from seq2seq.rundir import hub
+    return load_run(hub.resolve(name_or_path, revision), checkpoint_name, engine,
+                    **decode_overrides)
 
   def settings(self, beam_size: int | None = None, alpha: float | None = None,
                batch_size: int | None = None) -> DecodeConfig:

@@ -360,6 +360,12 @@ def checkpoint_path(workdir: str | os.PathLike, name: str) -> Path:
       time.sleep(SWAP_WAIT_S)
       steps = steps_in(root)
     if not steps:
+      published = Path(workdir) / "published.json"  # hub.PUBLISHED_FILE: one checkpoint
+      if name == "best" and published.is_file():
+        kind = json.loads(published.read_text())["checkpoint"]
+        if kind != "best":
+          log.info("a published model: its '%s' checkpoint", kind)
+          return checkpoint_path(workdir, kind)
       if name == "best":
         log.info("no 'best' checkpoint in %s yet; using 'latest'", root)
         return checkpoint_path(workdir, "latest")

@@ -86,18 +86,22 @@ def preset_name(cfg: Config) -> str:
   return names[0] if names else "custom"
 
 
-def next_commands(workdir: Path, cfg) -> list[str]:
+def next_commands(workdir: Path, cfg, hub_id: str | None = None) -> list[str]:
   """The commands that evaluate, translate with and serve this run: its averaged
-  checkpoint where training averages, else its best."""
-  run = shlex.quote(str(workdir))
-  name = "averaged" if cfg.train.average_last > 1 else "best"
-  return [f"seq2seq-evaluate --workdir {run} --checkpoint {name} --split {cfg.data.test_split}",
-          f"echo 'A dog runs through the snow.' | seq2seq-translate --workdir {run} "
-          f"--checkpoint {name}",
-          f"seq2seq-serve --workdir {run} --checkpoint {name}"]
+  checkpoint where training averages, else its best; for a Hub model, `--model
+  HUB_ID` (its one published checkpoint)."""
+  if hub_id:
+    model = f"--model {hub_id}"
+  else:
+    name = "averaged" if cfg.train.average_last > 1 else "best"
+    model = f"--workdir {shlex.quote(str(workdir))} --checkpoint {name}"
+  return [f"seq2seq-evaluate {model} --split {cfg.data.test_split}",
+          f"echo 'A dog runs through the snow.' | seq2seq-translate {model}",
+          f"seq2seq-serve {model}"]
 
 
-def render(workdir: Path) -> str:
+def render(workdir: Path, name: str | None = None) -> str:
+  """The card of the run in `workdir`; `name`: the Hub repository it is published as."""
   workdir = Path(workdir)
   cfg = checkpoint.load_config(workdir)
   training = _read_json(workdir / TRAINING_FILE, {})
@@ -107,11 +111,13 @@ def render(workdir: Path) -> str:
   m, d, t = cfg.model, cfg.data, cfg.train
   params = sum(x.size for x in jax.tree_util.tree_leaves(checkpoint.abstract_params(m)))
   lines = [
-      f"# {d.src_lang}→{d.tgt_lang} translation model: {workdir.name}", "",
+      f"# {d.src_lang}→{d.tgt_lang} translation model: {name or workdir.name}", "",
       f"A Transformer encoder-decoder trained with seq2seq {training.get('package_version', '?')}"
-      " (JAX and Haiku). Load it with `seq2seq.Translator.from_pretrained(PATH)` or "
-      "`seq2seq-translate --workdir PATH`.", "",
-      "## Use", "", "```bash", *next_commands(Path("PATH"), cfg), "```", "",
+      " (JAX and Haiku). Load it with "
+      + (f"`seq2seq.Translator.from_pretrained(\"{name}\")` or `seq2seq-translate --model "
+         f"{name}` (`pip install seq2seq-haiku`)." if name else
+         "`seq2seq.Translator.from_pretrained(PATH)` or `seq2seq-translate --workdir PATH`."),
+      "", "## Use", "", "```bash", *next_commands(Path("PATH"), cfg, name), "```", "",
       "## Model", "",
       f"- preset: {preset_name(cfg)} (d_model {m.d_model}, {m.num_heads} heads, "
       f"{m.activation} feed-forward {m.d_ff}, "

@@ -1,0 +1,174 @@
+"""Models on the Hugging Face Hub: a run directory published as a model repository, and a
+repository name (`org/name`) resolved to a local folder wherever a run directory is taken.
+
+    resolve("org/name", revision)  the folder of a Hub model in huggingface_hub's cache
+                                   (downloaded once; HF_HUB_OFFLINE=1 reads the cache only)
+    stage(RUN, folder, ...)        what a push uploads, written to `folder`
+    push(RUN, "org/name", ...)     stage, then create the repository and upload it
+
+A published repository is a run directory reduced to what inference needs: config.json,
+the SentencePiece model, one checkpoint (`checkpoints/KIND/STEP`), the evaluations and a
+model card (README.md) whose YAML header the Hub reads: languages, license, data set,
+`model-index` with the evaluations' BLEU and chrF and their sacreBLEU signatures, and the
+base model of a fine-tune. `published.json` names the checkpoint, so `--checkpoint`
+need not be given: 'best', the default, is the published one.
+
+Downloads and uploads go through huggingface_hub, with its cache (`HF_HUB_CACHE`), its
+token (`huggingface-cli login` or `HF_TOKEN`), its revisions and its progress bars.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from seq2seq import __version__
+from seq2seq.data import tokenizer
+from seq2seq.rundir import checkpoint, model_card
+
+log = logging.getLogger(__name__)
+
+PUBLISHED_FILE = "published.json"
+LIBRARY = "seq2seq"
+# The files of a run that inference reads (the checkpoint is added by name).
+INFERENCE_FILES = (checkpoint.CONFIG_FILE, tokenizer.MODEL_FILE, "spm.vocab", tokenizer.META_FILE,
+                   model_card.TRAINING_FILE, model_card.EVALUATIONS_FILE)
+REPO_ID = re.compile(r"[\w.-]+/[\w.-]+")
+
+
+class HubError(ValueError):
+  """A Hub repository that cannot be resolved or a run that cannot be published."""
+
+
+def is_repo_id(name: str) -> bool:
+  return bool(REPO_ID.fullmatch(name)) and not Path(name).exists()
+
+
+def resolve(name: str | os.PathLike, revision: str | None = None) -> Path:
+  """A local directory as it is; `org/name` (not a local path) as the folder of that Hub
+  model repository in huggingface_hub's cache, downloaded at `revision` (a branch, tag or
+  commit; default main) unless the cache has it."""
+  if not isinstance(name, str) or not is_repo_id(name):
+    if revision:
+      raise HubError(f"--revision is for Hub models; {name} is a local directory")
+    return Path(name)
+  from huggingface_hub import snapshot_download
+  from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+  try:
+    folder = snapshot_download(name, revision=revision, library_name=LIBRARY,
+                               library_version=__version__)
+  except LocalEntryNotFoundError as e:
+    raise HubError(f"{name}{'@' + revision if revision else ''} is neither a local directory "
+                   "nor in the Hugging Face cache, and the Hub cannot be reached "
+                   f"({first_line(e)}); with HF_HUB_OFFLINE=1 only the cache "
+                   f"({_cache_dir()}) is read") from None
+  except (HFValidationError, OSError) as e:  # RepositoryNotFoundError is an OSError
+    raise HubError(f"{name}: {first_line(e)}") from None
+  log.info("Hub model %s%s: %s", name, f"@{revision}" if revision else "", folder)
+  return Path(folder)
+
+
+def published_checkpoint(workdir: str | os.PathLike) -> str | None:
+  """The checkpoint kind a published repository holds, or None for a run directory."""
+  path = Path(workdir) / PUBLISHED_FILE
+  return json.loads(path.read_text())["checkpoint"] if path.is_file() else None
+
+
+# ----------------------------------------------------------------------------- publishing
+
+
+def stage(workdir: str | os.PathLike, folder: str | os.PathLike, repo_id: str,
+          checkpoint_name: str = "averaged", license: str | None = None,
+          datasets: list[str] | None = None) -> list[str]:
+  """Writes to `folder` what `push` uploads; returns its files, relative, sorted."""
+  workdir, folder = Path(workdir), Path(folder)
+  if not is_repo_id(repo_id):
+    raise HubError(f"--repo {repo_id!r}: expected a Hub repository name, ORG/NAME")
+  if checkpoint_name not in checkpoint.KINDS:
+    raise HubError(f"--checkpoint {checkpoint_name!r}: publish one of "
+                   f"{', '.join(checkpoint.KINDS)}")
+  cfg = checkpoint.load_config(workdir)  # a CheckpointError names a non-run directory
+  step_dir = checkpoint.checkpoint_path(workdir, checkpoint_name)
+  if step_dir.parent.name != checkpoint_name:  # 'best' fell back to 'latest'
+    raise HubError(f"{workdir} has no '{checkpoint_name}' checkpoint yet")
+  folder.mkdir(parents=True, exist_ok=True)
+  for name in INFERENCE_FILES:
+    if (workdir / name).is_file():
+      shutil.copy2(workdir / name, folder / name)
+  shutil.copytree(step_dir, folder / "checkpoints" / checkpoint_name / step_dir.name)
+  (folder / PUBLISHED_FILE).write_text(json.dumps(
+      {"checkpoint": checkpoint_name, "step": int(step_dir.name), "repo_id": repo_id,
+       "seq2seq_version": __version__}, indent=2) + "\n")
+  (folder / model_card.CARD_FILE).write_text(
+      card(folder, cfg, repo_id, checkpoint_name, license, datasets), encoding="utf-8")
+  return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def card(folder: Path, cfg, repo_id: str, checkpoint_name: str, license: str | None,
+         datasets: list[str] | None) -> str:
+  """The model card: the Hub's YAML metadata, then the run's card for this repository."""
+  from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+  src, tgt = cfg.data.src_lang, cfg.data.tgt_lang
+  evaluations = [json.loads(x) for x in (folder / model_card.EVALUATIONS_FILE).read_text(
+      ).splitlines() if x.strip()] if (folder / model_card.EVALUATIONS_FILE).exists() else []
+  results = []
+  dataset = (datasets or [cfg.data.hub or "local"])[0]
+  for e in evaluations:
+    if e.get("checkpoint") != checkpoint_name or e.get("engine", "jax") != "jax":
+      continue  # the card reports the checkpoint it ships
+    common = dict(task_type="translation", task_name=f"Translation {src}→{tgt}",
+                  dataset_type=dataset, dataset_name=f"{dataset} {e['data']}",
+                  dataset_split=e["data"])
+    results.append(EvalResult(**common, metric_type="bleu", metric_value=round(e["bleu"], 2),
+                              metric_name=f"sacreBLEU (beam {e['beam']})",
+                              metric_args={"signature": e["bleu_signature"]}))
+    results.append(EvalResult(**common, metric_type="chrf", metric_value=round(e["chrf"], 2),
+                              metric_name=f"chrF (beam {e['beam']})",
+                              metric_args={"signature": e.get("chrf_signature", "")}))
+  base = cfg.train.init_from
+  data = ModelCardData(
+      language=[src, tgt], license=license or "unknown", library_name=LIBRARY,
+      pipeline_tag="translation", tags=["translation", "jax", "haiku", "seq2seq"],
+      datasets=datasets or ([cfg.data.hub] if cfg.data.hub else None),
+      base_model=base if base and is_repo_id(base) else None,
+      model_name=repo_id, eval_results=results or None)
+  body = model_card.render(folder, name=repo_id)
+  return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}").content
+
+
+def push(workdir: str | os.PathLike, repo_id: str, checkpoint_name: str = "averaged",
+         license: str | None = None, datasets: list[str] | None = None,
+         private: bool = False, revision: str | None = None, dry_run: bool = False,
+         api=None) -> tuple[list[str], str]:
+  """Publishes the run's `checkpoint_name` to the Hub model repository `repo_id` (created
+  if missing). Returns (the files uploaded, the model card). `dry_run`: stage and return,
+  send nothing. `api`: a `huggingface_hub.HfApi` (its token: huggingface-cli login)."""
+  with tempfile.TemporaryDirectory(prefix="seq2seq-push-") as folder:
+    files = stage(workdir, folder, repo_id, checkpoint_name, license, datasets)
+    text = (Path(folder) / model_card.CARD_FILE).read_text(encoding="utf-8")
+    if dry_run:
+      return files, text
+    from huggingface_hub import HfApi
+    api = api or HfApi(library_name=LIBRARY, library_version=__version__)
+    api.create_repo(repo_id, private=private, exist_ok=True)
+    api.upload_folder(repo_id=repo_id, folder_path=folder, revision=revision,
+                      commit_message=f"seq2seq {checkpoint_name} checkpoint of "
+                      f"{Path(workdir).name}")
+    log.info("pushed %d files to https://huggingface.co/%s", len(files), repo_id)
+    return files, text
+
+
+def first_line(e: BaseException) -> str:
+  return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _cache_dir() -> str:
+  from huggingface_hub import constants
+  return constants.HF_HUB_CACHE
+
