@@ -29,6 +29,9 @@ def parser() -> argparse.ArgumentParser:
                  help="JAX engine, --checkpoint best, latest, averaged or ema: every SECONDS, "
                  "serve the newest complete checkpoint of that kind (a run that is "
                  "training writes new ones); 0: keep the one loaded at start")
+  p.add_argument("--api-keys", metavar="FILE", help="require an API key, one per line of "
+                 "FILE: LibreTranslate's api_key field, or Authorization: Bearer KEY on the "
+                 "native API (403 without a valid one); default: open")
   p.add_argument("--decoders", type=int, default=2, help="batches of requests decoded at "
                  "once, each on a thread of its own (one per core suits XLA:CPU and "
                  "CTranslate2); each batch holds up to --max-batch sentences")
@@ -64,6 +67,15 @@ def main(argv=None) -> None:
   if args.reload_every and (args.engine != "jax" or args.checkpoint not in checkpoint.KINDS):
     p.error("--reload-every needs the JAX engine and --checkpoint "
             f"{', '.join(checkpoint.KINDS)}")
+  api_keys = None
+  if args.api_keys:
+    try:
+      lines = open(args.api_keys, encoding="utf-8").read().splitlines()
+    except OSError as e:
+      sys.exit(f"error: --api-keys {args.api_keys}: {e.strerror}")
+    api_keys = frozenset(x.strip() for x in lines if x.strip() and not x.startswith("#"))
+    if not api_keys:
+      sys.exit(f"error: --api-keys {args.api_keys} holds no key (one per line)")
   parsing.resolve_model(p, args)  # after the usage checks: a Hub model downloads here
   info = {"engine": args.engine, "model": args.model or args.workdir,
           "checkpoint": args.checkpoint}
@@ -84,7 +96,8 @@ def main(argv=None) -> None:
       sys.exit(f"error: {e}")
   logging.getLogger("uvicorn").setLevel(logging.WARNING)
   logging.getLogger("uvicorn.access").disabled = True  # ours is seq2seq.serve.access
-  uvicorn.run(create_app(None, limits, info, load=load, workers=args.decoders),
+  uvicorn.run(create_app(None, limits, info, load=load, workers=args.decoders,
+                         api_keys=api_keys),
               host=args.host, port=args.port, log_config=None,  # keep this logging setup
               timeout_graceful_shutdown=max(1, int(limits.timeout_s)))
 

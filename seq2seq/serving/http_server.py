@@ -6,12 +6,15 @@ Starlette under uvicorn (`pip install 'seq2seq-haiku[serve]'`); docs/serving.md.
   POST /translate      {"text": "..."} -> {"translation": "..."}
                        {"texts": [...]} -> {"translations": [...]}; optional beam_size,
                        alpha, nbest, sampling {temperature, top_k, top_p, seed},
-                       prefix / prefixes, attention (serve_api.FIELDS)
+                       prefix / prefixes, attention (http_api.FIELDS)
+  POST /translate      LibreTranslate's: {"q", "source", "target", "format"} ->
+                       {"translatedText": ...} (libretranslate.py), with
+  GET  /languages, POST /detect, GET /frontend/settings   LibreTranslate's too
   GET  /health         200 {"status": "ready", ...} once loaded and compiled; 503 before
   GET  /metrics        Prometheus metrics (requests, texts, batch sizes, queue, latency)
   GET  /openapi.json   the API's OpenAPI 3.1 schema
 
-Concurrent requests are decoded in batches (serve_batcher.py). Every bad request gets a
+Concurrent requests are decoded in batches (dynamic_batching.py). Every bad request gets a
 4xx JSON {"error": "..."} naming the problem; a full queue gets 429 with Retry-After.
 Each answered request is logged as one JSON line on stdout (logger seq2seq.serve.access);
 diagnostics go to stderr.
@@ -33,8 +36,17 @@ import numpy as np
 
 from seq2seq import __version__
 from seq2seq.rundir import checkpoint
+from seq2seq.serving import libretranslate as lt
 from seq2seq.serving.dynamic_batching import Batcher, Metrics, engine_call
-from seq2seq.serving.http_api import Limits, RequestError, openapi, parse_request, read_json
+from seq2seq.serving.http_api import (
+  Limits,
+  RequestError,
+  Search,
+  TranslateRequest,
+  openapi,
+  parse_request,
+  read_json,
+)
 from seq2seq.vocab import EOS_ID
 
 log = logging.getLogger("seq2seq.serve")
@@ -120,8 +132,10 @@ def follow_checkpoint(translator, workdir, name: str, every_s: float, info: dict
 class Server:
   """The app's state: the translator (once loaded), its batcher and metrics."""
 
-  def __init__(self, limits: Limits, info: dict[str, Any], workers: int):
+  def __init__(self, limits: Limits, info: dict[str, Any], workers: int,
+               api_keys: frozenset[str] | None = None):
     self.limits, self.info, self.workers = limits, info, workers
+    self.api_keys = api_keys  # None: open; else LibreTranslate's api_key or a Bearer token
     self.metrics = Metrics()
     self.translator = None
     self.batcher: Batcher | None = None
@@ -139,9 +153,11 @@ class Server:
   def engine(self) -> str:
     return self.info.get("engine", "jax")
 
-  async def translate(self, request) -> dict[str, Any]:
+  def check_ready(self) -> None:
     if self.batcher is None:
       raise RequestError(503, self.failed or "the model is loading", {"Retry-After": "5"})
+
+  async def read_body(self, request) -> bytes:
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > self.limits.max_body:
       raise RequestError(413, f"the body has {length} bytes; at most {self.limits.max_body}")
@@ -150,8 +166,24 @@ class Server:
       body += chunk
       if len(body) > self.limits.max_body:
         raise RequestError(413, f"the body exceeds {self.limits.max_body} bytes")
-    req = parse_request(read_json(bytes(body), request.headers.get("content-type")),
-                        self.limits, self.translator.decode_cfg, self.engine)
+    return bytes(body)
+
+  async def translate(self, request) -> dict[str, Any]:
+    """POST /translate: the native API, or LibreTranslate's when the request has `q`."""
+    self.check_ready()
+    body, content_type = await self.read_body(request), request.headers.get("content-type")
+    query = dict(request.query_params)
+    kind = (content_type or "").split(";")[0].strip().lower()
+    if "q" in query or kind == "application/x-www-form-urlencoded":
+      return await self.libretranslate(lt.read_params(body, content_type, query))
+    value = read_json(body, content_type)
+    if isinstance(value, dict) and lt.is_libretranslate(value):
+      return await self.libretranslate({**query, **value})
+    if self.api_keys is not None:
+      given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+      if given not in self.api_keys:
+        raise RequestError(403, "Invalid API key: send Authorization: Bearer KEY")
+    req = parse_request(value, self.limits, self.translator.decode_cfg, self.engine)
     if req.prefixes:  # checked here: a bad one must not fail the batch it would join
       most = self.translator.model_cfg.max_len - 2
       for i, ids in enumerate(self.translator.tokenizer.encode(req.prefixes)):
@@ -170,6 +202,31 @@ class Server:
               else {"translations": best, "alternatives": out})
     return {"translation": out[0]} if req.single else {"translations": out}
 
+  async def libretranslate(self, params: dict) -> dict[str, Any]:
+    """LibreTranslate's /translate: texts or HTML documents, with alternatives."""
+    lt.check_key(params, self.api_keys)
+    source, target = self.translator.languages
+    texts, single, fmt, alternatives = lt.parse(params, source, target, self.limits)
+    documents = [lt.html_texts(t) for t in texts] if fmt == "html" else None
+    flat = [x for _, found in documents for x in found] if documents else texts
+    if documents:
+      alternatives = 0  # as LibreTranslate: alternatives for plain text only
+    defaults = self.translator.decode_cfg
+    nbest = alternatives + 1 if alternatives else 0
+    search = Search(max(defaults.beam_size, nbest), defaults.alpha, nbest)
+    out = await self.batcher.submit(TranslateRequest(flat, False, search)) if flat else []
+    others = None
+    if nbest:
+      others = [[a["text"] for a in found[1:]] for found in out]
+      out = [found[0]["text"] if found else "" for found in out]
+    if documents:
+      parts, start = [], 0
+      for pieces, found in documents:
+        parts.append(lt.html_join(pieces, out[start:start + len(found)]))
+        start += len(found)
+      out = parts
+    return lt.answer(out, single, params, source, others)
+
   def health(self) -> tuple[int, dict[str, Any]]:
     status = "ready" if self.batcher else ("failed" if self.failed else "loading")
     stats = self.batcher.stats if self.batcher else {}
@@ -182,7 +239,8 @@ class Server:
 class AccessLog:
   """ASGI middleware: one JSON line per answered request, and the requests counter."""
 
-  PATHS = ("/", "/translate", "/health", "/metrics", "/openapi.json")
+  PATHS = ("/", "/translate", "/health", "/metrics", "/openapi.json", "/languages", "/detect",
+           "/frontend/settings")
 
   def __init__(self, app, server: Server):
     self.app, self.server = app, server
@@ -212,7 +270,8 @@ class AccessLog:
 
 
 def create_app(translator=None, limits: Limits | None = None, info: dict | None = None,
-               load: Callable[[], Any] | None = None, workers: int = 2):
+               load: Callable[[], Any] | None = None, workers: int = 2,
+               api_keys: frozenset[str] | None = None):
   """The Starlette app serving `translator`, or the one `load()` returns (called on a
   thread at start-up; /health answers 503 until it has)."""
   from starlette.applications import Starlette
@@ -220,7 +279,7 @@ def create_app(translator=None, limits: Limits | None = None, info: dict | None 
   from starlette.routing import Route
 
   limits = limits or Limits()
-  server = Server(limits, info if info is not None else {}, workers)  # shared: --reload-every
+  server = Server(limits, info if info is not None else {}, workers, api_keys)  # shared: --reload-every
 
   async def translate(request):
     started = time.perf_counter()
@@ -239,6 +298,27 @@ def create_app(translator=None, limits: Limits | None = None, info: dict | None 
   async def health(request):
     status, body = server.health()
     return JSONResponse(body, status_code=status)
+
+  def libretranslate_get(answer):
+    """A LibreTranslate GET or /detect: the model's languages, once it has loaded."""
+    async def endpoint(request):
+      try:
+        server.check_ready()
+        params = {}
+        if request.method == "POST":
+          params = lt.read_params(await server.read_body(request),
+                                  request.headers.get("content-type"),
+                                  dict(request.query_params))
+          lt.check_key(params, server.api_keys)
+        return JSONResponse(answer(params, *server.translator.languages))
+      except RequestError as e:
+        return JSONResponse({"error": str(e)}, status_code=e.status, headers=e.headers)
+    return endpoint
+
+  def detect(params, source, target):
+    if not params.get("q"):
+      raise RequestError(400, "Invalid request: missing q parameter")
+    return [{"language": source, "confidence": 100.0}]  # a model of one source language
 
   async def metrics(request):
     body, content_type = server.metrics.exposition()
@@ -280,7 +360,15 @@ def create_app(translator=None, limits: Limits | None = None, info: dict | None 
                           Route("/translate", translate, methods=["POST"]),
                           Route("/health", health, methods=["GET"]),
                           Route("/metrics", metrics, methods=["GET"]),
-                          Route("/openapi.json", schema, methods=["GET"])],
+                          Route("/openapi.json", schema, methods=["GET"]),
+                          Route("/languages", libretranslate_get(
+                              lambda _, source, target: lt.languages(source, target)),
+                                methods=["GET", "POST"]),
+                          Route("/detect", libretranslate_get(detect), methods=["POST"]),
+                          Route("/frontend/settings", libretranslate_get(
+                              lambda _, source, target: lt.frontend_settings(
+                                  source, target, limits, server.api_keys is not None)),
+                                methods=["GET"])],
                   exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan)
 
   app.add_middleware(AccessLog, server=server)

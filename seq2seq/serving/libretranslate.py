@@ -1,0 +1,223 @@
+"""LibreTranslate's API, served beside the native one, so that the clients that speak it
+(libretranslatepy, deep-translator, browser extensions, editors) can use a model trained
+here.
+
+    POST /translate    q (a string or a list), source (a code or "auto"), target,
+                       format ("text" or "html"), api_key, alternatives
+                       -> {"translatedText": ...} (a string or a list, as q was)
+    GET  /languages    [{"code", "name", "targets"}] of the model's one pair
+    POST /detect       q -> [{"language", "confidence"}]: the model's source language
+    GET  /frontend/settings   what LibreTranslate's web clients read first
+
+The parameters come as JSON, as a form (application/x-www-form-urlencoded) or in the
+query string, as LibreTranslate takes them. A model translates one pair: another source or
+target is LibreTranslate's 400 naming it, and "auto" is the model's source language (it
+has only one). With `format: "html"` the markup is kept and each run of text between tags
+is translated (script and style left as they are). Errors are LibreTranslate's shape,
+`{"error": "..."}`: 400 for a bad request, 403 for a missing or wrong API key.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import urllib.parse
+from html.parser import HTMLParser
+from typing import Any
+
+from seq2seq.serving.http_api import Limits, RequestError
+
+# English names of the languages LibreTranslate offers (ISO 639-1); a code not here is its
+# own name.
+LANGUAGE_NAMES = {
+    "ar": "Arabic", "az": "Azerbaijani", "bg": "Bulgarian", "bn": "Bengali", "ca": "Catalan",
+    "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
+    "eo": "Esperanto", "es": "Spanish", "et": "Estonian", "fa": "Persian", "fi": "Finnish",
+    "fr": "French", "ga": "Irish", "he": "Hebrew", "hi": "Hindi", "hu": "Hungarian",
+    "id": "Indonesian", "it": "Italian", "ja": "Japanese", "ko": "Korean",
+    "lt": "Lithuanian", "lv": "Latvian", "ms": "Malay", "nb": "Norwegian Bokmål",
+    "nl": "Dutch", "pl": "Polish", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian",
+    "sk": "Slovak", "sl": "Slovenian", "sq": "Albanian", "sv": "Swedish", "th": "Thai",
+    "tl": "Tagalog", "tr": "Turkish", "uk": "Ukrainian", "ur": "Urdu", "vi": "Vietnamese",
+    "zh": "Chinese",
+}
+FORMATS = ("text", "html")
+
+
+def language_name(code: str) -> str:
+  return LANGUAGE_NAMES.get(code, code)
+
+
+def languages(source: str, target: str) -> list[dict[str, Any]]:
+  """/languages: each language with the targets it translates to."""
+  return [{"code": source, "name": language_name(source), "targets": [target]},
+          {"code": target, "name": language_name(target), "targets": []}]
+
+
+def frontend_settings(source: str, target: str, limits: Limits, keys: bool) -> dict:
+  return {"apiKeys": keys, "keyRequired": keys, "charLimit": limits.max_chars,
+          "frontendTimeout": int(limits.timeout_s * 1000), "suggestions": False,
+          "filesTranslation": False, "supportedFilesFormat": [],
+          "language": {"source": {"code": source, "name": language_name(source)},
+                       "target": {"code": target, "name": language_name(target)}}}
+
+
+def read_params(body: bytes, content_type: str | None, query: dict[str, str]) -> dict:
+  """The request's parameters: the query string's, then a JSON or form body's over them."""
+  params: dict[str, Any] = dict(query)
+  kind = (content_type or "").split(";")[0].strip().lower()
+  if not body.strip():
+    return params
+  try:
+    text = body.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise RequestError(400, f"Invalid request: the body is not valid UTF-8 (byte {e.start})"
+                       ) from None
+  if kind == "application/x-www-form-urlencoded":
+    form = urllib.parse.parse_qs(text, keep_blank_values=True)
+    params.update({k: v if k == "q" and len(v) > 1 else v[-1] for k, v in form.items()})
+  elif kind in ("application/json", ""):
+    try:
+      value = json.loads(text)
+    except ValueError as e:
+      raise RequestError(400, f"Invalid request: the body is not valid JSON: {e}") from None
+    if not isinstance(value, dict):
+      raise RequestError(400, "Invalid request: the body must be a JSON object")
+    params.update(value)
+  else:
+    raise RequestError(400, f"Invalid request: Content-Type {kind!r}; send JSON or a form "
+                            "(application/x-www-form-urlencoded)")
+  return params
+
+
+def is_libretranslate(params: dict) -> bool:
+  """A /translate request in LibreTranslate's terms (q), not the native API's (text)."""
+  return "q" in params
+
+
+def check_key(params: dict, keys: frozenset[str] | None) -> None:
+  if keys is not None and params.get("api_key") not in keys:
+    raise RequestError(403, "Invalid API key" if params.get("api_key") else
+                       "Please contact the server operator to get an API key")
+
+
+def parse(params: dict, source: str, target: str, limits: Limits
+          ) -> tuple[list[str], bool, str, int]:
+  """(texts, whether q was one string, format, alternatives) of a /translate request."""
+  q = params.get("q")
+  if q is None or q == "" or q == []:
+    raise RequestError(400, "Invalid request: missing q parameter")
+  single = isinstance(q, str)
+  texts = [q] if single else q
+  if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+    raise RequestError(400, "Invalid request: q must be a string or a list of strings")
+  if len(texts) > limits.max_texts:
+    raise RequestError(400, f"Invalid request: {len(texts)} texts; at most {limits.max_texts}")
+  for t in texts:
+    if len(t) > limits.max_chars:
+      raise RequestError(400, f"Invalid request: a text of {len(t)} characters; at most "
+                              f"{limits.max_chars} (char limit)")
+  for name in ("source", "target"):
+    if not params.get(name):
+      raise RequestError(400, f"Invalid request: missing {name} parameter")
+  if params["source"] not in (source, "auto"):
+    raise RequestError(400, f"{params['source']} is not supported")
+  if params["target"] != target:
+    raise RequestError(400, f"{params['target']} is not supported")
+  fmt = params.get("format") or "text"
+  if fmt not in FORMATS:
+    raise RequestError(400, f"Invalid request: format {fmt!r}; expected text or html")
+  try:
+    alternatives = int(params.get("alternatives") or 0)
+  except (TypeError, ValueError):
+    raise RequestError(400, "Invalid request: alternatives must be an integer") from None
+  if not 0 <= alternatives <= limits.max_beam - 1:
+    raise RequestError(400, f"Invalid request: alternatives must be 0 to {limits.max_beam - 1}")
+  return texts, single, fmt, alternatives
+
+
+def answer(translations: list[str], single: bool, params: dict, source: str,
+           alternatives: list[list[str]] | None = None) -> dict[str, Any]:
+  out: dict[str, Any] = {"translatedText": translations[0] if single else translations}
+  if alternatives is not None:
+    out["alternatives"] = alternatives[0] if single else alternatives
+  if params.get("source") == "auto":
+    detected = {"language": source, "confidence": 100.0}
+    out["detectedLanguage"] = detected if single else [detected] * len(translations)
+  return out
+
+
+# ------------------------------------------------------------------------------- HTML
+
+
+class _Segments(HTMLParser):
+  """An HTML text as a list of markup and text pieces, in order, markup verbatim."""
+
+  RAW = ("script", "style")
+
+  def __init__(self):
+    super().__init__(convert_charrefs=False)
+    self.pieces: list[tuple[bool, str]] = []  # (is text to translate, source)
+    self.raw = 0
+
+  def handle_starttag(self, tag, attrs):
+    self.raw += tag in self.RAW
+    self.pieces.append((False, self.get_starttag_text()))
+
+  def handle_startendtag(self, tag, attrs):
+    self.pieces.append((False, self.get_starttag_text()))
+
+  def handle_endtag(self, tag):
+    self.raw -= tag in self.RAW and self.raw > 0
+    self.pieces.append((False, f"</{tag}>"))
+
+  def handle_data(self, data):
+    self._text(data)
+
+  def handle_entityref(self, name):
+    self._text(f"&{name};")
+
+  def handle_charref(self, name):
+    self._text(f"&#{name};")
+
+  def _text(self, data):
+    if not self.raw and self.pieces and self.pieces[-1][0]:
+      self.pieces[-1] = (True, self.pieces[-1][1] + data)
+    else:
+      self.pieces.append((not self.raw, data))
+
+  def handle_comment(self, data):
+    self.pieces.append((False, f"<!--{data}-->"))
+
+  def handle_decl(self, decl):
+    self.pieces.append((False, f"<!{decl}>"))
+
+
+def html_texts(document: str) -> tuple[list[tuple[bool, str]], list[str]]:
+  """(the document's pieces, the texts in it to translate: entities decoded, the spaces
+  around each kept out of it). Text without a letter or digit (punctuation between tags)
+  stays as it is."""
+  parser = _Segments()
+  parser.feed(document)
+  parser.close()
+  pieces = [(is_text and _wordy(source), source) for is_text, source in parser.pieces]
+  texts = [html.unescape(source).strip() for is_text, source in pieces if is_text]
+  return pieces, texts
+
+
+def _wordy(text: str) -> bool:
+  return any(c.isalnum() for c in html.unescape(text))
+
+
+def html_join(pieces: list[tuple[bool, str]], translations: list[str]) -> str:
+  """The document with each text piece replaced by its translation, escaped, in the
+  piece's own surrounding white space."""
+  out, it = [], iter(translations)
+  for is_text, source in pieces:
+    if is_text:
+      lead, trail = re.match(r"\s*", source).group(), re.search(r"\s*$", source).group()
+      out.append(lead + html.escape(next(it), quote=False) + trail)
+    else:
+      out.append(source)
+  return "".join(out)
