@@ -20,6 +20,9 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.lock
 	$(PY) -m pip install --quiet --no-deps -e '.[test]'
+	# Argos Translate for tests/serving/test_argos.py, without stanza and PyTorch, which
+	# it imports at start but which its tests do not need (the test says how).
+	$(PY) -m pip install --quiet --no-deps argostranslate==1.11.0
 	touch $@
 
 install: $(VENV)/.installed

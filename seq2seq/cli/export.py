@@ -10,7 +10,7 @@ import sys
 
 from seq2seq.cli import parsing
 from seq2seq.rundir import checkpoint
-from seq2seq.serving.export import QUANTIZATIONS, ExportError, export_ctranslate2
+from seq2seq.serving.export import QUANTIZATIONS, ExportError, export_argos, export_ctranslate2
 
 
 def main(argv=None) -> None:
@@ -27,18 +27,25 @@ def main(argv=None) -> None:
   parser.set_defaults(model_required=True)
   parser.add_argument("--checkpoint", default="best",
                       help="best, latest, averaged, ema, or a checkpoint step directory")
-  parser.add_argument("--format", default="ctranslate2", choices=("ctranslate2",),
-                      help="target engine")
-  parser.add_argument("--output", required=True, help="directory to write the model to")
-  parser.add_argument("--quantization", default="float32", choices=QUANTIZATIONS,
-                      help="weight type of the exported model (int8 for CPUs, float16 for GPUs)")
+  parser.add_argument("--format", default="ctranslate2", choices=("ctranslate2", "argos"),
+                      help="ctranslate2: a CTranslate2 model directory; argos: an Argos "
+                      "Translate package (.argosmodel) for Argos Translate and LibreTranslate")
+  parser.add_argument("--output", required=True, help="directory to write the model to "
+                      "(--format argos: the package file, NAME.argosmodel)")
+  parser.add_argument("--quantization", default=None, choices=QUANTIZATIONS,
+                      help="weight type of the exported model (int8 for CPUs, float16 for "
+                      "GPUs); default: float32, for argos int8 (as Argos packages ship)")
   parser.add_argument("--force", action="store_true", help="replace a non-empty --output")
   args = parser.parse_args(argv)
   setup_cli_logging()
   parsing.resolve_model(parser, args)
   try:
-    path = export_ctranslate2(args.workdir, args.output, args.checkpoint, args.quantization,
-                              args.force)
+    if args.format == "argos":
+      path = export_argos(args.workdir, args.output, args.checkpoint,
+                          args.quantization or "int8", args.force)
+    else:
+      path = export_ctranslate2(args.workdir, args.output, args.checkpoint,
+                                args.quantization or "float32", args.force)
   except (ExportError, checkpoint.CheckpointError) as e:
     sys.exit(f"error: {e}")
   print(path)

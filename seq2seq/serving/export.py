@@ -22,16 +22,20 @@ import dataclasses
 import json
 import logging
 import shutil
+import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from seq2seq import __version__
 from seq2seq.config import NOT_ARCHITECTURE, Config, ModelConfig
 from seq2seq.data.tokenizer import MODEL_FILE, Tokenizer
 from seq2seq.model.layers import sinusoidal_positions
 from seq2seq.numerics.ops import LAYER_NORM_EPSILON
-from seq2seq.rundir import checkpoint
+from seq2seq.rundir import checkpoint, model_card
+from seq2seq.serving.libretranslate import language_name
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +206,63 @@ def export_ctranslate2(workdir: str | Path, output: str | Path, checkpoint_name:
   (output / EXPORT_FILE).write_text(json.dumps(info, indent=2) + "\n")
   log.info("exported %s (%s checkpoint) to %s as CTranslate2 %s", workdir, checkpoint_name,
            output, quantization)
+  return output
+
+
+ARGOS_SUFFIX = ".argosmodel"
+
+
+def export_argos(workdir: str | Path, output: str | Path, checkpoint_name: str = "best",
+                 quantization: str = "int8", force: bool = False) -> Path:
+  """Writes an Argos Translate package (`output`, ending in .argosmodel): a zip holding one
+  folder with `metadata.json` (the languages, and the model card's facts under
+  "seq2seq"), the CTranslate2 model in `model/`, `sentencepiece.model` and the card as
+  `README.md`. `argospm install FILE` or LibreTranslate's package folder take it."""
+  output = Path(output)
+  if output.suffix != ARGOS_SUFFIX:
+    raise ExportError(f"{output}: an Argos package's name ends in {ARGOS_SUFFIX}")
+  if output.exists() and not force:
+    raise ExportError(f"{output} exists (add --force to replace it)")
+  cfg: Config = checkpoint.load_config(workdir)
+  src, tgt = cfg.data.src_lang, cfg.data.tgt_lang
+  with tempfile.TemporaryDirectory(prefix="seq2seq-argos-") as tmp:
+    folder = Path(tmp) / f"translate-{src}_{tgt}"
+    export_ctranslate2(workdir, folder / "model", checkpoint_name, quantization)
+    info = json.loads((folder / "model" / EXPORT_FILE).read_text())
+    shutil.move(folder / "model" / MODEL_FILE, folder / "sentencepiece.model")
+    (folder / "model" / EXPORT_FILE).unlink()
+    evaluations = [json.loads(x) for x in (Path(workdir) / model_card.EVALUATIONS_FILE)
+                   .read_text().splitlines() if x.strip()] if (
+                       Path(workdir) / model_card.EVALUATIONS_FILE).exists() else []
+    metadata = {
+        "package_version": "1.0", "argos_version": "1.0", "type": "translate",
+        "from_code": src, "from_name": language_name(src),
+        "to_code": tgt, "to_name": language_name(tgt),
+        "source_languages": [{"code": src, "name": language_name(src)}],
+        "target_languages": [{"code": tgt, "name": language_name(tgt)}],
+        "links": [], "dependencies": [],
+        "seq2seq": {"version": __version__, "checkpoint": checkpoint_name,
+                    "step": info["step"], "quantization": quantization,
+                    "model": cfg.to_dict()["model"],
+                    "data": cfg.data.hub or cfg.data.dir or cfg.data.train_path,
+                    "evaluations": [{k: e[k] for k in ("data", "checkpoint", "beam", "bleu",
+                                                       "bleu_signature", "chrf") if k in e}
+                                    for e in evaluations
+                                    if e.get("checkpoint") == checkpoint_name]},
+    }
+    (folder / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
+    card = Path(workdir) / model_card.CARD_FILE
+    if card.exists():
+      shutil.copyfile(card, folder / "README.md")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    partial = output.with_name(output.name + ".partial")
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
+      for path in sorted(folder.rglob("*")):
+        if path.is_file():
+          z.write(path, path.relative_to(tmp).as_posix())
+    partial.replace(output)  # never a half-written package under the final name
+  log.info("wrote the Argos Translate package %s (%s → %s, %s checkpoint, %s)", output, src,
+           tgt, checkpoint_name, quantization)
   return output
 
 

@@ -1,0 +1,99 @@
+"""`seq2seq-export --format argos`: an Argos Translate package that argostranslate installs
+and translates with.
+
+argostranslate 1.11 from PyPI needs, besides CTranslate2 and SentencePiece, stanza (and
+with it PyTorch) at import, and a sentence splitter model (stanza's or MiniSBD's) that it
+downloads on first use. The test installs it without those (`make install`:
+`pip install --no-deps argostranslate`), stands in empty modules for stanza and MiniSBD
+where they are missing, and splits no sentences (each test text is one): everything
+else, installing the package and translating through its metadata, tokenizer and
+CTranslate2 model, is argostranslate's own code.
+"""
+
+import importlib.util
+import json
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from conftest import run_cli
+from helpers import SAMPLE
+
+SOURCES = (SAMPLE / "test.en").read_text().splitlines()[:8]
+
+ARGOS = """
+import json, sys, types
+for name in ("stanza", "minisbd"):  # see the module docstring
+  try:
+    __import__(name)
+  except ImportError:
+    stub = types.ModuleType(name)
+    stub.SBDetect, stub.models = None, types.SimpleNamespace(cache_dir="", list_models=list)
+    sys.modules[name] = stub
+import argostranslate.package, argostranslate.translate as translate
+
+class OneSentence:
+  def __init__(self, pkg):
+    pass
+  def split_sentences(self, text):
+    return [text]
+
+translate.MiniSBDSentencizer = translate.StanzaSentencizer = OneSentence
+argostranslate.package.install_from_path(sys.argv[1])
+installed = [(p.from_code, p.to_code, p.from_name, p.to_name)
+             for p in argostranslate.package.get_installed_packages()]
+texts = json.loads(sys.argv[2])
+print(json.dumps({"installed": installed,
+                  "translations": [translate.translate(t, "en", "de") for t in texts]}))
+"""
+
+
+@pytest.fixture(scope="module")
+def package(trained_run, tmp_path_factory):
+  pytest.importorskip("ctranslate2", reason="CTranslate2 is the optional [ctranslate2] extra")
+  out = tmp_path_factory.mktemp("argos") / "en_de.argosmodel"
+  run_cli("-m", "seq2seq.cli.export", "--workdir", trained_run, "--format", "argos",
+          "--output", out)
+  return out
+
+
+def test_the_package_is_one_folder_with_argos_metadata_and_the_run_s_facts(package):
+  with zipfile.ZipFile(package) as z:
+    names = z.namelist()
+    folder = names[0].split("/")[0]
+    metadata = json.loads(z.read(f"{folder}/metadata.json"))
+  assert {n.split("/")[0] for n in names} == {folder}
+  assert {f"{folder}/{n}" for n in ("metadata.json", "sentencepiece.model", "README.md",
+                                    "model/model.bin", "model/config.json")} <= set(names)
+  assert (metadata["from_code"], metadata["to_code"]) == ("en", "de")
+  assert (metadata["from_name"], metadata["to_name"]) == ("English", "German")
+  assert metadata["type"] == "translate" and metadata["seq2seq"]["checkpoint"] == "best"
+  assert metadata["seq2seq"]["quantization"] == "int8"
+
+
+def test_argostranslate_installs_the_package_and_translates_as_ctranslate2_does(
+    package, trained_run, tmp_path):
+  if importlib.util.find_spec("argostranslate") is None:
+    pytest.skip("argostranslate is not installed (make install: pip install --no-deps "
+                "argostranslate)")
+  from seq2seq import Translator
+  from seq2seq.serving.export import export_ctranslate2
+  env = {"HOME": str(tmp_path), "ARGOS_PACKAGES_DIR": str(tmp_path / "packages"),
+         "PATH": "/usr/bin:/bin"}
+  proc = subprocess.run([sys.executable, "-c", ARGOS, str(package), json.dumps(SOURCES)],
+                        env=env, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  answer = json.loads(proc.stdout.splitlines()[-1])
+  assert answer["installed"] == [["en", "de", "English", "German"]]
+  # Argos decodes with CTranslate2: beam 4, length penalty 0.2, on the int8 model.
+  ct2 = Translator.load(export_ctranslate2(trained_run, tmp_path / "ct2", "best", "int8"),
+                        engine="ctranslate2")
+  assert answer["translations"] == ct2.translate(SOURCES, beam_size=4, alpha=0.2)
+
+
+def test_a_package_name_without_its_suffix_is_refused(trained_run, tmp_path):
+  proc = run_cli("-m", "seq2seq.cli.export", "--workdir", trained_run, "--format", "argos",
+                 "--output", tmp_path / "model.zip", check=False)
+  assert proc.returncode == 1 and b".argosmodel" in proc.stderr
