@@ -1,7 +1,7 @@
 """Process-wide setup shared by training, evaluation and translation.
 
-Logging, the persistent XLA compilation cache, quieting chatty libraries, atomic file
-writes, and SIGTERM handling for training. Nothing here imports training code, so every entry point (train, evaluate,
+Logging, progress of long jobs, the persistent XLA compilation cache, quieting chatty
+libraries, atomic file writes, and SIGTERM handling for training. Nothing here imports training code, so every entry point (train, evaluate,
 translate, average) may import it.
 """
 
@@ -13,9 +13,12 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 import jax
+
+log = logging.getLogger(__name__)
 
 
 def quiet_libraries() -> None:
@@ -38,6 +41,81 @@ def enable_compilation_cache() -> None:
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs",
                       float(os.environ.get("SEQ2SEQ_XLA_CACHE_MIN_SECONDS", "0.5")))
+
+
+def progress_seconds() -> float:
+  """Seconds between two progress log lines: $SEQ2SEQ_PROGRESS_SECONDS, or 30."""
+  return float(os.environ.get("SEQ2SEQ_PROGRESS_SECONDS", "30"))
+
+
+class Progress:
+  """Progress of a job that takes more than a few seconds: tqdm's bar where `stream`
+  (stderr) is a terminal; otherwise (a log file, a pipe, CI) a log line at the first
+  update and then every `progress_seconds()`, with the count, the rate and the time left.
+  Either way one line at the end says how many in how long.
+
+      with Progress("cleaning", total=len(ds), unit="pairs") as p:
+        for batch in batches:
+          ...
+          p.update(len(batch))
+  """
+
+  def __init__(self, what: str, total: int | None = None, unit: str = "items",
+               logger: logging.Logger | None = None, stream=None):
+    self.what, self.total, self.unit = what, total, unit
+    self.log = logger or log
+    self.count, self.start = 0, time.perf_counter()
+    self.last_line: float | None = None
+    stream = stream or sys.stderr
+    self.bar = None
+    if getattr(stream, "isatty", lambda: False)():
+      from tqdm import tqdm
+      self.bar = tqdm(total=total, desc=what, unit=f" {unit}", file=stream, leave=False,
+                      dynamic_ncols=True)
+
+  def update(self, n: int = 1) -> None:
+    self.count += n
+    if self.bar is not None:
+      self.bar.update(n)
+      return
+    now = time.perf_counter()
+    if self.last_line is None or now - self.last_line >= progress_seconds():
+      self.last_line = now
+      self.log.info("%s: %s", self.what, self.status(now))
+
+  def status(self, now: float) -> str:
+    seconds = max(now - self.start, 1e-9)
+    rate = self.count / seconds
+    done = f"{self.count:,}" + (f" of {self.total:,} {self.unit} ({100 * self.count / self.total:.0f} %)"
+                                if self.total else f" {self.unit}")
+    left = ""
+    if self.total and rate > 0 and self.count < self.total:
+      left = f", {format_seconds((self.total - self.count) / rate)} left"
+    return f"{done}, {rate:,.1f} {self.unit}/s{left}"
+
+  def close(self) -> None:
+    if self.bar is not None:
+      self.bar.close()
+      self.bar = None
+    seconds = time.perf_counter() - self.start
+    self.log.info("%s: %s %s in %s (%s %s/s)", self.what, f"{self.count:,}", self.unit,
+                  format_seconds(seconds), f"{self.count / max(seconds, 1e-9):,.1f}",
+                  self.unit)
+
+  def __enter__(self) -> "Progress":
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.close()
+
+
+def format_seconds(seconds: float) -> str:
+  seconds = int(round(seconds))
+  if seconds < 60:
+    return f"{seconds} s"
+  if seconds < 3600:
+    return f"{seconds // 60} min {seconds % 60:02d} s"
+  return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
 def setup_cli_logging() -> None:

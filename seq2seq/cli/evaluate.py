@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -13,6 +12,7 @@ from seq2seq.cli import parsing
 from seq2seq.data import data_source, textfiles
 from seq2seq.data.textfiles import one_line
 from seq2seq.rundir import checkpoint, model_card
+from seq2seq.runtime import Progress
 from seq2seq.scoring import ScoreError, score, write_sentence_level
 from seq2seq.serving import export
 
@@ -21,16 +21,16 @@ log = logging.getLogger(__name__)
 
 def translate_all(translator, sources: Sequence[str], c) -> list[str]:
   """The translations of `sources` with the settings `c`, one batch first and then 16
-  batches at a time, each part logged: from an empty compilation cache the first part is
-  done once one search is compiled, not one per length bucket of the whole set."""
+  batches at a time, with progress (a bar on a terminal, else log lines): from an empty
+  compilation cache the first part is done, and shown, once one search is compiled, not
+  one per length bucket of the whole set."""
   from seq2seq.cli.translate import chunks
   out: list[str] = []
-  start = time.perf_counter()
-  for chunk in chunks(iter(sources), c.batch_size, 16 * c.batch_size):
-    out += [one_line(h) for h in translator.translate(chunk, beam_size=c.beam_size,
-                                                      alpha=c.alpha, batch_size=c.batch_size)]
-    log.info("translated %d of %d sentences (%.1f s)", len(out), len(sources),
-             time.perf_counter() - start)
+  with Progress("translating", total=len(sources), unit="sentences") as progress:
+    for chunk in chunks(iter(sources), c.batch_size, 16 * c.batch_size):
+      out += [one_line(h) for h in translator.translate(
+          chunk, beam_size=c.beam_size, alpha=c.alpha, batch_size=c.batch_size)]
+      progress.update(len(chunk))
   return out
 
 

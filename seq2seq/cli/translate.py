@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 from typing import Iterator
 
 from seq2seq.cli import parsing
@@ -149,9 +148,7 @@ def check_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> Samplin
 
 
 def main(argv=None) -> None:
-  from tqdm import tqdm
-
-  from seq2seq.runtime import setup_cli_logging
+  from seq2seq.runtime import Progress, setup_cli_logging
 
   p = parser()
   args = p.parse_args(argv)
@@ -181,8 +178,8 @@ def main(argv=None) -> None:
     log.info("wrote %s", args.attention_plot)
     return
   out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
-  progress = tqdm(unit=" sentences", disable=not sys.stderr.isatty(), file=sys.stderr)
-  start, count = time.perf_counter(), 0
+  progress = Progress("scoring" if args.score else "translating", unit="sentences")
+  count = 0
   if args.score:
     lines = score_pairs(lines, args.references)
   elif args.prefix:
@@ -209,10 +206,6 @@ def main(argv=None) -> None:
   except ValueError as e:  # DataError: invalid UTF-8 with --strict; --score input
     sys.exit(f"error: {args.input if args.input != '-' else 'stdin'}: {e}")
   progress.close()
-  seconds = time.perf_counter() - start
-  log.info("%s %d sentences in %.1f s (%.1f sentences/s)",
-           "scored" if args.score else "translated", count, seconds,
-           count / max(seconds, 1e-9))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import numpy as np
 
 from seq2seq.config import CLEAN_FILTERS as FILTERS
 from seq2seq.config import DataConfig
+from seq2seq.runtime import Progress
 
 if TYPE_CHECKING:
   import datasets
@@ -85,15 +86,17 @@ def reasons(ds: datasets.Dataset, cfg: DataConfig) -> np.ndarray:
   seen: set[bytes] = set()
   dup = FILTERS.index("duplicate") + 1
   start = 0
-  for batch in ds.iter(batch_size=BATCH):
-    for i, (src, tgt) in enumerate(zip(batch["src"], batch["tgt"]), start):
-      code = _reason(src, tgt, active, cfg)
-      if code == KEPT and "duplicate" in active:
-        key = hashlib.blake2b(f"{src}\t{tgt}".encode(), digest_size=12).digest()
-        code = dup if key in seen else KEPT
-        seen.add(key)
-      out[i] = code
-    start += len(batch["src"])
+  with Progress("cleaning the training pairs", total=len(ds), unit="pairs") as progress:
+    for batch in ds.iter(batch_size=BATCH):
+      for i, (src, tgt) in enumerate(zip(batch["src"], batch["tgt"]), start):
+        code = _reason(src, tgt, active, cfg)
+        if code == KEPT and "duplicate" in active:
+          key = hashlib.blake2b(f"{src}\t{tgt}".encode(), digest_size=12).digest()
+          code = dup if key in seen else KEPT
+          seen.add(key)
+        out[i] = code
+      start += len(batch["src"])
+      progress.update(len(batch["src"]))
   return out
 
 

@@ -21,7 +21,7 @@ from seq2seq.config import Config, DataConfig
 from seq2seq.data import cleaning, data_source, subword_sampling, tokenizer
 from seq2seq.data.textfiles import DataError
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.runtime import write_atomic
+from seq2seq.runtime import Progress, write_atomic
 from seq2seq.vocab import EOS_ID
 
 if TYPE_CHECKING:
@@ -113,13 +113,15 @@ def encode_dataset(tok: Tokenizer, ds: datasets.Dataset, cache_path: Path | None
   tmp = cache_path.with_name(f"{cache_path.name}.tmp{os.getpid()}")
   tmp.mkdir(parents=True, exist_ok=True)
   lengths: dict[str, list[np.ndarray]] = {"src": [], "tgt": []}
-  with open(tmp / "src.ids", "wb") as src_file, open(tmp / "tgt.ids", "wb") as tgt_file:
+  with (open(tmp / "src.ids", "wb") as src_file, open(tmp / "tgt.ids", "wb") as tgt_file,
+        Progress("encoding into pieces", total=len(ds), unit="pairs") as progress):
     files = {"src": src_file, "tgt": tgt_file}
     for batch in ds.iter(batch_size=ENCODE_BATCH):
       for side, f in files.items():
         ids = encode_texts(tok, batch[side])
         lengths[side].append(np.array([len(x) for x in ids], np.int64))
         f.write(np.concatenate(ids).astype("<i4").tobytes())
+      progress.update(len(batch["src"]))
   for side, parts in lengths.items():
     offsets = np.zeros(sum(len(x) for x in parts) + 1, np.int64)
     np.cumsum(np.concatenate(parts), out=offsets[1:])

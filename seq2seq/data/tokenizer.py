@@ -11,12 +11,13 @@ import io
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import sentencepiece as spm
 
-from seq2seq.runtime import write_atomic
+from seq2seq.runtime import Progress, format_seconds, write_atomic
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, cut_at_eos
 
 MODEL_FILE = "spm.model"
@@ -88,9 +89,22 @@ def train(sentences: Iterable[str], vocab_size: int, model_type: str = "unigram"
   if model_type not in ("unigram", "bpe"):
     raise ValueError(f"spm_model_type must be 'unigram' or 'bpe', got {model_type!r}")
   proto = io.BytesIO()
+  reading = Progress("SentencePiece: reading sentences", unit="sentences")
+
+  def counted():
+    i = 0
+    for i, sentence in enumerate(sentences, 1):
+      if i % 10_000 == 0:
+        reading.update(10_000)
+      yield sentence
+    reading.update(i % 10_000)
+    reading.close()
+    log.info("SentencePiece: training %d %s pieces", vocab_size, model_type)
+
+  started = time.perf_counter()
   try:
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences), model_writer=proto,
+        sentence_iterator=counted(), model_writer=proto,
         vocab_size=vocab_size, model_type=model_type,
         pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
         pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
@@ -102,6 +116,7 @@ def train(sentences: Iterable[str], vocab_size: int, model_type: str = "unigram"
   except RuntimeError as e:
     raise ValueError(f"SentencePiece training failed for vocab_size={vocab_size}: {e}. "
                      "A small corpus needs a smaller model.vocab_size.") from e
+  log.info("SentencePiece: trained in %s", format_seconds(time.perf_counter() - started))
   return Tokenizer(proto.getvalue())
 
 

@@ -39,7 +39,7 @@ from seq2seq.config import Config, ModelConfig
 from seq2seq.data.tokenizer import MODEL_FILE, Tokenizer
 from seq2seq.model.transformer import Model
 from seq2seq.numerics import Numerics
-from seq2seq.runtime import write_atomic
+from seq2seq.runtime import Progress, write_atomic
 
 log = logging.getLogger(__name__)
 logging.getLogger("absl").setLevel(logging.WARNING)  # orbax logs every save at INFO
@@ -437,7 +437,12 @@ def average(workdir: str | os.PathLike, last: int, model_cfg: ModelConfig,
   if not steps:
     raise CheckpointError(f"no checkpoints to average in {root}"
                           + (f" at or before step {upto}" if upto is not None else ""))
-  trees = [load_params(workdir, str(root / str(s)), model_cfg)[0] for s in steps]
+  trees = []
+  with Progress(f"averaging {len(steps)} checkpoints", total=len(steps),
+                unit="checkpoints") as progress:
+    for s in steps:
+      trees.append(load_params(workdir, str(root / str(s)), model_cfg)[0])
+      progress.update()
   mean = jax.tree_util.tree_map(lambda *xs: np.mean(np.stack(xs), axis=0), *trees)
   path = save_params(workdir, "averaged", steps[-1], mean, {"averaged_steps": steps})
   log.info("averaged checkpoints %s into %s", steps, path.parent)

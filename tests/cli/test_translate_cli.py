@@ -35,7 +35,7 @@ def test_bad_input_is_handled_line_by_line(trained_run):
   err = proc.stderr.decode()
   assert "line 4:" in err and "maximum of 128" in err  # truncated, with a warning
   assert "input line 5: invalid UTF-8 replaced" in err
-  assert f"translated {len(lines)} sentences" in err
+  assert f"translating: {len(lines)} sentences in" in err  # the progress line at the end
 
   strict = run_cli("translate.py", "--workdir", trained_run, "--strict",
                    input_bytes=b"\n".join(lines) + b"\n", check=False)
