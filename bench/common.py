@@ -21,13 +21,15 @@ def machine() -> dict:
 
 def cpu() -> str:
   """The CPU's model and the flag that decides its matmul speed here, e.g. "AMD EPYC
-  (AVX-512 BF16)": AMX, else AVX-512 BF16, else AVX2 (as in the results tables)."""
+  (AVX-512 BF16)": AMX, else AVX-512 BF16, else AVX-512 without BF16, else AVX2 (as in the
+  results tables)."""
   text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
   model = next((line.split(":", 1)[1].strip() for line in text.splitlines()
                 if line.startswith("model name")), platform.processor() or "unknown CPU")
   flags = set(next((line.split(":", 1)[1].split() for line in text.splitlines()
                     if line.startswith("flags")), []))
   kind = ("AMX" if "amx_tile" in flags else "AVX-512 BF16" if "avx512_bf16" in flags
+          else "AVX-512 without BF16" if "avx512f" in flags
           else "AVX2" if "avx2" in flags else "no AVX2")
   return f"{model} ({kind})"
 
