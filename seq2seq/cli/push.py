@@ -43,7 +43,7 @@ def main(argv=None) -> None:
   except (hub.HubError, checkpoint.CheckpointError) as e:
     sys.exit(f"error: {e}")
   except OSError as e:  # huggingface_hub's HTTP errors, a missing token
-    sys.exit(f"error: pushing to {args.repo}: {hub.first_line(e)}")
+    sys.exit(f"error: pushing to {args.repo}: {checkpoint.first_line(e)}")
   if args.dry_run:
     print("\n".join(files))
     print("\n" + card)

@@ -121,8 +121,6 @@ def parser() -> argparse.ArgumentParser:
 def check_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> Sampling | None:
   """Usage errors for flags that do not go together; the sampling settings, if any."""
   parsing.check_search_flags(p, args)
-  if not args.workdir and not args.model:
-    p.error("--workdir RUN or --model PATH|ORG/NAME is required")
   sampling = None
   if args.sample:
     if args.temperature < 0 or args.top_k < 0 or not 0 < args.top_p <= 1:

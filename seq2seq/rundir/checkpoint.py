@@ -49,6 +49,7 @@ SWAP_WAITS, SWAP_WAIT_S = 50, 0.1  # how long a reader waits for a writer's swap
 READ_ATTEMPTS = 5  # reads of a named checkpoint replaced under its reader
 
 KINDS = ("latest", "best", "averaged", "ema")
+PUBLISHED_FILE = "published.json"  # a published model's one checkpoint (rundir/hub.py)
 
 
 class CheckpointError(ValueError):
@@ -347,6 +348,13 @@ def abstract_params(model_cfg: ModelConfig):
   return Model(model_cfg, Numerics()).param_shapes()  # shapes: any numerics
 
 
+def published_checkpoint(workdir: str | os.PathLike) -> str | None:
+  """The one checkpoint kind a published model (seq2seq.rundir.hub) holds, or None for a
+  run directory."""
+  path = Path(workdir) / PUBLISHED_FILE
+  return json.loads(path.read_text())["checkpoint"] if path.is_file() else None
+
+
 def checkpoint_path(workdir: str | os.PathLike, name: str) -> Path:
   """The step directory for 'best', 'latest', 'averaged', 'ema', or a path given directly.
 
@@ -360,12 +368,10 @@ def checkpoint_path(workdir: str | os.PathLike, name: str) -> Path:
       time.sleep(SWAP_WAIT_S)
       steps = steps_in(root)
     if not steps:
-      published = Path(workdir) / "published.json"  # hub.PUBLISHED_FILE: one checkpoint
-      if name == "best" and published.is_file():
-        kind = json.loads(published.read_text())["checkpoint"]
-        if kind != "best":
-          log.info("a published model: its '%s' checkpoint", kind)
-          return checkpoint_path(workdir, kind)
+      kind = published_checkpoint(workdir) if name == "best" else None
+      if kind and kind != "best":
+        log.info("a published model: its '%s' checkpoint", kind)
+        return checkpoint_path(workdir, kind)
       if name == "best":
         log.info("no 'best' checkpoint in %s yet; using 'latest'", root)
         return checkpoint_path(workdir, "latest")

@@ -33,7 +33,6 @@ from seq2seq.rundir import checkpoint, model_card
 
 log = logging.getLogger(__name__)
 
-PUBLISHED_FILE = "published.json"
 LIBRARY = "seq2seq"
 # The files of a run that inference reads (the checkpoint is added by name).
 INFERENCE_FILES = (checkpoint.CONFIG_FILE, tokenizer.MODEL_FILE, "spm.vocab", tokenizer.META_FILE,
@@ -65,18 +64,12 @@ def resolve(name: str | os.PathLike, revision: str | None = None) -> Path:
   except LocalEntryNotFoundError as e:
     raise HubError(f"{name}{'@' + revision if revision else ''} is neither a local directory "
                    "nor in the Hugging Face cache, and the Hub cannot be reached "
-                   f"({first_line(e)}); with HF_HUB_OFFLINE=1 only the cache "
+                   f"({checkpoint.first_line(e)}); with HF_HUB_OFFLINE=1 only the cache "
                    f"({_cache_dir()}) is read") from None
   except (HFValidationError, OSError) as e:  # RepositoryNotFoundError is an OSError
-    raise HubError(f"{name}: {first_line(e)}") from None
+    raise HubError(f"{name}: {checkpoint.first_line(e)}") from None
   log.info("Hub model %s%s: %s", name, f"@{revision}" if revision else "", folder)
   return Path(folder)
-
-
-def published_checkpoint(workdir: str | os.PathLike) -> str | None:
-  """The checkpoint kind a published repository holds, or None for a run directory."""
-  path = Path(workdir) / PUBLISHED_FILE
-  return json.loads(path.read_text())["checkpoint"] if path.is_file() else None
 
 
 # ----------------------------------------------------------------------------- publishing
@@ -101,7 +94,7 @@ def stage(workdir: str | os.PathLike, folder: str | os.PathLike, repo_id: str,
     if (workdir / name).is_file():
       shutil.copy2(workdir / name, folder / name)
   shutil.copytree(step_dir, folder / "checkpoints" / checkpoint_name / step_dir.name)
-  (folder / PUBLISHED_FILE).write_text(json.dumps(
+  (folder / checkpoint.PUBLISHED_FILE).write_text(json.dumps(
       {"checkpoint": checkpoint_name, "step": int(step_dir.name), "repo_id": repo_id,
        "seq2seq_version": __version__}, indent=2) + "\n")
   (folder / model_card.CARD_FILE).write_text(
@@ -115,11 +108,9 @@ def card(folder: Path, cfg, repo_id: str, checkpoint_name: str, license: str | N
   from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
   src, tgt = cfg.data.src_lang, cfg.data.tgt_lang
-  evaluations = [json.loads(x) for x in (folder / model_card.EVALUATIONS_FILE).read_text(
-      ).splitlines() if x.strip()] if (folder / model_card.EVALUATIONS_FILE).exists() else []
   results = []
   dataset = (datasets or [cfg.data.hub or "local"])[0]
-  for e in evaluations:
+  for e in model_card.evaluations(folder):
     if e.get("checkpoint") != checkpoint_name or e.get("engine", "jax") != "jax":
       continue  # the card reports the checkpoint it ships
     common = dict(task_type="translation", task_name=f"Translation {src}→{tgt}",
@@ -162,10 +153,6 @@ def push(workdir: str | os.PathLike, repo_id: str, checkpoint_name: str = "avera
                       f"{Path(workdir).name}")
     log.info("pushed %d files to https://huggingface.co/%s", len(files), repo_id)
     return files, text
-
-
-def first_line(e: BaseException) -> str:
-  return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def _cache_dir() -> str:

@@ -76,6 +76,13 @@ def record_evaluation(workdir: Path, result: dict[str, Any]) -> None:
   write_atomic(path, old + json.dumps(result) + "\n")
 
 
+def evaluations(workdir: str | os.PathLike) -> list[dict[str, Any]]:
+  """The run's recorded evaluations, oldest first."""
+  path = Path(workdir) / EVALUATIONS_FILE
+  return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if (
+      path.exists()) else []
+
+
 def _read_json(path: Path, default):
   return json.loads(path.read_text()) if path.exists() else default
 
@@ -106,8 +113,7 @@ def render(workdir: Path, name: str | None = None) -> str:
   cfg = checkpoint.load_config(workdir)
   training = _read_json(workdir / TRAINING_FILE, {})
   spm = _read_json(workdir / META_FILE, {})
-  evaluations = [json.loads(x) for x in (workdir / EVALUATIONS_FILE).read_text().splitlines()
-                 if x.strip()] if (workdir / EVALUATIONS_FILE).exists() else []
+  recorded = evaluations(workdir)
   m, d, t = cfg.model, cfg.data, cfg.train
   params = sum(x.size for x in jax.tree_util.tree_leaves(checkpoint.abstract_params(m)))
   lines = [
@@ -161,10 +167,10 @@ def render(workdir: Path, name: str | None = None) -> str:
       + "; full settings in `config.json`", "",
       "## Evaluations", "",
   ]
-  if evaluations:
+  if recorded:
     lines += ["| data | checkpoint | beam | alpha | BLEU | chrF | signature |",
               "|---|---|---|---|---|---|---|"]
-    for e in evaluations:
+    for e in recorded:
       bleu = f"{e['bleu']:.2f}" + (f" ({e['bleu_lc_tok']:.2f} lowercased-tokenized)"
                                    if "bleu_lc_tok" in e else "")
       beam = f"{e['beam']}" + (f" (stop: {e['beam_stop']})"

@@ -231,9 +231,6 @@ def export_argos(workdir: str | Path, output: str | Path, checkpoint_name: str =
     info = json.loads((folder / "model" / EXPORT_FILE).read_text())
     shutil.move(folder / "model" / MODEL_FILE, folder / "sentencepiece.model")
     (folder / "model" / EXPORT_FILE).unlink()
-    evaluations = [json.loads(x) for x in (Path(workdir) / model_card.EVALUATIONS_FILE)
-                   .read_text().splitlines() if x.strip()] if (
-                       Path(workdir) / model_card.EVALUATIONS_FILE).exists() else []
     metadata = {
         "package_version": "1.0", "argos_version": "1.0", "type": "translate",
         "from_code": src, "from_name": language_name(src),
@@ -247,7 +244,7 @@ def export_argos(workdir: str | Path, output: str | Path, checkpoint_name: str =
                     "data": cfg.data.hub or cfg.data.dir or cfg.data.train_path,
                     "evaluations": [{k: e[k] for k in ("data", "checkpoint", "beam", "bleu",
                                                        "bleu_signature", "chrf") if k in e}
-                                    for e in evaluations
+                                    for e in model_card.evaluations(workdir)
                                     if e.get("checkpoint") == checkpoint_name]},
     }
     (folder / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
