@@ -4,6 +4,7 @@ as huggingface_hub lays out its own (HF_HUB_OFFLINE=1)."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -19,12 +20,15 @@ SOURCES = (SAMPLE / "test.en").read_text().splitlines()[:6]
 
 
 @pytest.fixture(scope="module")
-def published_run(trained_run):
-  """The trained run with its averaged checkpoint scored on the test split."""
-  run_cli("-m", "seq2seq.cli.average", "--workdir", trained_run, "--last", "2")
-  run_cli("-m", "seq2seq.cli.evaluate", "--workdir", trained_run, "--checkpoint", "averaged",
+def published_run(trained_run, tmp_path_factory):
+  """A copy of the trained run with its averaged checkpoint scored on the test split (a
+  copy: the shared run stays as trained, other tests expect no 'averaged' in it)."""
+  run = tmp_path_factory.mktemp("published") / "run"
+  shutil.copytree(trained_run, run)
+  run_cli("-m", "seq2seq.cli.average", "--workdir", run, "--last", "2")
+  run_cli("-m", "seq2seq.cli.evaluate", "--workdir", run, "--checkpoint", "averaged",
           "--split", "test")
-  return trained_run
+  return run
 
 
 class CapturingApi:
