@@ -1,7 +1,8 @@
 """Decoding speed on test_2016_flickr with a trained run, greedy and beam.
 
   python bench/decode_speed.py --workdir RUN_DIR [--beam 5] [--batch-size 64] \
-      [--min-rows N] [--workers N] [--beam-stops exact,current] [--compare-ctranslate2]
+      [--min-rows N] [--workers N] [--length-buckets 16,32,64,128] \
+      [--beam-stops exact,current] [--compare-ctranslate2]
 
 Model load and compilation (a first pass over the same data) are timed separately;
 the reported sentences/s and output tokens/s are the median of `--passes` more,
@@ -83,6 +84,9 @@ def main():
                  "finish (0: never; default: the run's setting)")
   p.add_argument("--workers", type=int, default=None,
                  help="batches decoded at once on threads (default: the run's setting)")
+  p.add_argument("--length-buckets", default=None,
+                 help="decode.length_buckets, comma-separated: the padded source lengths "
+                 "of batches, one compiled search each (default: the run's setting)")
   p.add_argument("--beam-stops", default=None,
                  help="comma-separated decode.beam_stop rules to time beam search with "
                  "(default: the run's setting)")
@@ -96,8 +100,10 @@ def main():
   args = p.parse_args()
   enable_compilation_cache()
   t = time.perf_counter()
-  overrides = {k: v for k, v in (("min_rows", args.min_rows), ("workers", args.workers))
-               if v is not None}
+  buckets = (tuple(int(b) for b in args.length_buckets.split(","))
+             if args.length_buckets else None)
+  overrides = {k: v for k, v in (("min_rows", args.min_rows), ("workers", args.workers),
+                                 ("length_buckets", buckets)) if v is not None}
   translator = Translator.load(args.workdir, args.checkpoint, **overrides)
   load_s = time.perf_counter() - t
   stops = args.beam_stops.split(",") if args.beam_stops else [translator.decode_cfg.beam_stop]
@@ -106,7 +112,8 @@ def main():
   lines, references = read_lines(args.src), read_lines(args.ref)
   result = {"benchmark": "decode_speed", "sentences": len(lines), "load_s": round(load_s, 1),
             "batch_size": args.batch_size, "checkpoint": args.checkpoint,
-            "min_rows": translator.decode_cfg.min_rows, "workers": translator.decode_cfg.workers}
+            "min_rows": translator.decode_cfg.min_rows, "workers": translator.decode_cfg.workers,
+            "length_buckets": list(translator.buckets.boundaries)}
   # (result name, beam size, the translator of its stop rule)
   searches = [("greedy", 1, translator)] + [
       (f"beam{args.beam}" + ("" if stop == "exact" else f"_{stop}"), args.beam, translators[stop])

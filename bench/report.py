@@ -220,6 +220,16 @@ def decoding(runs):
                 "JAX / CTranslate2 float32"], rows)
 
 
+def decode_compile(runs):
+  """Compile and first pass of each search against its steady speed, by the source-length
+  buckets searches padded to, from an empty and from a warm compilation cache."""
+  rows = [[f"`{r['commit']}`", r["cpu"], r["buckets"], r["cache"], r["search"],
+           fmt(r["compile_and_first_pass_s"], 1), fmt(r["sentences_per_s"], 1)]
+          for r in runs if r["kind"] == "decode_compile"]
+  return table(["commit", "CPU", "source lengths searched", "compilation cache", "search",
+                "compile and first pass (s)", "steady sentences/s"], rows)
+
+
 def serving_rows(serve):
   return [[f"`{r['commit']}`", r["cpu"], r["engine"], r["search"], r["clients"],
            fmt(r["sentences_per_s"], 1), f"{100 * r['share_of_batch']:.0f} %",
@@ -315,7 +325,7 @@ def proxies(runs):
 TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "past_the_hour": past_the_hour, "ablations": ablations,
           "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe,
           "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now,
-          "serving_now": serving_now}
+          "serving_now": serving_now, "decode_compile": decode_compile}
 DOCS = [ROOT / "README.md", ROOT / "docs" / "recipe.md", ROOT / "docs" / "experiments.md",
         ROOT / "docs" / "serving.md", ROOT / "bench" / "README.md"]
 

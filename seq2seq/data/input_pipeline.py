@@ -3,7 +3,8 @@
 Training batches hold whole sentences grouped by length: each pair goes to the first
 bucket boundary L >= max(source length, target length), both sides are padded to L, and
 a batch has max_tokens // L rows. So `jit` sees one shape per bucket, whatever the data.
-Evaluation and decoding pad to the same boundaries (`LengthBuckets`).
+Forced-decoding evaluation (the validation loss) pads to the same boundaries
+(`LengthBuckets`); searches pad sources to `decode.length_buckets`, coarser ones.
 """
 
 from __future__ import annotations
@@ -61,9 +62,13 @@ class LengthBuckets:
   boundaries: tuple[int, ...]
 
   @classmethod
+  def up_to(cls, boundaries: Sequence[int], longest: int) -> "LengthBuckets":
+    """`boundaries` below `longest`, then `longest`."""
+    return cls(tuple(sorted({b for b in boundaries if b < longest} | {longest})))
+
+  @classmethod
   def from_config(cls, data_cfg: DataConfig, longest: int) -> "LengthBuckets":
-    return cls(tuple(sorted({b for b in data_cfg.bucket_boundaries if b < longest}
-                            | {longest})))
+    return cls.up_to(data_cfg.bucket_boundaries, longest)
 
   @property
   def longest(self) -> int:

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from seq2seq.config import ENGINES, Config, DataConfig, DecodeConfig, ModelConfig
+from seq2seq.config import ENGINES, Config, DecodeConfig, ModelConfig
 from seq2seq.data.input_pipeline import LengthBuckets, pad_batch
 from seq2seq.data.textfiles import one_line  # noqa: F401 (part of this module's API)
 from seq2seq.data.tokenizer import Tokenizer
@@ -114,7 +114,9 @@ class Translator:
                buckets: LengthBuckets | None = None,
                ensemble: Sequence[tuple[ModelConfig, Any]] = (),
                numerics_use: str = "training", languages: tuple[str, str] = ("en", "de")):
-    """`languages`: the (source, target) language codes the model translates between.
+    """`buckets`: the padded source lengths of search batches (default:
+    `decode_cfg.length_buckets` up to the model's max_len).
+    `languages`: the (source, target) language codes the model translates between.
     `ensemble`: further (model config, parameters) members with the same vocabulary;
     search and scoring then use the mean of all members' log-probabilities.
     `numerics_use`: the `seq2seq.numerics.resolve` use whose operand dtype the models
@@ -128,7 +130,8 @@ class Translator:
     self.languages = tuple(languages)
     self.decode_cfg = decode_cfg or DecodeConfig()
     self.row_sizes: tuple[int, ...] = ()  # the rows a decoding batch may have (batch_rows)
-    self.buckets = buckets or LengthBuckets.from_config(DataConfig(), model_cfg.max_len)
+    self.buckets = buckets or LengthBuckets.up_to(self.decode_cfg.length_buckets,
+                                                  model_cfg.max_len)
     self.model = Model(model_cfg, resolve(model_cfg.matmul_dtype, numerics_use))
     for member_cfg, _ in ensemble:
       if member_cfg.vocab_size != model_cfg.vocab_size:
@@ -358,8 +361,7 @@ def load_run(workdir: str | os.PathLike | Sequence[str | os.PathLike],
     ensemble.append((other_cfg.model,
                      checkpoint.load_params(other, checkpoint_name, other_cfg.model)[0]))
   decode_cfg = dataclasses.replace(cfg.decode, **decode_overrides)
-  return Translator(cfg.model, params, tok, decode_cfg,
-                    LengthBuckets.from_config(cfg.data, cfg.model.max_len), ensemble,
+  return Translator(cfg.model, params, tok, decode_cfg, None, ensemble,
                     numerics_use="decoding", languages=(cfg.data.src_lang, cfg.data.tgt_lang))
 
 

@@ -235,8 +235,7 @@ class Trainer:
     # on 1,014 sentences shrinking saves under half a second a validation, while its
     # copies of the decoder step (one per size) cost ~50 s of compilation on 2 cores.
     translator = Translator(cfg.model, self.state.params, self.tok,
-                            dataclasses.replace(cfg.decode, min_rows=0),
-                            input_pipeline.LengthBuckets.from_config(cfg.data, cfg.model.max_len))
+                            dataclasses.replace(cfg.decode, min_rows=0))
     self.validation = Validation(cfg, self.steps, translator, val_corpus, val_refs)
     self.writer = metrics.MetricsWriter(workdir, cfg.train.tensorboard, active=self.primary)
     self.started, self.window, self.last_metrics = time.time(), LogWindow(), None

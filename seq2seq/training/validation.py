@@ -23,7 +23,7 @@ class Validation:
   def __init__(self, cfg: Config, steps: DataParallelSteps, translator: Translator,
                val_corpus: corpus.EncodedCorpus, refs: list[str]):
     self.steps, self.translator, self.corpus = steps, translator, val_corpus
-    self.lengths = translator.buckets
+    self.lengths = input_pipeline.LengthBuckets.from_config(cfg.data, cfg.model.max_len)
     n = cfg.train.eval_max_sentences or len(val_corpus)
     self.sources, self.refs = val_corpus.src[:n], refs[:n]
 

@@ -169,6 +169,21 @@ def test_translator_reuses_compiled_search(trained_run):
   assert t.search_programs == compiled + 2
 
 
+def test_decoding_buckets_set_the_programs_not_the_translations(trained_run):
+  """Searches pad sources to decode.length_buckets: training's finer buckets compile more
+  searches for the same inputs and give the same translations."""
+  lines = read_lines(SAMPLE / "test.en")[:40]
+  fine = Translator.load(trained_run, length_buckets=(8, 10, 12, 14, 16, 20, 24, 28, 32))
+  coarse = Translator.load(trained_run)
+  assert coarse.buckets.boundaries[:2] == (16, 32)
+  shapes = lambda t: {t.buckets.length_for(len(ids)) for ids in t.encode(lines)}
+  assert len(shapes(fine)) > len(shapes(coarse))
+  for beam in (1, 3):
+    assert fine.translate(lines, beam_size=beam, batch_size=8) == coarse.translate(
+        lines, beam_size=beam, batch_size=8)
+  assert fine.search_programs > coarse.search_programs
+
+
 def test_batch_rows_are_powers_of_two_up_to_the_batch_size():
   assert [batch_rows(n, 64) for n in (1, 2, 3, 5, 8, 9, 33, 64)] == [1, 2, 4, 8, 8, 16, 64, 64]
   assert batch_rows(5, 6) == 6 and batch_rows(1, 6) == 1
