@@ -222,11 +222,13 @@ def decoding(runs):
 
 def decode_compile(runs):
   """Compile and first pass of each search against its steady speed, by the source-length
-  buckets searches padded to, from an empty and from a warm compilation cache."""
-  rows = [[f"`{r['commit']}`", r["cpu"], r["buckets"], r["cache"], r["search"],
+  buckets searches padded to and the sizes a batch shrank through, from an empty and from
+  a warm compilation cache."""
+  rows = [[f"`{r['commit']}`", r["cpu"], r["buckets"], r["rows"], r["cache"], r["search"],
            fmt(r["compile_and_first_pass_s"], 1), fmt(r["sentences_per_s"], 1)]
           for r in runs if r["kind"] == "decode_compile"]
-  return table(["commit", "CPU", "source lengths searched", "compilation cache", "search",
+  return table(["commit", "CPU", "source lengths searched", "rows as sentences finish",
+                "compilation cache", "search",
                 "compile and first pass (s)", "steady sentences/s"], rows)
 
 

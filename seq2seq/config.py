@@ -338,8 +338,8 @@ class DecodeConfig:
   # Batches searched at once, each on its own thread: XLA:CPU runs most of a search step
   # on one core, so a second batch in flight uses the other (bench/README.md, "Decoding").
   workers: int = 2  # batches searched at once, on threads
-  # A batch shrinks as its sentences finish: once the unfinished fit in half its rows it
-  # goes on with those, down to this many rows (0: never; bench/README.md, Decoding).
+  # A batch shrinks as its sentences finish: once the unfinished fit in a quarter of its
+  # rows it goes on with those, down to this many rows (0: never; bench/README.md, Decoding).
   min_rows: int = 8  # a batch shrinks to this many rows; 0 = never
   # Padded source lengths of decoding batches (with model.max_len the last): one compiled
   # search each, so coarser than training's buckets: a search compiles for seconds per

@@ -12,9 +12,12 @@ reorder (the encoder's keys and values) is the `source`, one row per sentence (e
 leaf `[B, ...]`), handed to `tokens_to_logits` at every step.
 
 A batch shrinks as its sentences finish (`min_rows`): once the unfinished sentences fit
-in half the rows, the finished ones are set aside and the search goes on over half the
-rows (cache, source and all), down to `min_rows`. A step's cost grows with its rows, and
-without this a batch pays for its longest sentence on every row. Each row's result is
+in a quarter of the rows, the finished ones are set aside and the search goes on over a
+quarter of the rows (cache, source and all), down to `min_rows`. A step's cost grows
+with its rows, and without this a batch pays for its longest sentence on every row. Each
+size is another copy of the step in the compiled search: quartering (64, 16 rows at
+`min_rows` 8) compiles half the copies that halving (64, 32, 16, 8) did, for a steady
+speed within the machine's drift (bench/README.md, Decoding). Each row's result is
 unchanged: rows never interact, and a row's computation does not depend on the others.
 
 Length limits are per sentence (`max_len_B`, EOS included) and bounded by the static
@@ -39,6 +42,8 @@ from seq2seq.numerics.row_select import (
 
 # A large finite negative instead of -inf: -inf - -inf would give NaN in the scores.
 NEG_INF = -1.0e7
+# A shrinking batch goes on with 1 / SHRINK of its rows (shrink_sizes).
+SHRINK = 4
 
 TokensToLogits = Callable[[jnp.ndarray, Any, Any], tuple[jnp.ndarray, Any]]
 
@@ -56,11 +61,11 @@ class Sampling:
 
 
 def shrink_sizes(rows: int, min_rows: int) -> list[int]:
-  """The batch sizes a search of `rows` rows goes through: halving while the half is a
-  whole number of at least `min_rows` rows (`[rows]` when min_rows is 0)."""
+  """The batch sizes a search of `rows` rows goes through: a quarter of the size before
+  while that is at least `min_rows` rows (`[rows]` when min_rows is 0)."""
   sizes = [rows]
-  while min_rows and sizes[-1] % 2 == 0 and sizes[-1] // 2 >= min_rows:
-    sizes.append(sizes[-1] // 2)
+  while min_rows and sizes[-1] // SHRINK >= min_rows:
+    sizes.append(sizes[-1] // SHRINK)
   return sizes
 
 

@@ -179,8 +179,8 @@ def test_count_stop_ends_once_beam_size_hypotheses_have_ended():
 
 def test_a_batch_shrinks_as_its_sentences_finish_and_results_keep_their_rows():
   # Greedy falls into TRAP's A-loop and ends only when forced, at each row's limit: row
-  # b runs limits[b] steps. With min_rows=1 the 8 rows shrink to 4 once 4 are done
-  # (after step 4), to 2 after step 6, to 1 after step 7.
+  # b runs limits[b] steps. With min_rows=1 the 8 rows shrink to a quarter, 2, once 6
+  # are done (after step 6); 2 // 4 rows would be none, so the last two steps run 2 rows.
   limits = jnp.array([5, 1, 8, 3, 7, 2, 6, 4])
   results, sizes = {}, {}
   for min_rows in (0, 1):
@@ -190,14 +190,14 @@ def test_a_batch_shrinks_as_its_sentences_finish_and_results_keep_their_rows():
     jax.effects_barrier()
     sizes[min_rows] = [int(n) for n in calls]
   assert sizes[0] == [8] * 8
-  assert sizes[1] == [8] * 4 + [4] * 2 + [2] + [1]
+  assert sizes[1] == [8] * 6 + [2] * 2
   seqs, logprob = results[1]
   np.testing.assert_array_equal(seqs, results[0][0])
   np.testing.assert_array_equal(logprob, results[0][1])
   ends = [seq.index(EOS_ID) + 1 for seq in np.asarray(seqs).tolist()]
   assert ends == limits.tolist()  # each row's result in its own row
-  assert decode.shrink_sizes(64, 8) == [64, 32, 16, 8]
-  assert decode.shrink_sizes(64, 0) == [64] and decode.shrink_sizes(6, 2) == [6, 3]
+  assert decode.shrink_sizes(64, 8) == [64, 16] and decode.shrink_sizes(64, 1) == [64, 16, 4, 1]
+  assert decode.shrink_sizes(64, 0) == [64] and decode.shrink_sizes(6, 1) == [6, 1]
 
 
 def test_length_penalty_is_gnmt_and_changes_the_winner():
