@@ -17,16 +17,10 @@ def main(argv=None) -> None:
   from seq2seq.runtime import setup_cli_logging
 
   parser = argparse.ArgumentParser(
-      description="Export a trained run for another inference engine (CTranslate2).",
+      description="Export a trained run for another inference engine: a CTranslate2 model, "
+      "or an Argos Translate package.",
       formatter_class=parsing.HelpFormatter)
-  parser.add_argument("--workdir", help="run directory written by train.py")
-  parser.add_argument("--model", metavar="PATH|ORG/NAME", help="the same as --workdir, or a "
-                      "model on the Hugging Face Hub (downloaded once into its cache)")
-  parser.add_argument("--revision", help="with --model ORG/NAME: the Hub branch, tag or "
-                      "commit (default: main)")
-  parser.set_defaults(model_required=True)
-  parser.add_argument("--checkpoint", default="best",
-                      help="best, latest, averaged, ema, or a checkpoint step directory")
+  parsing.add_model_flags(parser, engine=False)
   parser.add_argument("--format", default="ctranslate2", choices=("ctranslate2", "argos"),
                       help="ctranslate2: a CTranslate2 model directory; argos: an Argos "
                       "Translate package (.argosmodel) for Argos Translate and LibreTranslate")

@@ -42,15 +42,17 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def add_model_flags(parser: argparse.ArgumentParser, several: bool = False,
-                    required: bool = True) -> None:
+                    required: bool = True, engine: bool = True) -> None:
   """--workdir or --model (several times for an ensemble with `several`), --revision,
-  --checkpoint, --engine; `resolve_model` checks them and downloads a Hub model."""
+  --checkpoint, and with `engine` --engine; `resolve_model` checks them and downloads a
+  Hub model."""
   action = "append" if several else "store"
   ensemble = ("; several times for an ensemble (runs sharing one SentencePiece model: "
               "mean log-probabilities)" if several else "")
   parser.add_argument("--workdir", action=action,
-                      help="run directory written by train.py (or, with --engine "
-                      "ctranslate2, by seq2seq-export)" + ensemble)
+                      help="run directory written by train.py" + (
+                          " (or, with --engine ctranslate2, by seq2seq-export)" if engine
+                          else "") + ensemble)
   parser.add_argument("--model", action=action, metavar="PATH|ORG/NAME",
                       help="the same as --workdir, or a model on the Hugging Face Hub "
                       "(downloaded once into its cache; HF_HUB_OFFLINE=1 reads the cache "
@@ -60,9 +62,10 @@ def add_model_flags(parser: argparse.ArgumentParser, several: bool = False,
   parser.set_defaults(model_required=required)
   parser.add_argument("--checkpoint", default="best",
                       help="best, latest, averaged, ema, or a checkpoint step directory")
-  parser.add_argument("--engine", default="jax", choices=ENGINES,
-                      help="jax: a run directory; ctranslate2: a directory written by "
-                      "seq2seq-export (CTranslate2's length penalty is length ** alpha)")
+  if engine:
+    parser.add_argument("--engine", default="jax", choices=ENGINES,
+                        help="jax: a run directory; ctranslate2: a directory written by "
+                        "seq2seq-export (CTranslate2's length penalty is length ** alpha)")
 
 
 def add_search_flags(parser: argparse.ArgumentParser, batching: bool = True) -> None:

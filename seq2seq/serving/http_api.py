@@ -85,9 +85,14 @@ FIELDS: dict[str, tuple[dict, str]] = {
 }
 
 
+def media_type(content_type: str | None) -> str:
+  """A Content-Type header's media type, without parameters, lowercase ("" if none)."""
+  return (content_type or "").split(";")[0].strip().lower()
+
+
 def read_json(body: bytes, content_type: str | None) -> Any:
   """The JSON value of a request body, or a RequestError saying what is wrong with it."""
-  if content_type and content_type.split(";")[0].strip().lower() != "application/json":
+  if content_type and media_type(content_type) != "application/json":
     raise RequestError(415, f"Content-Type {content_type!r}: send application/json "
                             "(curl: -H 'Content-Type: application/json')")
   try:

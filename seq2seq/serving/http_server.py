@@ -43,6 +43,7 @@ from seq2seq.serving.http_api import (
   RequestError,
   Search,
   TranslateRequest,
+  media_type,
   openapi,
   parse_request,
   read_json,
@@ -173,8 +174,7 @@ class Server:
     self.check_ready()
     body, content_type = await self.read_body(request), request.headers.get("content-type")
     query = dict(request.query_params)
-    kind = (content_type or "").split(";")[0].strip().lower()
-    if "q" in query or kind == "application/x-www-form-urlencoded":
+    if "q" in query or media_type(content_type) == "application/x-www-form-urlencoded":
       return await self.libretranslate(lt.read_params(body, content_type, query))
     value = read_json(body, content_type)
     if isinstance(value, dict) and lt.is_libretranslate(value):

@@ -26,7 +26,7 @@ import urllib.parse
 from html.parser import HTMLParser
 from typing import Any
 
-from seq2seq.serving.http_api import Limits, RequestError
+from seq2seq.serving.http_api import Limits, RequestError, media_type
 
 # English names of the languages LibreTranslate offers (ISO 639-1); a code not here is its
 # own name.
@@ -66,7 +66,7 @@ def frontend_settings(source: str, target: str, limits: Limits, keys: bool) -> d
 def read_params(body: bytes, content_type: str | None, query: dict[str, str]) -> dict:
   """The request's parameters: the query string's, then a JSON or form body's over them."""
   params: dict[str, Any] = dict(query)
-  kind = (content_type or "").split(";")[0].strip().lower()
+  kind = media_type(content_type)
   if not body.strip():
     return params
   try:
