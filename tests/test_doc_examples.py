@@ -91,8 +91,8 @@ def write_sandbox(folder: Path, trained: Path) -> None:
   config["data"]["dir"] = str(corpus)
   (run / "config.json").write_text(json.dumps(config, indent=2))
   run_cli("-m", "seq2seq.cli.average", "--workdir", run, "--last", "2")
-  for name in RUN_NAMES[1:]:
-    (folder / "runs" / name).symlink_to(run)
+  for name in RUN_NAMES[1:]:  # relative links: a copy of the folder links to its own run
+    (folder / "runs" / name).symlink_to(run.name)
   src, tgt = (SAMPLE / "test.en").read_text().splitlines(), (SAMPLE / "test.de").read_text().splitlines()
   for name, lines in (("in.en", src[:6]), ("mono.en", src[:6]), ("test.en", src[:12]),
                       ("test.de", tgt[:12])):
@@ -115,11 +115,20 @@ def write_sandbox(folder: Path, trained: Path) -> None:
   (folder / "bin" / "python").chmod(0o755)
 
 
+@pytest.fixture(scope="module")
+def sandbox_template(trained_run, tmp_path_factory):
+  folder = tmp_path_factory.mktemp("sandbox")
+  write_sandbox(folder, trained_run)
+  return folder
+
+
 @pytest.fixture
-def sandbox(trained_run, tmp_path):
-  """A folder of each page's own: one page's export is not the next page's."""
-  write_sandbox(tmp_path, trained_run)
-  return tmp_path
+def sandbox(sandbox_template, tmp_path):
+  """A folder of each page's own, copied from one template: one page's export is not the
+  next page's."""
+  folder = tmp_path / "sandbox"
+  shutil.copytree(sandbox_template, folder, symlinks=True)
+  return folder
 
 
 @pytest.fixture(scope="module")

@@ -127,7 +127,7 @@ def test_a_second_trainer_stops_at_once_naming_the_first(tmp_path):
 READER = """
 import json, os, shutil, sys, time
 from pathlib import Path
-run, kind, seconds = Path(sys.argv[1]).absolute(), sys.argv[2], float(sys.argv[3])
+run, kind = Path(sys.argv[1]).absolute(), sys.argv[2]
 
 def refuse(name, fn):  # a reader that renames or removes anything in the run fails
   def guarded(*args, **kwargs):
@@ -144,26 +144,27 @@ from seq2seq.rundir import checkpoint
 while not (run / "config.json").exists():
   time.sleep(0.1)
 cfg = checkpoint.load_config(run)
-steps, errors, start = [], [], time.time()
-while time.time() - start < seconds or not (run / "DONE").exists():
+steps, errors, done = [], [], False
+while not done:  # from before the trainer's first save to one load after its end
+  done = (run / "DONE").exists()
   try:
     meta = checkpoint.load_params(run, kind, cfg.model)[1]
     steps.append(meta["step"] if "step" in meta else meta["averaged_steps"][-1])
   except checkpoint.CheckpointError as e:
     if "no 'latest' checkpoint" not in str(e) and f"no '{kind}' checkpoint" not in str(e):
       errors.append(str(e))
-print(json.dumps({"steps": steps, "errors": errors, "seconds": time.time() - start}))
+print(json.dumps({"steps": steps, "errors": errors}))
 """
 
 
 @pytest.mark.slow
 def test_training_finishes_while_other_processes_load_its_checkpoints(tmp_path):
   run = tmp_path / "run"
-  readers = [subprocess.Popen([sys.executable, "-c", READER, run, kind, "60"], cwd=ROOT,
+  readers = [subprocess.Popen([sys.executable, "-c", READER, run, kind], cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for kind in ("best", "latest", "averaged")]
   try:
-    trainer = run_cli(*TRAIN, "--workdir", run, "--config.train.max_steps=150",
+    trainer = run_cli(*TRAIN, "--workdir", run, "--config.train.max_steps=60",
                       "--config.train.checkpoint_every=5", "--config.train.eval_every=10",
                       "--config.train.eval_max_sentences=8", "--config.train.average_last=3",
                       check=False)
@@ -180,8 +181,7 @@ def test_training_finishes_while_other_processes_load_its_checkpoints(tmp_path):
   best, latest, averaged = results
   for r in results:
     assert not r["errors"], r["errors"][:3]
-    assert r["seconds"] >= 60
   assert len(best["steps"]) > 10 and len(latest["steps"]) > 10
-  assert set(best["steps"]) <= set(range(5, 151, 5)) and best["steps"][-1] == 150
-  assert set(latest["steps"]) <= set(range(5, 151, 5)) and latest["steps"][-1] == 150
-  assert averaged["steps"][-1:] == [150]  # written at the end
+  assert set(best["steps"]) <= set(range(5, 61, 5)) and best["steps"][-1] == 60
+  assert set(latest["steps"]) <= set(range(5, 61, 5)) and latest["steps"][-1] == 60
+  assert averaged["steps"][-1:] == [60]  # written at the end

@@ -41,8 +41,8 @@ def _free_port() -> int:
 
 
 def _env(devices: int) -> dict:
-  return dict(os.environ, JAX_PLATFORMS="cpu",
-              XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+  flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
+  return dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
 
 
 def _start_cluster(workdir, processes: int = 2) -> list[subprocess.Popen]:
