@@ -64,6 +64,11 @@ def run_cli(*args, input_bytes=None, check=True, timeout=600):
   return proc
 
 
+def xla_flags(devices: int) -> str:
+  """XLA_FLAGS for a subprocess with `devices` CPU devices, on top of the suite's."""
+  return f"{os.environ['XLA_FLAGS']} --xla_force_host_platform_device_count={devices}"
+
+
 @pytest.fixture(scope="session")
 def multi30k_dir():
   """The Multi30k folder beside this checkout; tests that need it skip without it."""

@@ -20,6 +20,7 @@ import pytest
 
 from seq2seq.rundir import checkpoint
 
+from conftest import xla_flags
 from helpers import ROOT
 
 pytestmark = pytest.mark.slow  # each test trains, kills or restarts processes
@@ -41,8 +42,7 @@ def _free_port() -> int:
 
 
 def _env(devices: int) -> dict:
-  flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
-  return dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
+  return dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(devices))
 
 
 def _start_cluster(workdir, processes: int = 2) -> list[subprocess.Popen]:

@@ -3,7 +3,6 @@ compiling ahead."""
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -21,6 +20,7 @@ from seq2seq.training.compiling import compile_ahead
 from seq2seq.training.loss import loss_sums
 from seq2seq.training.train_step import DataParallelSteps, dropout_scale
 
+from conftest import xla_flags
 from helpers import SAMPLE, tiny_config
 
 
@@ -104,8 +104,7 @@ def test_two_devices_match_one(tmp_path):
     diff = max(float(np.abs(a - b).max()) for a, b in leaves)
     print(json.dumps({"diff": diff, "loss1": out[1][1], "loss2": out[2][1]}))
   """)
-  env = {"XLA_FLAGS": f"{os.environ['XLA_FLAGS']} --xla_force_host_platform_device_count=2",
-         "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
+  env = {"XLA_FLAGS": xla_flags(2), "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
   proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                         timeout=300)
   assert proc.returncode == 0, proc.stderr[-2000:]
