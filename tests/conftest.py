@@ -69,6 +69,17 @@ def xla_flags(devices: int) -> str:
   return f"{os.environ['XLA_FLAGS']} --xla_force_host_platform_device_count={devices}"
 
 
+@pytest.fixture
+def untraced():
+  """Empties the process's caches of jitted programs (the training steps and the searches,
+  shared by equal models), so that a test whose control counts tracing sees its programs
+  traced whatever ran before it in this worker."""
+  from seq2seq.decoding.translator import compiled_functions
+  from seq2seq.training.train_step import jitted_programs
+  jitted_programs.cache_clear()
+  compiled_functions.cache_clear()
+
+
 @pytest.fixture(scope="session")
 def multi30k_dir():
   """The Multi30k folder beside this checkout; tests that need it skip without it."""

@@ -13,6 +13,7 @@ This module needs the model, the search and the tokenizer, never training code.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -20,7 +21,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -106,6 +107,38 @@ class ShapeCompileLog:
     return seqs, scores
 
 
+_tracing = threading.local()  # .translator: the Translator whose call is on this thread
+
+
+@contextlib.contextmanager
+def counting_traces(translator: Translator):
+  """Counts the searches traced on this thread meanwhile in `translator.search_programs`."""
+  outer = getattr(_tracing, "translator", None)
+  _tracing.translator = translator
+  try:
+    yield
+  finally:
+    _tracing.translator = outer
+
+
+@functools.lru_cache(maxsize=16)
+def compiled_functions(models: Model | Ensemble) -> tuple[Callable, Callable]:
+  """The jitted search and forced decoding of `models`, one pair per process for equal
+  models (`Model.__eq__`): a run loaded again, or the trainer's validation translator
+  made anew, runs what an earlier translator traced and compiled."""
+
+  def traced_search(*args, **kwargs):
+    translator = getattr(_tracing, "translator", None)  # runs when jit traces
+    if translator is not None:
+      translator.search_programs += 1
+    return search(models, *args, **kwargs)
+
+  static = ("beam_size", "alpha", "max_len_a", "max_len_b", "max_steps", "sampling", "nbest",
+            "min_rows", "beam_stop")
+  return (jax.jit(traced_search, static_argnames=static),
+          jax.jit(functools.partial(forced_logprob, models)))
+
+
 class Translator:
   """A model, its parameters and tokenizer, with compiled search functions reused across calls."""
 
@@ -141,17 +174,9 @@ class Translator:
     self.ensemble_params = tuple(p for _, p in ensemble)
     models = self.model if not ensemble else Ensemble(
         [self.model, *(Model(c, resolve(c.matmul_dtype, numerics_use)) for c, _ in ensemble)])
-    self.search_programs = 0  # searches traced, one per batch shape and settings compiled
-
-    def traced_search(*args, **kwargs):
-      self.search_programs += 1  # runs when jit traces, i.e. for a program not yet compiled
-      return search(models, *args, **kwargs)
-
-    self._search = jax.jit(
-        traced_search,
-        static_argnames=("beam_size", "alpha", "max_len_a", "max_len_b", "max_steps",
-                         "sampling", "nbest", "min_rows", "beam_stop"))
-    self._forced_logprob = jax.jit(functools.partial(forced_logprob, models))
+    self.search_programs = 0  # searches this translator traced (one per new batch shape
+    # and settings), i.e. compiled or loaded from the compilation cache
+    self._search, self._forced_logprob = compiled_functions(models)
     self._shape_log = ShapeCompileLog()
 
   def all_params(self, params=None):
@@ -204,7 +229,8 @@ class Translator:
     def search(job):
       chunk, args = job
       key = (args["max_steps"], c.beam_size, nbest, sampling is None)
-      return (chunk, *self._shape_log.run(args["src_BS"].shape, key, lambda: run(**args)))
+      with counting_traces(self):
+        return (chunk, *self._shape_log.run(args["src_BS"].shape, key, lambda: run(**args)))
 
     jobs = search_jobs(src_ids, c, self.buckets, self.model_cfg.max_len, sampling,
                        key_indices, prefix_ids, self.row_sizes)
@@ -228,7 +254,9 @@ class Translator:
       shape = (args["src_BS"].shape, args["max_steps"])
       if shape not in seen:
         seen.add(shape)
-        yield run(**args)
+        with counting_traces(self):
+          lowered = run(**args)
+        yield lowered
 
   def translate_ids(self, src_ids: Sequence[np.ndarray], params=None,
                     beam_size: int | None = None, alpha: float | None = None,

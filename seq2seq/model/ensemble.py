@@ -25,6 +25,12 @@ class Ensemble:
       raise ValueError(f"an ensemble needs at least 2 models, got {len(models)}")
     self.models = tuple(models)
 
+  def __eq__(self, other) -> bool:  # as `Model`'s: equal members, equal ensembles
+    return type(other) is Ensemble and self.models == other.models
+
+  def __hash__(self) -> int:
+    return hash(self.models)
+
   def encode(self, params: Sequence, src_BS: jnp.ndarray) -> tuple[jnp.ndarray, ...]:
     """Each member's encoder output `[B, S, D]`."""
     return tuple(m.encode(p, src_BS) for m, p in zip(self.models, params))

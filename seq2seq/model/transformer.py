@@ -314,6 +314,15 @@ class Model:
 
     self._transformed = hk.multi_transform(fns)
 
+  # Models of one configuration and numerics compute the same functions: they are equal,
+  # so that the programs jitted for one (the searches, the training steps) serve the
+  # next one made in the process instead of being traced and compiled again.
+  def __eq__(self, other) -> bool:
+    return type(other) is Model and (self.cfg, self.numerics) == (other.cfg, other.numerics)
+
+  def __hash__(self) -> int:
+    return hash((self.cfg, self.numerics))
+
   def dropout_rates(self, scale=None) -> Dropout:
     """The training trace's dropout rates, times `scale` (a float or traced scalar: the
     dropout ramp's factor at this update) when given. A rate of 0 stays a Python 0.0,

@@ -105,6 +105,46 @@ def eval_step(model: Model, smoothing: float, params, batch: Batch) -> dict:
   return loss_sums(logits, batch.tgt, smoothing)
 
 
+class Programs(NamedTuple):
+  """The jitted steps of one (model, training config, devices), with their optimizer and
+  mesh: see `jitted_programs`."""
+
+  optimizer: optax.GradientTransformation
+  mesh: Mesh
+  train_step: Any
+  add_micro_batch: Any
+  apply_gradients: Any
+  eval_step: Any
+  zero_sums: Any
+
+
+@functools.lru_cache(maxsize=8)
+def jitted_programs(model: Model, cfg: TrainConfig, devices: tuple) -> Programs:
+  """The steps jitted over a 1-D "data" mesh of `devices`, once per process for equal
+  arguments (`Model.__eq__`): a second `Trainer` of the same run (a resume, the next
+  stage of a recipe) reuses what the first traced and compiled."""
+  optimizer, schedule = make_optimizer(cfg), learning_rate_schedule(cfg)
+  mesh = Mesh(np.array(devices), ("data",))
+  replicated = NamedSharding(mesh, P())
+  key = jax.random.PRNGKey(cfg.seed)
+  out2 = (replicated, replicated)
+  return Programs(
+      optimizer, mesh,
+      train_step=jax.jit(functools.partial(train_step, model, optimizer, schedule, cfg, key),
+                         donate_argnums=0, out_shardings=out2),
+      add_micro_batch=jax.jit(functools.partial(add_micro_batch, model, cfg, key),
+                              donate_argnums=0, out_shardings=out2),
+      apply_gradients=jax.jit(functools.partial(apply_gradients, optimizer, schedule),
+                              donate_argnums=0, out_shardings=out2),
+      eval_step=jax.jit(functools.partial(eval_step, model, cfg.label_smoothing),
+                        out_shardings=replicated),
+      # Zeroed gradient and loss sums, made on the devices (replicated over every process).
+      zero_sums=jax.jit(
+          lambda params: (jax.tree_util.tree_map(jnp.zeros_like, params),
+                          {k: jnp.zeros((), jnp.float32) for k in SUM_KEYS}),
+          out_shardings=replicated))
+
+
 class DataParallelSteps:
   """`train_step`, `add_micro_batch` + `apply_gradients`, and `eval_step`, jitted over a
   1-D "data" mesh of every device of every process (`jax.devices()`): batches split by
@@ -115,27 +155,11 @@ class DataParallelSteps:
       raise ValueError(f"train.loss_chunk must be >= 0 (0 = all logits at once), got "
                        f"{cfg.train.loss_chunk}")
     self.cfg, self.model = cfg, model
-    self.optimizer = make_optimizer(cfg.train)
-    schedule = learning_rate_schedule(cfg.train)
-    self.mesh = Mesh(np.array(devices or jax.devices()), ("data",))
+    (self.optimizer, self.mesh, self.train_step, self.add_micro_batch, self.apply_gradients,
+     self.eval_step, self.zero_sums) = jitted_programs(model, cfg.train,
+                                                       tuple(devices or jax.devices()))
     self.batch_sharding = NamedSharding(self.mesh, P("data"))
     self.replicated = NamedSharding(self.mesh, P())
-    key = jax.random.PRNGKey(cfg.train.seed)
-    out2 = (self.replicated, self.replicated)
-    self.train_step = jax.jit(
-        functools.partial(train_step, model, self.optimizer, schedule, cfg.train, key),
-        donate_argnums=0, out_shardings=out2)
-    self.add_micro_batch = jax.jit(functools.partial(add_micro_batch, model, cfg.train, key),
-                                   donate_argnums=0, out_shardings=out2)
-    self.apply_gradients = jax.jit(functools.partial(apply_gradients, self.optimizer, schedule),
-                                   donate_argnums=0, out_shardings=out2)
-    self.eval_step = jax.jit(functools.partial(eval_step, model, cfg.train.label_smoothing),
-                             out_shardings=self.replicated)
-    # Zeroed gradient and loss sums, made on the devices (replicated over every process).
-    self.zero_sums = jax.jit(
-        lambda params: (jax.tree_util.tree_map(jnp.zeros_like, params),
-                        {k: jnp.zeros((), jnp.float32) for k in SUM_KEYS}),
-        out_shardings=self.replicated)
 
   @property
   def num_devices(self) -> int:

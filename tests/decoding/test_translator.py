@@ -169,6 +169,27 @@ def test_translator_reuses_compiled_search(trained_run):
   assert t.search_programs == compiled + 2
 
 
+def test_a_run_loaded_again_runs_the_searches_already_compiled(trained_run, tmp_path):
+  """Translators of one model share their compiled searches within a process (a server
+  reloading a run, the trainer's validation made anew): the second traces nothing and
+  translates alike; a model of another configuration gets searches of its own."""
+  lines = read_lines(SAMPLE / "test.en")[:6]
+  first = Translator.load(trained_run)
+  expected = first.translate(lines, beam_size=2)
+  assert first.search_programs > 0
+  again = Translator.load(trained_run)
+  assert again.translate(lines, beam_size=2) == expected
+  assert again.search_programs == 0
+  other = tmp_path / "other"  # the same weights, another dropout rate: traced anew
+  shutil.copytree(trained_run, other)
+  cfg = json.loads((other / "config.json").read_text())
+  cfg["model"]["dropout"] += 0.05
+  (other / "config.json").write_text(json.dumps(cfg))
+  wider = Translator.load(other)
+  wider.translate(lines, beam_size=2)
+  assert wider.search_programs > 0
+
+
 def test_decoding_buckets_set_the_programs_not_the_translations(trained_run):
   """Searches pad sources to decode.length_buckets: training's finer buckets compile more
   searches for the same inputs and give the same translations."""

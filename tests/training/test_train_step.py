@@ -113,6 +113,18 @@ def test_two_devices_match_one(tmp_path):
   assert result["loss1"] == pytest.approx(result["loss2"], rel=1e-5)
 
 
+def test_steps_of_equal_settings_share_their_jitted_programs():
+  """A second trainer of one run (a resume, a recipe's next stage) reuses the programs the
+  first traced; any setting the programs hold gives programs of their own."""
+  cfg = tiny_config(SAMPLE)
+  a, b = (DataParallelSteps(cfg, Model(cfg.model)) for _ in range(2))
+  assert a.train_step is b.train_step and a.eval_step is b.eval_step
+  reseeded = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=1))
+  assert DataParallelSteps(reseeded, Model(cfg.model)).train_step is not a.train_step
+  smaller = dataclasses.replace(cfg.model, d_ff=cfg.model.d_ff // 2)
+  assert DataParallelSteps(cfg, Model(smaller)).train_step is not a.train_step
+
+
 @pytest.mark.slow
 def test_packed_batch_has_the_loss_of_its_pairs_alone():
   # The training step's loss on a packed batch equals the loss of the same pairs each
@@ -142,7 +154,7 @@ def test_packed_batch_has_the_loss_of_its_pairs_alone():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("accum,pack", [(1, 0), (2, 0), (1, 48)])
-def test_compiled_ahead_shapes_need_no_compilation_in_the_loop(accum, pack):
+def test_compiled_ahead_shapes_need_no_compilation_in_the_loop(accum, pack, untraced):
   # After `compile_ahead` on the templates of an epoch's shapes, the updates on that
   # epoch's real batches (one of each bucket's shape) neither trace, lower nor compile.
   cfg = tiny_config(SAMPLE, grad_accum_steps=accum)

@@ -93,7 +93,7 @@ def test_average_checkpoints(trained_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_programs_compiled_while_training_are_not_compiled_again(tmp_path):
+def test_programs_compiled_while_training_are_not_compiled_again(tmp_path, untraced):
   # The trainer compiles its programs (an update per batch shape, the validation's loss
   # and greedy search per shape) on threads, from the state's shapes alone, the first
   # batch's first; the loop's updates and a validation after them, with the parameters
