@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import logging
 import os
@@ -344,7 +345,14 @@ class Checkpointer:
 
 
 def abstract_params(model_cfg: ModelConfig):
-  """Shapes and dtypes of the model's parameters, without computing them."""
+  """Shapes and dtypes of the model's parameters, without computing them: traced once per
+  configuration in a process (a server reloading its checkpoint, each restore of a run),
+  a tree of its own for each caller."""
+  return jax.tree_util.tree_map(lambda x: x, _traced_param_shapes(model_cfg))
+
+
+@functools.lru_cache(maxsize=16)
+def _traced_param_shapes(model_cfg: ModelConfig):
   return Model(model_cfg, Numerics()).param_shapes()  # shapes: any numerics
 
 
