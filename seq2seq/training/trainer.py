@@ -190,15 +190,21 @@ def check_divergence(p: Progress, m: dict[str, Any], step: int, cfg: Config,
 def restore(cfg: Config, workdir: Path, steps: DataParallelSteps
             ) -> tuple[TrainState, Progress, checkpoint.Checkpointer]:
   """The run's state: its latest checkpoint, else train.init_from's parameters, else new."""
-  state = steps.init_state()
   ckpt = checkpoint.Checkpointer(workdir, cfg.train.keep_checkpoints)
-  restored = ckpt.restore_latest(state.params, state.opt_state)
+  # A resumed or fine-tuned run's state is read into the shapes alone: initializing the
+  # parameters compiles every random initializer (seconds on 2 cores) for values unused.
+  # Each array is read replicated over the mesh of every process, as the state it resumes.
+  replicated = lambda tree: jax.tree_util.tree_map(
+      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=steps.replicated), tree)
+  params_like = checkpoint.abstract_params(cfg.model)
+  restored = ckpt.restore_latest(replicated(params_like),
+                                 replicated(jax.eval_shape(steps.optimizer.init, params_like)))
   if restored is None:
-    if cfg.train.init_from:
-      params = fine_tune_params(cfg)
-      state = jax.device_put(TrainState(state.step, params, steps.optimizer.init(params)),
-                             steps.replicated)
-    return state, Progress(), ckpt
+    if not cfg.train.init_from:
+      return steps.init_state(), Progress(), ckpt
+    params = fine_tune_params(cfg)
+    state = TrainState(np.asarray(0, np.int32), params, steps.optimizer.init(params))
+    return jax.device_put(state, steps.replicated), Progress(), ckpt
   params, opt_state, meta = restored
   progress = Progress.from_meta(meta)
   state = jax.device_put(TrainState(np.asarray(progress.step, np.int32), params, opt_state),
