@@ -171,6 +171,11 @@ class DataParallelSteps:
     state = TrainState(jnp.zeros((), jnp.int32), params, self.optimizer.init(params))
     return jax.device_put(state, self.replicated)
 
+  def replicated_shapes(self, tree):
+    """The shapes and dtypes of `tree`'s arrays, each replicated over the mesh."""
+    return jax.tree_util.tree_map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self.replicated), tree)
+
   def put_batch(self, batch: Batch) -> Batch:
     """This process's rows of a global batch (all of it with one process) -> global
     device arrays with rows split across the mesh."""
@@ -194,9 +199,7 @@ class DataParallelSteps:
       for b in templates:
         yield self.program_names(b, 1)[0], self.train_step.lower(state, self.put_batch(b))
       return
-    acc = jax.eval_shape(self.zero_sums, state.params)
-    acc = jax.tree_util.tree_map(
-        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self.replicated), acc)
+    acc = self.replicated_shapes(jax.eval_shape(self.zero_sums, state.params))
     for b in templates:
       yield self.program_names(b, 2)[0], self.add_micro_batch.lower(
           acc, state.params, self.put_batch(b), state.step, 0)

@@ -194,11 +194,10 @@ def restore(cfg: Config, workdir: Path, steps: DataParallelSteps
   # A resumed or fine-tuned run's state is read into the shapes alone: initializing the
   # parameters compiles every random initializer (seconds on 2 cores) for values unused.
   # Each array is read replicated over the mesh of every process, as the state it resumes.
-  replicated = lambda tree: jax.tree_util.tree_map(
-      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=steps.replicated), tree)
   params_like = checkpoint.abstract_params(cfg.model)
-  restored = ckpt.restore_latest(replicated(params_like),
-                                 replicated(jax.eval_shape(steps.optimizer.init, params_like)))
+  restored = ckpt.restore_latest(
+      steps.replicated_shapes(params_like),
+      steps.replicated_shapes(jax.eval_shape(steps.optimizer.init, params_like)))
   if restored is None:
     if not cfg.train.init_from:
       return steps.init_state(), Progress(), ckpt

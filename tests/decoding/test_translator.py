@@ -185,9 +185,9 @@ def test_a_run_loaded_again_runs_the_searches_already_compiled(trained_run, tmp_
   cfg = json.loads((other / "config.json").read_text())
   cfg["model"]["dropout"] += 0.05
   (other / "config.json").write_text(json.dumps(cfg))
-  wider = Translator.load(other)
-  wider.translate(lines, beam_size=2)
-  assert wider.search_programs > 0
+  retrained = Translator.load(other)
+  retrained.translate(lines, beam_size=2)
+  assert retrained.search_programs > 0
 
 
 def test_decoding_buckets_set_the_programs_not_the_translations(trained_run):
