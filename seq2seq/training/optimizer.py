@@ -17,7 +17,8 @@ def learning_rate_schedule(cfg: TrainConfig) -> optax.Schedule:
   (Vaswani et al.), linear or cosine decay to 0 at `decay_steps` (0 = `max_steps`), or
   none ("constant")."""
   warmup = max(cfg.warmup_steps, 1)
-  end = cfg.decay_steps or cfg.max_steps  # after warmup (TrainConfig checks)
+  if cfg.lr_schedule in ("linear", "cosine"):  # only these read max_steps (step_settings)
+    end = cfg.decay_steps or cfg.max_steps  # after warmup (TrainConfig checks)
 
   def schedule(count):
     step = count + 1.0

@@ -10,6 +10,7 @@ makes the same updates as one that was not interrupted.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from typing import Any, Iterator, NamedTuple
@@ -118,11 +119,30 @@ class Programs(NamedTuple):
   zero_sums: Any
 
 
+# The training settings the steps read; the others (the loop's: max_minutes, log_every,
+# checkpoint_every, grad_accum_steps, ...) change no program. `max_steps` is read only by
+# a linear or cosine decay that ends at it. tests/training/test_train_step.py traces the
+# steps with a config that records what is read, so this list cannot fall behind.
+STEP_FIELDS = ("seed", "optimizer", "learning_rate", "warmup_steps", "lr_schedule",
+               "decay_steps", "b1", "b2", "eps", "weight_decay", "clip_norm",
+               "dropout_ramp_steps", "label_smoothing", "loss_chunk", "ema_decay")
+
+
+def step_settings(cfg: TrainConfig) -> TrainConfig:
+  """`cfg` with every field the steps do not read at its default: runs that differ only
+  in the loop's settings (a test's max_steps, a resume's time limit) share their programs."""
+  kept = set(STEP_FIELDS)
+  if cfg.lr_schedule in ("linear", "cosine") and not cfg.decay_steps:
+    kept.add("max_steps")
+  defaults = TrainConfig()
+  return dataclasses.replace(defaults, **{f: getattr(cfg, f) for f in kept})
+
+
 @functools.lru_cache(maxsize=8)
 def jitted_programs(model: Model, cfg: TrainConfig, devices: tuple) -> Programs:
   """The steps jitted over a 1-D "data" mesh of `devices`, once per process for equal
-  arguments (`Model.__eq__`): a second `Trainer` of the same run (a resume, the next
-  stage of a recipe) reuses what the first traced and compiled."""
+  arguments (`Model.__eq__`, `step_settings`): a second `Trainer` of the same run (a
+  resume, the next stage of a recipe) reuses what the first traced and compiled."""
   optimizer, schedule = make_optimizer(cfg), learning_rate_schedule(cfg)
   mesh = Mesh(np.array(devices), ("data",))
   replicated = NamedSharding(mesh, P())
@@ -156,7 +176,7 @@ class DataParallelSteps:
                        f"{cfg.train.loss_chunk}")
     self.cfg, self.model = cfg, model
     (self.optimizer, self.mesh, self.train_step, self.add_micro_batch, self.apply_gradients,
-     self.eval_step, self.zero_sums) = jitted_programs(model, cfg.train,
+     self.eval_step, self.zero_sums) = jitted_programs(model, step_settings(cfg.train),
                                                        tuple(devices or jax.devices()))
     self.batch_sharding = NamedSharding(self.mesh, P("data"))
     self.replicated = NamedSharding(self.mesh, P())

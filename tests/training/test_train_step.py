@@ -18,7 +18,9 @@ from seq2seq.data.input_pipeline import Batch
 from seq2seq.model.transformer import Model, shift_right
 from seq2seq.training.compiling import compile_ahead
 from seq2seq.training.loss import loss_sums
-from seq2seq.training.train_step import DataParallelSteps, dropout_scale
+from seq2seq.training.optimizer import learning_rate_schedule
+from seq2seq.training.train_step import (STEP_FIELDS, DataParallelSteps, TrainState,
+                                         dropout_scale, jitted_programs)
 
 from conftest import xla_flags
 from helpers import SAMPLE, tiny_config
@@ -123,6 +125,55 @@ def test_steps_of_equal_settings_share_their_jitted_programs():
   assert DataParallelSteps(reseeded, Model(cfg.model)).train_step is not a.train_step
   smaller = dataclasses.replace(cfg.model, d_ff=cfg.model.d_ff // 2)
   assert DataParallelSteps(cfg, Model(smaller)).train_step is not a.train_step
+  # The loop's settings hold no program; max_steps does once a linear decay ends there.
+  looped = dataclasses.replace(cfg.train, max_steps=99, log_every=7, checkpoint_every=5,
+                               max_minutes=3.0, grad_accum_steps=2)
+  assert DataParallelSteps(dataclasses.replace(cfg, train=looped),
+                           Model(cfg.model)).train_step is a.train_step
+  linear = [dataclasses.replace(cfg, train=dataclasses.replace(
+      cfg.train, lr_schedule="linear", max_steps=n)) for n in (30, 40)]
+  assert len({DataParallelSteps(c, Model(cfg.model)).train_step for c in linear}) == 2
+
+
+class Recording:
+  """A training config that records which of its fields are read."""
+
+  def __init__(self, cfg: TrainConfig):
+    self._cfg, self.read = cfg, set()
+
+  def __getattr__(self, name):
+    self.read.add(name)
+    return getattr(self._cfg, name)
+
+
+def test_the_steps_read_only_the_fields_that_key_their_programs():
+  """`step_settings` keys the shared programs by STEP_FIELDS: tracing every step with
+  every option on (and each schedule) reads no other field, so two configs that differ
+  elsewhere do build the same programs."""
+  cfg = tiny_config(SAMPLE)
+  model = Model(cfg.model)
+  every_option = dataclasses.replace(
+      cfg.train, optimizer="adamw", weight_decay=0.01, ema_decay=0.9, dropout_ramp_steps=5,
+      loss_chunk=16, clip_norm=1.0)
+  recorded = Recording(every_option)
+  programs = jitted_programs.__wrapped__(model, recorded, tuple(jax.devices()[:1]))
+  ids = jax.ShapeDtypeStruct((2, 8), jnp.int32)
+  params = jax.eval_shape(model.init, jax.random.PRNGKey(0), ids, ids)
+  state = TrainState(jax.ShapeDtypeStruct((), jnp.int32), params,
+                     jax.eval_shape(programs.optimizer.init, params))
+  batch = Batch(ids, ids)
+  jax.eval_shape(programs.train_step, state, batch)
+  acc = jax.eval_shape(programs.zero_sums, params)
+  jax.eval_shape(programs.add_micro_batch, acc, params, batch, state.step, 1)
+  jax.eval_shape(programs.apply_gradients, state, *acc)
+  jax.eval_shape(programs.eval_step, params, batch)
+  assert recorded.read <= set(STEP_FIELDS), recorded.read - set(STEP_FIELDS)
+  assert {"seed", "loss_chunk", "ema_decay", "label_smoothing"} <= recorded.read
+  for schedule in ("inverse_sqrt", "constant", "linear", "cosine"):
+    recorded = Recording(dataclasses.replace(cfg.train, lr_schedule=schedule, max_steps=50))
+    jax.eval_shape(learning_rate_schedule(recorded), jnp.int32(3))
+    decays_to_max_steps = {"max_steps"} if schedule in ("linear", "cosine") else set()
+    assert recorded.read <= set(STEP_FIELDS) | decays_to_max_steps, (schedule, recorded.read)
 
 
 @pytest.mark.slow
