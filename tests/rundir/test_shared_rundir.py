@@ -153,6 +153,7 @@ while not done:  # from before the trainer's first save to one load after its en
   except checkpoint.CheckpointError as e:
     if "no 'latest' checkpoint" not in str(e) and f"no '{kind}' checkpoint" not in str(e):
       errors.append(str(e))
+    time.sleep(0.05)  # none written yet: a loop of stat calls would take the trainer's CPU
 print(json.dumps({"steps": steps, "errors": errors}))
 """
 
