@@ -32,7 +32,7 @@ def rss_mb(pid: int) -> float:
 
 def test_overload_gets_429_with_retry_after_never_a_5xx_and_memory_stays_flat(trained_run):
   """Counted and timed, on the loopback: the sustainable rate measured with 4 clients,
-  then 4x as many clients sending requests as fast as they are answered for 8 s."""
+  then 16x as many clients sending requests as fast as they are answered for 4 s."""
   proc, url = start_server("--workdir", trained_run, "--max-queue", "32", "--decoders", "1")
   try:
     texts = SOURCES[:4]
@@ -61,10 +61,10 @@ def test_overload_gets_429_with_retry_after_never_a_5xx_and_memory_stays_flat(tr
       return outcomes
 
     wait_for_all_batch_rows(url)  # compiling them grows the memory; the queue must not
-    sustainable = load(4, 4.0)
+    sustainable = load(4, 2.0)
     assert {s for s, _ in sustainable} == {200}
     before = rss_mb(proc.pid)
-    overload = load(64, 8.0)
+    overload = load(64, 4.0)
     statuses = [s for s, _ in overload]
     assert set(statuses) <= {200, 429}, [o for o in overload if o[0] not in (200, 429)][:3]
     assert statuses.count(429) > 0 and statuses.count(200) > 0
