@@ -19,8 +19,13 @@ from seq2seq.model.transformer import Model, shift_right
 from seq2seq.training.compiling import compile_ahead
 from seq2seq.training.loss import loss_sums
 from seq2seq.training.optimizer import learning_rate_schedule
-from seq2seq.training.train_step import (STEP_FIELDS, DataParallelSteps, TrainState,
-                                         dropout_scale, jitted_programs)
+from seq2seq.training.train_step import (
+  STEP_FIELDS,
+  DataParallelSteps,
+  TrainState,
+  dropout_scale,
+  jitted_programs,
+)
 
 from conftest import xla_flags
 from helpers import SAMPLE, tiny_config
