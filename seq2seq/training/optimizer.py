@@ -11,14 +11,14 @@ import optax
 
 from seq2seq.config import TrainConfig
 
+DECAYS_TO_ZERO = ("linear", "cosine")  # the schedules that end at decay_steps or max_steps
+
 
 def learning_rate_schedule(cfg: TrainConfig) -> optax.Schedule:
   """Linear warmup to `learning_rate`, then `cfg.lr_schedule`: decay with 1/sqrt(step)
   (Vaswani et al.), linear or cosine decay to 0 at `decay_steps` (0 = `max_steps`), or
   none ("constant")."""
   warmup = max(cfg.warmup_steps, 1)
-  if cfg.lr_schedule in ("linear", "cosine"):  # only these read max_steps (step_settings)
-    end = cfg.decay_steps or cfg.max_steps  # after warmup (TrainConfig checks)
 
   def schedule(count):
     step = count + 1.0
@@ -26,7 +26,8 @@ def learning_rate_schedule(cfg: TrainConfig) -> optax.Schedule:
       decay = jnp.sqrt(warmup / step)
     elif cfg.lr_schedule == "constant":
       decay = 1.0
-    else:
+    else:  # DECAYS_TO_ZERO: the only schedules that read max_steps
+      end = cfg.decay_steps or cfg.max_steps  # after warmup (TrainConfig checks)
       left = jnp.clip((end - step) / (end - warmup), 0.0, 1.0)  # 1 -> 0 after warmup
       decay = left if cfg.lr_schedule == "linear" else 0.5 * (1.0 - jnp.cos(jnp.pi * left))
     return cfg.learning_rate * jnp.minimum(step / warmup, decay)

@@ -27,7 +27,7 @@ from seq2seq.data.input_pipeline import Batch
 from seq2seq.model.transformer import Model, shift_right
 from seq2seq.training import distributed
 from seq2seq.training.loss import SUM_KEYS, loss_sums, output_loss_sums
-from seq2seq.training.optimizer import learning_rate_schedule, make_optimizer
+from seq2seq.training.optimizer import DECAYS_TO_ZERO, learning_rate_schedule, make_optimizer
 
 log = logging.getLogger("seq2seq.train")
 
@@ -132,7 +132,7 @@ def step_settings(cfg: TrainConfig) -> TrainConfig:
   """`cfg` with every field the steps do not read at its default: runs that differ only
   in the loop's settings (a test's max_steps, a resume's time limit) share their programs."""
   kept = set(STEP_FIELDS)
-  if cfg.lr_schedule in ("linear", "cosine") and not cfg.decay_steps:
+  if cfg.lr_schedule in DECAYS_TO_ZERO and not cfg.decay_steps:
     kept.add("max_steps")
   defaults = TrainConfig()
   return dataclasses.replace(defaults, **{f: getattr(cfg, f) for f in kept})

@@ -18,7 +18,7 @@ from seq2seq.data.input_pipeline import Batch
 from seq2seq.model.transformer import Model, shift_right
 from seq2seq.training.compiling import compile_ahead
 from seq2seq.training.loss import loss_sums
-from seq2seq.training.optimizer import learning_rate_schedule
+from seq2seq.training.optimizer import DECAYS_TO_ZERO, learning_rate_schedule
 from seq2seq.training.train_step import (
   STEP_FIELDS,
   DataParallelSteps,
@@ -177,7 +177,7 @@ def test_the_steps_read_only_the_fields_that_key_their_programs():
   for schedule in ("inverse_sqrt", "constant", "linear", "cosine"):
     recorded = Recording(dataclasses.replace(cfg.train, lr_schedule=schedule, max_steps=50))
     jax.eval_shape(learning_rate_schedule(recorded), jnp.int32(3))
-    decays_to_max_steps = {"max_steps"} if schedule in ("linear", "cosine") else set()
+    decays_to_max_steps = {"max_steps"} if schedule in DECAYS_TO_ZERO else set()
     assert recorded.read <= set(STEP_FIELDS) | decays_to_max_steps, (schedule, recorded.read)
 
 
