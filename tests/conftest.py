@@ -2,11 +2,16 @@
 puts this folder on sys.path, so tests import `helpers` and `conftest` directly."""
 
 import atexit
+import importlib
+import io
+import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import traceback
 
 import filelock
 import pytest
@@ -55,13 +60,68 @@ def pytest_collection_modifyitems(config, items):
       item.add_marker(pytest.mark.slow)
 
 
-def run_cli(*args, input_bytes=None, check=True, timeout=600):
-  """Runs a project CLI (train.py, translate.py, ...) as a user would."""
-  proc = subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, input=input_bytes,
-                        capture_output=True, timeout=timeout)
+# The scripts at the top level, by the module whose main() they run.
+SCRIPTS = {"train.py": "seq2seq.cli.train", "translate.py": "seq2seq.cli.translate",
+           "evaluate.py": "seq2seq.cli.evaluate"}
+
+
+def run_cli(*args, input_bytes=None, check=True, timeout=600, fresh_process=False):
+  """Runs a project CLI (train.py, translate.py, `-m seq2seq.cli.X`) as a user would, and
+  returns its exit status and output as `subprocess.run` does.
+
+  By default the CLI's main() runs in this process, with its own argv, stdin, stdout,
+  stderr and working directory (see `in_process`): a new Python process would import JAX
+  and the package again (1.5 s) and trace every program again, which was a fifth of the
+  suite's time. `fresh_process` runs it in one, for what a process of its own is about
+  (signals, environment, a second process beside a running one)."""
+  args = tuple(map(str, args))
+  if fresh_process:
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, input=input_bytes,
+                          capture_output=True, timeout=timeout)
+  else:
+    module, argv = (args[1], args[2:]) if args[0] == "-m" else (SCRIPTS[args[0]], args[1:])
+    proc = in_process(module, [args[0] if args[0] != "-m" else module, *argv], input_bytes)
   if check and proc.returncode != 0:
     raise AssertionError(f"{args} exited {proc.returncode}:\n{proc.stderr.decode()[-3000:]}")
   return proc
+
+
+def in_process(module: str, argv: list[str], input_bytes: bytes | None
+               ) -> subprocess.CompletedProcess:
+  """`module`.main() with sys.argv = `argv`, in the repository's folder, reading
+  `input_bytes` as stdin: its exit status as a process would have it (0, a
+  `sys.exit` code, 1 with the message or traceback on stderr), its stdout and stderr
+  as bytes. Logging handlers, SIGTERM's handler and the working directory are put back
+  afterwards, so one CLI run leaves nothing behind for the next test."""
+  streams = {name: io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+             for name in ("stdout", "stderr")}
+  stdin = io.TextIOWrapper(io.BytesIO(input_bytes or b""), encoding="utf-8")
+  saved = (sys.argv, sys.stdin, sys.stdout, sys.stderr, os.getcwd())
+  root = logging.getLogger()
+  handlers, level = list(root.handlers), root.level
+  sigterm = signal.getsignal(signal.SIGTERM)
+  sys.argv, sys.stdin, sys.stdout, sys.stderr = argv, stdin, streams["stdout"], streams["stderr"]
+  os.chdir(ROOT)
+  code = 0
+  try:
+    importlib.import_module(module).main()
+  except SystemExit as e:
+    if isinstance(e.code, str):
+      print(e.code, file=sys.stderr)
+    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+  except Exception:  # noqa: BLE001 - a process would print it and exit 1
+    traceback.print_exc(file=sys.stderr)
+    code = 1
+  finally:
+    sys.argv, sys.stdin, sys.stdout, sys.stderr, cwd = saved
+    os.chdir(cwd)
+    for h in root.handlers:
+      if h not in handlers:
+        h.close()
+    root.handlers[:], root.level = handlers, level
+    signal.signal(signal.SIGTERM, sigterm)
+  out, err = (streams[n].buffer.getvalue() for n in ("stdout", "stderr"))
+  return subprocess.CompletedProcess(argv, code, out, err)
 
 
 def xla_flags(devices: int) -> str:
