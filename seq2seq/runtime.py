@@ -151,9 +151,10 @@ def setup_run_logging(workdir: Path, to_file: bool = True) -> None:
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
-  """Writes a file through a temporary sibling and a rename: readers never see half of it."""
+  """Writes a file through a temporary sibling and a rename: readers never see half of it,
+  and writers of the same file (processes, threads) each write their own sibling."""
   path = Path(path)
-  tmp = path.with_name(path.name + ".tmp")
+  tmp = path.with_name(f"{path.name}.tmp{os.getpid()}-{threading.get_ident()}")
   if isinstance(data, bytes):
     tmp.write_bytes(data)
   else:

@@ -6,6 +6,7 @@
     engine_io.py     what a translation engine takes (settings, checked requests) and gives
     mbr.py           minimum Bayes risk choice among candidates
     translator.py    `Translator`: text in, detokenized text out, batched and bucketed
+    program_store.py search programs exported once, loaded by later processes
     ct2_engine.py    the same API over a model exported to CTranslate2
     attention.py     one sentence's cross-attention weights and their heatmap
 """

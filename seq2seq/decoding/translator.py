@@ -21,7 +21,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -43,6 +43,7 @@ from seq2seq.decoding.engine_io import (
   resolve_settings,
 )
 from seq2seq.decoding.model_search import forced_logprob, max_steps_for, search
+from seq2seq.decoding.program_store import StoredPrograms, store_folder
 from seq2seq.model.ensemble import Ensemble
 from seq2seq.model.transformer import Model
 from seq2seq.numerics import LEAST_ROWS, resolve
@@ -107,36 +108,40 @@ class ShapeCompileLog:
     return seqs, scores
 
 
-_tracing = threading.local()  # .translator: the Translator whose call is on this thread
+_building = threading.local()  # .translator: the Translator whose call is on this thread
 
 
 @contextlib.contextmanager
-def counting_traces(translator: Translator):
-  """Counts the searches traced on this thread meanwhile in `translator.search_programs`."""
-  outer = getattr(_tracing, "translator", None)
-  _tracing.translator = translator
+def counting_programs(translator: Translator):
+  """Counts in `translator.search_programs` the searches built on this thread meanwhile."""
+  outer = getattr(_building, "translator", None)
+  _building.translator = translator
   try:
     yield
   finally:
-    _tracing.translator = outer
+    _building.translator = outer
+
+
+def _count_program() -> None:
+  translator = getattr(_building, "translator", None)
+  if translator is not None:
+    translator.search_programs += 1
+
+
+SEARCH_STATIC = ("beam_size", "alpha", "max_len_a", "max_len_b", "max_steps", "sampling",
+                 "nbest", "min_rows", "beam_stop")
 
 
 @functools.lru_cache(maxsize=16)
-def compiled_functions(models: Model | Ensemble) -> tuple[Callable, Callable]:
-  """The jitted search and forced decoding of `models`, one pair per process for equal
-  models (`Model.__eq__`): a run loaded again, or the trainer's validation translator
-  made anew, runs what an earlier translator traced and compiled."""
-
-  def traced_search(*args, **kwargs):
-    translator = getattr(_tracing, "translator", None)  # runs when jit traces
-    if translator is not None:
-      translator.search_programs += 1
-    return search(models, *args, **kwargs)
-
-  static = ("beam_size", "alpha", "max_len_a", "max_len_b", "max_steps", "sampling", "nbest",
-            "min_rows", "beam_stop")
-  return (jax.jit(traced_search, static_argnames=static),
-          jax.jit(functools.partial(forced_logprob, models)))
+def compiled_functions(models: Model | Ensemble) -> tuple[StoredPrograms, StoredPrograms]:
+  """The search and forced decoding of `models`, jitted and kept in the program store
+  (`program_store`): one pair per process for equal models (`Model.__eq__`), so that a
+  run loaded again, or the trainer's validation translator made anew, runs what an
+  earlier translator built; a later process loads them instead of tracing them."""
+  folder = store_folder()
+  return (StoredPrograms(functools.partial(search, models), repr(models), SEARCH_STATIC,
+                         folder, on_build=_count_program),
+          StoredPrograms(functools.partial(forced_logprob, models), repr(models), (), folder))
 
 
 class Translator:
@@ -174,8 +179,8 @@ class Translator:
     self.ensemble_params = tuple(p for _, p in ensemble)
     models = self.model if not ensemble else Ensemble(
         [self.model, *(Model(c, resolve(c.matmul_dtype, numerics_use)) for c, _ in ensemble)])
-    self.search_programs = 0  # searches this translator traced (one per new batch shape
-    # and settings), i.e. compiled or loaded from the compilation cache
+    self.search_programs = 0  # searches this translator built (one per new batch shape
+    # and settings): traced, or loaded from the program store
     self._search, self._forced_logprob = compiled_functions(models)
     self._shape_log = ShapeCompileLog()
 
@@ -229,7 +234,7 @@ class Translator:
     def search(job):
       chunk, args = job
       key = (args["max_steps"], c.beam_size, nbest, sampling is None)
-      with counting_traces(self):
+      with counting_programs(self):
         return (chunk, *self._shape_log.run(args["src_BS"].shape, key, lambda: run(**args)))
 
     jobs = search_jobs(src_ids, c, self.buckets, self.model_cfg.max_len, sampling,
@@ -254,7 +259,7 @@ class Translator:
       shape = (args["src_BS"].shape, args["max_steps"])
       if shape not in seen:
         seen.add(shape)
-        with counting_traces(self):
+        with counting_programs(self):
           lowered = run(**args)
         yield lowered
 

@@ -31,6 +31,9 @@ class Ensemble:
   def __hash__(self) -> int:
     return hash(self.models)
 
+  def __repr__(self) -> str:
+    return f"Ensemble({list(self.models)!r})"
+
   def encode(self, params: Sequence, src_BS: jnp.ndarray) -> tuple[jnp.ndarray, ...]:
     """Each member's encoder output `[B, S, D]`."""
     return tuple(m.encode(p, src_BS) for m, p in zip(self.models, params))

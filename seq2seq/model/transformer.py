@@ -323,6 +323,9 @@ class Model:
   def __hash__(self) -> int:
     return hash((self.cfg, self.numerics))
 
+  def __repr__(self) -> str:  # what __eq__ compares: the program store's name for the model
+    return f"Model({self.cfg!r}, {self.numerics!r})"
+
   def dropout_rates(self, scale=None) -> Dropout:
     """The training trace's dropout rates, times `scale` (a float or traced scalar: the
     dropout ramp's factor at this update) when given. A rate of 0 stays a Python 0.0,

@@ -44,7 +44,7 @@ class Numerics:
 
   operand_dtype: str = "float32"
   backend: str = dataclasses.field(default_factory=jax.default_backend)
-  why: str = dataclasses.field(default="", compare=False)  # the resolver's reason
+  why: str = dataclasses.field(default="", compare=False, repr=False)  # the resolver's reason
 
   def matmul(self, x: jnp.ndarray, w: jnp.ndarray) -> jnp.ndarray:
     """`x @ w` for `x` `[..., K]` and a matrix `w` `[K, N]`."""
