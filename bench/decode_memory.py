@@ -1,7 +1,7 @@
 """Where decoding's resident memory goes: the process's resident and peak memory after
 each stage of translating test_2016_flickr with a trained run.
 
-  python bench/decode_memory.py --workdir RUN_DIR [--checkpoint averaged] [--beams 1,5]
+  python bench/decode_memory.py --workdir RUN_DIR [--checkpoint averaged] [--beams 1,5] [--workers N]
 
 Stages: Python with JAX and the package imported; the run loaded (parameters,
 tokenizer); then, per beam size, the first pass (its searches built and compiled, or
@@ -36,6 +36,8 @@ def main():
   p.add_argument("--src", default=str(MULTI30K / "test_2016_flickr.en.gz"))
   p.add_argument("--beams", default="1,5", help="beam sizes, in order")
   p.add_argument("--batch-size", type=int, default=64)
+  p.add_argument("--workers", type=int, default=None,
+                 help="batches searched at once (default: the run's decode.workers)")
   args = p.parse_args()
   stages = [{"stage": "python", "rss_mib": resident_mib(), "peak_mib": peak_mib()}]
   import jax
@@ -45,7 +47,8 @@ def main():
   from seq2seq.runtime import enable_compilation_cache
   enable_compilation_cache()
   stages.append({"stage": "imports", "rss_mib": resident_mib(), "peak_mib": peak_mib()})
-  translator = Translator.load(args.workdir, args.checkpoint)
+  overrides = {} if args.workers is None else {"workers": args.workers}
+  translator = Translator.load(args.workdir, args.checkpoint, **overrides)
   params = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(translator.params))
   stages.append({"stage": "run loaded", "rss_mib": resident_mib(), "peak_mib": peak_mib()})
   lines = read_lines(args.src)
