@@ -73,15 +73,17 @@ def run_cli(*args, input_bytes=None, check=True, timeout=600, fresh_process=Fals
   stderr and working directory (see `in_process`): a new Python process would import JAX
   and the package again (1.5 s) and trace every program again, which was a fifth of the
   suite's time. `fresh_process` runs it in one, for what a process of its own is about
-  (signals, environment, a second process beside a running one), with `env` if given."""
+  (signals, environment, a second process beside a running one), with `env` if given.
+  `timeout` applies to a fresh process only."""
   args = tuple(map(str, args))
   if fresh_process:
     proc = subprocess.run([sys.executable, *args], cwd=ROOT, input=input_bytes, env=env,
                           capture_output=True, timeout=timeout)
   else:
     assert env is None, "an environment of its own needs fresh_process=True"
-    module, argv = (args[1], args[2:]) if args[0] == "-m" else (SCRIPTS[args[0]], args[1:])
-    proc = in_process(module, [args[0] if args[0] != "-m" else module, *argv], input_bytes)
+    # sys.argv[0] is the script, or for `-m` the module, as Python sets it
+    module, argv = (args[1], args[1:]) if args[0] == "-m" else (SCRIPTS[args[0]], args)
+    proc = in_process(module, list(argv), input_bytes)
   if check and proc.returncode != 0:
     raise AssertionError(f"{args} exited {proc.returncode}:\n{proc.stderr.decode()[-3000:]}")
   return proc
