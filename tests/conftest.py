@@ -12,6 +12,8 @@ import subprocess
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable
+from pathlib import Path
 
 import filelock
 import pytest
@@ -89,13 +91,13 @@ def run_cli(*args, input_bytes=None, check=True, timeout=600, fresh_process=Fals
   return proc
 
 
-def in_process(module: str, argv: list[str], input_bytes: bytes | None
-               ) -> subprocess.CompletedProcess:
-  """`module`.main() with sys.argv = `argv`, in the repository's folder, reading
-  `input_bytes` as stdin: its exit status as a process would have it (0, a
-  `sys.exit` code, 1 with the message or traceback on stderr), its stdout and stderr
-  as bytes. Logging handlers, SIGTERM's handler and the working directory are put back
-  afterwards, so one CLI run leaves nothing behind for the next test."""
+def in_process(main: str | Callable[[], object], argv: list[str], input_bytes: bytes | None,
+               cwd: Path = ROOT) -> subprocess.CompletedProcess:
+  """`main` (a module whose main() to call, or a function) with sys.argv = `argv`, in
+  folder `cwd`, reading `input_bytes` as stdin: its exit status as a process would have it
+  (0, a `sys.exit` code, 1 with the message or traceback on stderr), its stdout and
+  stderr as bytes. Logging handlers, SIGTERM's handler and the working directory are put
+  back afterwards, so one CLI run leaves nothing behind for the next test."""
   streams = {name: io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
              for name in ("stdout", "stderr")}
   stdin = io.TextIOWrapper(io.BytesIO(input_bytes or b""), encoding="utf-8")
@@ -104,10 +106,10 @@ def in_process(module: str, argv: list[str], input_bytes: bytes | None
   handlers, level = list(root.handlers), root.level
   sigterm = signal.getsignal(signal.SIGTERM)
   sys.argv, sys.stdin, sys.stdout, sys.stderr = argv, stdin, streams["stdout"], streams["stderr"]
-  os.chdir(ROOT)
+  os.chdir(cwd)
   code = 0
   try:
-    importlib.import_module(module).main()
+    main() if callable(main) else importlib.import_module(main).main()
   except SystemExit as e:
     if isinstance(e.code, str):
       print(e.code, file=sys.stderr)

@@ -8,7 +8,9 @@ a user would type them: the export of one block is what the next block translate
 
 What runs and what is checked only, by command:
 - `python translate.py`, `evaluate.py`, `seq2seq-export`, `seq2seq-average`, the Python
-  blocks: run, and must exit 0.
+  blocks: run, and must exit 0. They run in this process as tests/cli's tests do (their
+  own argv, stdin, stdout and folder); what needs a shell, or the offline Hub's
+  environment, runs in a shell.
 - `curl`: run against `seq2seq-serve` started on the tiny run (the example's host and port
   replaced); the answer must be JSON with the fields the example's comment shows.
 - `python train.py` / `seq2seq-train`: run with `--print-config`, which resolves the preset
@@ -37,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import SCRIPTS, in_process, run_cli
 from helpers import ROOT, SAMPLE, lay_out_hub_cache
 from serve_helpers import start_server, stop_server
 
@@ -46,6 +48,8 @@ FENCE = re.compile(r"^```(bash|python)\n(.*?)^```", re.S | re.M)
 RUN_NAMES = ("multi30k", "m30k", "mine", "tiny", "m30k_ff1024")
 BIN = Path(sys.executable).parent
 HUB_MODEL = "your-name/multi30k-en-de"
+CONSOLE_SCRIPTS = {name: target.split(":")[0] for name, target in tomllib.loads(
+    (ROOT / "pyproject.toml").read_text())["project"]["scripts"].items()}
 
 
 def examples(page: str) -> list[tuple[str, int, str]]:
@@ -201,6 +205,50 @@ def top_level_fields(shown: str) -> list[str]:
   return fields
 
 
+# What a command of the project runs in this process, as tests/cli's tests do: a Python
+# process per example would import JAX and the package again and trace its programs again
+# (most of this file's time). What the Hub model names (its environment is read at import),
+# and what needs a shell (redirections, `&&`, variables), runs in a shell of its own.
+SHELL_WORDS = {"|", ">", ">>", "<", "2>", "&&", "||", ";", "&"}
+
+
+def in_this_process(words: list[str]) -> tuple[str, list[str], bytes | None] | None:
+  """(module, argv, stdin) of `[echo TEXT |] python SCRIPT ARGS` or `[echo TEXT |]
+  seq2seq-X ARGS`, None for anything else."""
+  stdin = None
+  if words[:1] == ["echo"] and words[2:3] == ["|"]:
+    stdin, words = f"{words[1]}\n".encode(), words[3:]
+  if SHELL_WORDS & set(words) or any(HUB_MODEL in w or "$" in w for w in words):
+    return None
+  if words[0] == "python" and len(words) > 1 and words[1] in SCRIPTS:
+    return SCRIPTS[words[1]], words[1:], stdin
+  if words[0] in CONSOLE_SCRIPTS:
+    return CONSOLE_SCRIPTS[words[0]], words, stdin
+  return None
+
+
+def run_command(line: str, words: list[str], folder: Path) -> subprocess.CompletedProcess:
+  if found := in_this_process(words):
+    module, argv, stdin = found
+    proc = in_process(module, argv, stdin, cwd=folder)
+    return subprocess.CompletedProcess(argv, proc.returncode, proc.stdout.decode(),
+                                       proc.stderr.decode())
+  return subprocess.run(line, shell=True, cwd=folder, env=environment(folder),
+                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+
+
+def run_python(code: str, folder: Path, where: str) -> subprocess.CompletedProcess:
+  """A Python block: in this process, as a script's `__main__`, unless it loads the Hub
+  model."""
+  if HUB_MODEL in code:
+    return subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True,
+                          text=True, timeout=600, env=environment(folder))
+  program = compile(code, where, "exec")
+  proc = in_process(lambda: exec(program, {"__name__": "__main__"}), [where], None, cwd=folder)
+  return subprocess.CompletedProcess(where, proc.returncode, proc.stdout.decode(),
+                                     proc.stderr.decode())
+
+
 def run_line(line: str, comment: str, folder: Path, server_url, where: str) -> None:
   words = shlex.split(line, comments=True)
   last = words[len(words) - words[::-1].index("|"):] if "|" in words else words
@@ -212,17 +260,14 @@ def run_line(line: str, comment: str, folder: Path, server_url, where: str) -> N
     check_install(words, where)
   elif program in (["python", "train.py"], ["seq2seq-train"], ["seq2seq-push"]):
     check = "--print-config" if program != ["seq2seq-push"] else "--dry-run"
-    proc = subprocess.run([*words, check], cwd=folder, env=environment(folder),
-                          capture_output=True, text=True, timeout=120)
+    proc = run_command(shlex.join([*words, check]), [*words, check], folder)
     assert proc.returncode == 0, f"{where}: {line}:\n{proc.stderr[-2000:]}"
   elif program[0] == "seq2seq-serve" or program[-1].startswith("bench/"):
     check_flags(last, len(program), folder, where)
   elif words[0] == "curl":
     run_curl(line, server_url(), comment, folder, where)
   else:
-    proc = subprocess.run(line, shell=True, cwd=folder, env=environment(folder),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=600)
+    proc = run_command(line, words, folder)
     assert proc.returncode == 0, f"{where}: {line}:\n{proc.stderr[-3000:]}"
 
 
@@ -250,8 +295,7 @@ def test_every_example_of_the_page_runs(page, sandbox, request):
     if language == "python":
       if "localhost:8080" in code:  # a client of the server: the one started here
         code = code.replace("http://localhost:8080", server_url())
-      proc = subprocess.run([sys.executable, "-c", code], cwd=sandbox, capture_output=True,
-                            text=True, timeout=600, env=environment(sandbox))
+      proc = run_python(code, sandbox, where)
       assert proc.returncode == 0, f"{where}:\n{proc.stderr[-3000:]}"
       continue
     for line, comment in commands(code):
@@ -267,3 +311,14 @@ def test_a_flag_the_command_does_not_have_fails_the_check():
 def test_the_fields_an_example_shows_are_read_at_the_top_level_only():
   assert top_level_fields('# {"a": 1, "b": {"c": [{"d": 2}]}, "e": "x"}') == ["a", "b", "e"]
   assert top_level_fields('# [{"code": "en"}]') == []
+
+
+def test_a_failing_command_fails_in_this_process_as_in_a_shell(tmp_path):
+  """What runs in this process fails as it would in a shell: an unknown flag (a usage
+  error) and a Python block that raises."""
+  line = 'echo "A dog." | python translate.py --no-such-flag'
+  words = shlex.split(line)
+  assert in_this_process(words)[:2] == ("seq2seq.cli.translate", ["translate.py", "--no-such-flag"])
+  assert run_command(line, words, tmp_path).returncode == 2
+  assert in_this_process(shlex.split("python translate.py --workdir x > out.de")) is None
+  assert run_python("raise ValueError('no')", tmp_path, "here").returncode == 1
