@@ -20,7 +20,7 @@ import pytest
 
 from seq2seq.rundir import checkpoint
 
-from conftest import xla_flags
+from conftest import run_cli, xla_flags
 from helpers import ROOT
 
 pytestmark = pytest.mark.slow  # each test trains, kills or restarts processes
@@ -141,9 +141,9 @@ def test_killed_cluster_resumes_bit_identical(two_processes, tmp_path):
     np.testing.assert_array_equal(a, b)
 
 
-def test_incomplete_cluster_flags_are_refused():
-  proc = subprocess.run([sys.executable, "train.py", "--config", "configs/tiny.py",
-                         "--workdir", "/tmp/never", "--num-processes", "2"],
-                        cwd=ROOT, env=_env(1), capture_output=True, text=True, timeout=120)
+def test_incomplete_cluster_flags_are_refused(tmp_path):
+  proc = run_cli("train.py", "--config", "configs/tiny.py", "--workdir", tmp_path / "never",
+                 "--num-processes", "2", check=False)
   assert proc.returncode == 2
-  assert "needs all of --coordinator-address, --num-processes and --process-id" in proc.stderr
+  assert b"needs all of --coordinator-address, --num-processes and --process-id" in proc.stderr
+  assert not (tmp_path / "never").exists()
