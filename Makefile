@@ -15,12 +15,10 @@ RUN ?= runs/tiny
 
 .PHONY: install demo lint test test-fast test-pyproject test-wheel bench clean
 
-# --no-compile: Python compiles the modules a process imports, on first import; compiling
-# every installed module ahead took half of the set-up (54 s against 25 s, AVX2 AMD EPYC).
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --no-compile --upgrade pip
-	$(PY) -m pip install --quiet --no-compile -r requirements.lock
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.lock
 	$(PY) -m pip install --quiet --no-deps -e '.[test]'
 	# Argos Translate for tests/serving/test_argos.py, without stanza and PyTorch, which
 	# it imports at start but which its tests do not need (the test says how).
