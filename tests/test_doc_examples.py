@@ -230,9 +230,7 @@ def in_this_process(words: list[str]) -> tuple[str, list[str], bytes | None] | N
 def run_command(line: str, words: list[str], folder: Path) -> subprocess.CompletedProcess:
   if found := in_this_process(words):
     module, argv, stdin = found
-    proc = in_process(module, argv, stdin, cwd=folder)
-    return subprocess.CompletedProcess(argv, proc.returncode, proc.stdout.decode(),
-                                       proc.stderr.decode())
+    return as_text(in_process(module, argv, stdin, cwd=folder))
   return subprocess.run(line, shell=True, cwd=folder, env=environment(folder),
                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
 
@@ -244,8 +242,13 @@ def run_python(code: str, folder: Path, where: str) -> subprocess.CompletedProce
     return subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True,
                           text=True, timeout=600, env=environment(folder))
   program = compile(code, where, "exec")
-  proc = in_process(lambda: exec(program, {"__name__": "__main__"}), [where], None, cwd=folder)
-  return subprocess.CompletedProcess(where, proc.returncode, proc.stdout.decode(),
+  return as_text(in_process(lambda: exec(program, {"__name__": "__main__"}), [where], None,
+                            cwd=folder))
+
+
+def as_text(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+  """`in_process`'s result with its output decoded, as `subprocess.run(text=True)` gives it."""
+  return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(),
                                      proc.stderr.decode())
 
 
