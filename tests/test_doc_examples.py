@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -208,29 +209,63 @@ def top_level_fields(shown: str) -> list[str]:
 # What a command of the project runs in this process, as tests/cli's tests do: a Python
 # process per example would import JAX and the package again and trace its programs again
 # (most of this file's time). What the Hub model names (its environment is read at import),
-# and what needs a shell (redirections, `&&`, variables), runs in a shell of its own.
+# and what needs more of a shell than one `echo`/`printf` into the command and a `<` and
+# `>` file (`&&`, `2>`, variables, a pipe into anything else), runs in a shell of its own.
 SHELL_WORDS = {"|", ">", ">>", "<", "2>", "&&", "||", ";", "&"}
+PRINTF_ESCAPES = {"\\\\": "\\", "\\t": "\t", "\\n": "\n"}
 
 
-def in_this_process(words: list[str]) -> tuple[str, list[str], bytes | None] | None:
-  """(module, argv, stdin) of `[echo TEXT |] python SCRIPT ARGS` or `[echo TEXT |]
-  seq2seq-X ARGS`, None for anything else."""
+class InProcess(NamedTuple):
+  module: str  # whose main() runs
+  argv: list[str]
+  stdin: bytes | None = None
+  stdin_file: str | None = None  # `< FILE`, read from the command's folder
+  stdout_file: str | None = None  # `> FILE`, written there
+
+
+def in_this_process(words: list[str]) -> InProcess | None:
+  """What `[echo TEXT | or printf 'TEXT' |] python SCRIPT ARGS [< IN] [> OUT]` (or
+  `seq2seq-X` for `python SCRIPT`) runs, None for anything else."""
   stdin = None
-  if words[:1] == ["echo"] and words[2:3] == ["|"]:
-    stdin, words = f"{words[1]}\n".encode(), words[3:]
+  if words[:1] in (["echo"], ["printf"]) and words[2:3] == ["|"]:
+    text = f"{words[1]}\n" if words[0] == "echo" else printf_text(words[1])
+    if text is None:
+      return None
+    stdin, words = text.encode(), words[3:]
+  files = {}
+  while len(words) > 2 and words[-2] in ("<", ">") and words[-2] not in files:
+    files[words[-2]], words = words[-1], words[:-2]
   if SHELL_WORDS & set(words) or any(HUB_MODEL in w or "$" in w for w in words):
     return None
+  if stdin is not None and "<" in files:
+    return None
   if words[0] == "python" and len(words) > 1 and words[1] in SCRIPTS:
-    return SCRIPTS[words[1]], words[1:], stdin
-  if words[0] in CONSOLE_SCRIPTS:
-    return CONSOLE_SCRIPTS[words[0]], words, stdin
-  return None
+    module, argv = SCRIPTS[words[1]], words[1:]
+  elif words[0] in CONSOLE_SCRIPTS:
+    module, argv = CONSOLE_SCRIPTS[words[0]], words
+  else:
+    return None
+  return InProcess(module, argv, stdin, files.get("<"), files.get(">"))
+
+
+def printf_text(fmt: str) -> str | None:
+  """What `printf FMT` prints for a format of text and \\t, \\n, \\\\ only; None otherwise."""
+  if "%" in fmt:
+    return None
+  parts = re.split(r"(\\.)", fmt)
+  if any(p.startswith("\\") and p not in PRINTF_ESCAPES for p in parts):
+    return None
+  return "".join(PRINTF_ESCAPES.get(p, p) for p in parts)
 
 
 def run_command(line: str, words: list[str], folder: Path) -> subprocess.CompletedProcess:
   if found := in_this_process(words):
-    module, argv, stdin = found
-    return as_text(in_process(module, argv, stdin, cwd=folder))
+    stdin = (folder / found.stdin_file).read_bytes() if found.stdin_file else found.stdin
+    proc = in_process(found.module, found.argv, stdin, cwd=folder)
+    if found.stdout_file:
+      (folder / found.stdout_file).write_bytes(proc.stdout)
+      proc.stdout = b""
+    return as_text(proc)
   return subprocess.run(line, shell=True, cwd=folder, env=environment(folder),
                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
 
@@ -323,5 +358,23 @@ def test_a_failing_command_fails_in_this_process_as_in_a_shell(tmp_path):
   words = shlex.split(line)
   assert in_this_process(words)[:2] == ("seq2seq.cli.translate", ["translate.py", "--no-such-flag"])
   assert run_command(line, words, tmp_path).returncode == 2
-  assert in_this_process(shlex.split("python translate.py --workdir x > out.de")) is None
   assert run_python("raise ValueError('no')", tmp_path, "here").returncode == 1
+
+
+def test_printf_and_file_redirections_reach_the_command_as_in_a_shell(tmp_path):
+  """`printf` into a command, `< FILE` and `> FILE` give it what a shell gives it."""
+  lines = ["printf 'A\\tB\\n\\\\' | python evaluate.py", "python translate.py --x < in.txt > out.de",
+           "printf 'A%sB' x | python translate.py", "python translate.py < a && echo b"]
+  fmt = shlex.split(lines[0])[1]
+  assert printf_text(fmt) == subprocess.run(f"printf {shlex.quote(fmt)}", shell=True,
+                                            capture_output=True, text=True).stdout == "A\tB\n\\"
+  found = in_this_process(shlex.split(lines[1]))
+  assert (found.argv, found.stdin_file, found.stdout_file) == (["translate.py", "--x"], "in.txt",
+                                                               "out.de")
+  assert in_this_process(shlex.split(lines[2])) is None  # a format printf would expand
+  assert in_this_process(shlex.split(lines[3])) is None  # `&&` needs a shell
+  # `> FILE` gets what the command prints, and the shell-less run prints nothing itself.
+  line = "python evaluate.py --help > help.txt"
+  assert run_command(line, shlex.split(line), tmp_path).stdout == ""
+  help_text = in_process(SCRIPTS["evaluate.py"], ["evaluate.py", "--help"], None).stdout
+  assert (tmp_path / "help.txt").read_bytes() == help_text and b"--src" in help_text
