@@ -158,6 +158,9 @@ while not done:  # from before the trainer's first save to one load after its en
   try:
     meta = checkpoint.load_params(run, kind, cfg.model)[1]
     steps.append(meta["step"] if "step" in meta else meta["averaged_steps"][-1])
+    # A few loads a second, each meeting the trainer wherever it is: three readers loading
+    # back to back took more CPU than the trainer and the rest of the suite beside it.
+    time.sleep(0.1)
   except checkpoint.CheckpointError as e:
     if "no 'latest' checkpoint" not in str(e) and f"no '{kind}' checkpoint" not in str(e):
       errors.append(str(e))

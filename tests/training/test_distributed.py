@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow  # each test trains, kills or restarts processes
 STEPS = 12
 TRAIN_ARGS = ("--config", "configs/tiny.py", f"--config.train.max_steps={STEPS}",
               "--config.model.encoder_layers=1", "--config.model.decoder_layers=1",
-              "--config.train.checkpoint_every=1", "--config.train.keep_checkpoints=3",
+              "--config.train.checkpoint_every=3", "--config.train.keep_checkpoints=3",
               "--config.train.eval_every=6", "--config.train.eval_max_sentences=24",
               "--config.train.log_every=3", "--config.train.average_last=1",
               "--config.data.sampling_alpha=0.1")
