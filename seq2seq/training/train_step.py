@@ -100,6 +100,14 @@ def add_micro_batch(model: Model, cfg: TrainConfig, base_key: jax.Array, acc, pa
           {k: acc_sums[k] + sums[k] for k in SUM_KEYS})
 
 
+def initial_state(model: Model, optimizer: optax.GradientTransformation, key: jax.Array
+                  ) -> TrainState:
+  """The state at step 0: new parameters from `key` and the optimizer's initial state."""
+  dummy = jnp.ones((1, 8), jnp.int32)
+  params = model.init(key, dummy, dummy)
+  return TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params))
+
+
 def eval_step(model: Model, smoothing: float, params, batch: Batch) -> dict:
   """The loss sums of one batch, teacher-forced, without dropout."""
   logits = model.apply(params, batch.src, shift_right(batch.tgt))
@@ -112,6 +120,7 @@ class Programs(NamedTuple):
 
   optimizer: optax.GradientTransformation
   mesh: Mesh
+  initial_state: Any
   train_step: Any
   add_micro_batch: Any
   apply_gradients: Any
@@ -150,6 +159,10 @@ def jitted_programs(model: Model, cfg: TrainConfig, devices: tuple) -> Programs:
   out2 = (replicated, replicated)
   return Programs(
       optimizer, mesh,
+      # One program: run eagerly, the initializers' ~100 operations were each compiled
+      # on their own (2.9 s of a tiny run's start on 2 cores).
+      initial_state=jax.jit(functools.partial(initial_state, model, optimizer, key),
+                            out_shardings=replicated),
       train_step=jax.jit(functools.partial(train_step, model, optimizer, schedule, cfg, key),
                          donate_argnums=0, out_shardings=out2),
       add_micro_batch=jax.jit(functools.partial(add_micro_batch, model, cfg, key),
@@ -175,8 +188,8 @@ class DataParallelSteps:
       raise ValueError(f"train.loss_chunk must be >= 0 (0 = all logits at once), got "
                        f"{cfg.train.loss_chunk}")
     self.cfg, self.model = cfg, model
-    (self.optimizer, self.mesh, self.train_step, self.add_micro_batch, self.apply_gradients,
-     self.eval_step, self.zero_sums) = jitted_programs(model, step_settings(cfg.train),
+    (self.optimizer, self.mesh, self.initial_state, self.train_step, self.add_micro_batch,
+     self.apply_gradients, self.eval_step, self.zero_sums) = jitted_programs(model, step_settings(cfg.train),
                                                        tuple(devices or jax.devices()))
     self.batch_sharding = NamedSharding(self.mesh, P("data"))
     self.replicated = NamedSharding(self.mesh, P())
@@ -186,10 +199,8 @@ class DataParallelSteps:
     return self.mesh.devices.size
 
   def init_state(self) -> TrainState:
-    dummy = jnp.ones((1, 8), jnp.int32)
-    params = self.model.init(jax.random.PRNGKey(self.cfg.train.seed), dummy, dummy)
-    state = TrainState(jnp.zeros((), jnp.int32), params, self.optimizer.init(params))
-    return jax.device_put(state, self.replicated)
+    """A new run's state (from `train.seed`), replicated over the mesh."""
+    return self.initial_state()
 
   def replicated_shapes(self, tree):
     """The shapes and dtypes of `tree`'s arrays, each replicated over the mesh."""
