@@ -189,8 +189,8 @@ class DataParallelSteps:
                        f"{cfg.train.loss_chunk}")
     self.cfg, self.model = cfg, model
     (self.optimizer, self.mesh, self.initial_state, self.train_step, self.add_micro_batch,
-     self.apply_gradients, self.eval_step, self.zero_sums) = jitted_programs(model, step_settings(cfg.train),
-                                                       tuple(devices or jax.devices()))
+     self.apply_gradients, self.eval_step, self.zero_sums) = jitted_programs(
+         model, step_settings(cfg.train), tuple(devices or jax.devices()))
     self.batch_sharding = NamedSharding(self.mesh, P("data"))
     self.replicated = NamedSharding(self.mesh, P())
 
