@@ -12,7 +12,8 @@ RUNS_DIR/subset10k-data, with Multi30k's val and test beside them). Each run's a
 checkpoint is scored on val with beam 5 and its recipe's alpha. Both arms compile from an
 empty XLA cache (SEQ2SEQ_XLA_CACHE=""), as a first run does: a warm cache would favour
 the arm whose programs an earlier run compiled (the hand recipe's, here: ~95 s of its 10
-minutes). Appends one row per run to --results (kind `auto`) and prints them.
+minutes). Appends one row per run to --results (kind `auto`), and for the automatic arm
+one of its plan against the run (kind `auto_plan`), and prints them.
 """
 
 import argparse
@@ -22,6 +23,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+from seq2seq.training import auto_recipe
 
 from common import MULTI30K, ROOT, cpu
 
@@ -94,9 +97,26 @@ def main():
            "commit": commit,
            "command": f"python bench/auto_recipe.py --case {args.case} --minutes "
                       f"{args.minutes:g}"}
-    print(json.dumps(row), flush=True)
+    rows = [row]
+    if plan.exists():  # the plan against the run
+      saved, steps = json.loads(plan.read_text()), [
+          r for r in map(json.loads, (workdir / "metrics.jsonl").read_text().splitlines())
+          if r["kind"] == "train"]
+      m = saved["measurements"]
+      rows.append({
+          "name": f"{workdir.name}-plan", "kind": "auto_plan", "case": args.case,
+          "cpu": row["cpu"], "minutes": args.minutes, "update_s": m["update_seconds"],
+          "compile_s": m["compile_seconds"], "buckets": m["buckets"],
+          "factors": f"{auto_recipe.UPDATE_FACTOR}, {auto_recipe.COMPILE_SHARE}",
+          "planned": saved["planned_updates"], "made": row["updates"],
+          # from the second logged update on: past most of the compiling
+          "s_per_update": (steps[-1]["elapsed"] - steps[1]["elapsed"])
+                          / (steps[-1]["step"] - steps[1]["step"]),
+          "val_bleu": row["val_bleu"], "commit": commit, "command": row["command"]})
     with open(args.results, "a") as f:
-      f.write(json.dumps(row) + "\n")
+      for r in rows:
+        print(json.dumps(r), flush=True)
+        f.write(json.dumps(r) + "\n")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,11 @@ The automatic recipe against the hand-tuned one (`kind` "auto", bench/auto_recip
 carries `case` (en-de, de-en, subset10k), `arm` (hand or auto), `minutes`, `updates`,
 `val_bleu` (averaged checkpoint, beam 5 at the recipe's α), `settings` (the fields the
 arms differ in) and `plan` (the automatic recipe's measurements; null for the hand arm).
+The automatic recipe's plan against the run (`kind` "auto_plan", an automatic run's
+recipe.json and training.json) carries `case`, `minutes`, `update_s` and `compile_s` (the
+timed update and its compile), `buckets`, `factors` (auto_recipe's UPDATE_FACTOR and
+COMPILE_SHARE that planned it), `planned` and `made` (updates) and `s_per_update` (the
+run's, from its log).
 """
 
 import argparse
@@ -310,6 +315,17 @@ def auto_recipe(runs):
                 "auto chose"], [row for row, _ in auto_rows(runs)][::-1])
 
 
+def auto_plan(runs):
+  """The updates the automatic recipe planned against those its run made."""
+  rows = [[r["case"], r["cpu"], f"{r['minutes']:g}", f"{r['update_s']:.3f}",
+           f"{r['compile_s']:.1f} x {r['buckets']}", r["factors"], f"{r['planned']:,}",
+           f"{r['made']:,}", f"{r['planned'] / r['made']:.2f}", f"{r['s_per_update']:.3f}",
+           f"`{r['commit']}`"] for r in runs if r["kind"] == "auto_plan"]
+  return table(["case", "CPU", "minutes", "timed update (s)", "its compile (s) x buckets",
+                "factors", "planned updates", "made", "planned / made",
+                "run's s per update", "code"], rows)
+
+
 def settings(runs):
   """Decoding, averaging and ensembling choices scored on validation for trained runs."""
   rows = [[r["run"], r["setting"], fmt(r["val_bleu"]), fmt(r["val_lc_tok"]), r["note"]]
@@ -325,7 +341,7 @@ def proxies(runs):
 
 
 TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "past_the_hour": past_the_hour, "ablations": ablations,
-          "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe,
+          "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe, "auto_plan": auto_plan,
           "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now,
           "serving_now": serving_now, "decode_compile": decode_compile}
 DOCS = [ROOT / "README.md", ROOT / "docs" / "recipe.md", ROOT / "docs" / "experiments.md",

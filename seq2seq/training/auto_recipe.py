@@ -2,12 +2,12 @@
 
 `plan` turns three measurements into settings by the rules of docs/recipe.md ("The
 automatic recipe"): the training pairs (after cleaning) and their mean target length,
-the minutes (`train.max_minutes`, 60 when not given), and the machine's speed, the time
-of a transformer layer's products (`speed_probe.layer_product_seconds`), from which it
-estimates the updates the minutes buy. The rules start from the Multi30k recipe (29,000
-pairs, measured in dozens of runs) and scale what the measurements showed to depend on
-the run's length and the corpus's size. A field given on the command line is never
-changed; a resumed run reuses the plan saved in its directory (`recipe.json`).
+the minutes (`train.max_minutes`, 60 when not given), and the machine's speed: one
+update of the `compact` model at 2,048 tokens, compiled and timed here (`time_update`),
+from which it estimates the updates the minutes buy. The rules start from the Multi30k
+recipe (29,000 pairs, measured in dozens of runs) and scale what the measurements showed
+to depend on the run's length and the corpus's size. A field given on the command line
+is never changed; a resumed run reuses the plan saved in its directory (`recipe.json`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,12 @@ import dataclasses
 import json
 import logging
 import math
+import time
 from pathlib import Path
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
@@ -30,14 +33,18 @@ log = logging.getLogger("seq2seq.train")
 
 PLAN_FILE = "recipe.json"
 DEFAULT_MINUTES = 60.0
-# Seconds of a `compact` update of 2,048 tokens per second of the probe's layer products
-# (bfloat16 or float32, whichever the machine runs faster), validation and checkpoints
-# included: 0.219 s at a 3.40 ms probe in the hand recipe's 10-minute run on 10,000 pairs
-# (bench/results.jsonl rows of kind `auto` record the probe and the updates of each run).
-UPDATE_COST = 65.0
-# The run's compilation, taken off the budget: it overlaps the first updates but takes
-# their cores; 10-minute runs lost 107-170 s of updates to it (14-19 programs).
-COMPILE_SECONDS = 150.0
+TIMED_TOKENS = 2048  # the timed update's batch: the recipe's
+# A run's seconds per update over the timed update's: the run's batches (every bucket,
+# less padding on average), its loop (metrics, a checkpoint every hundredth of the
+# updates) and its validations, against one bucket's fastest update timed alone. Fitted
+# on two AVX2 10-minute runs (bench/results.jsonl, kind `auto_plan`): 0.545 and 0.598 s
+# per update from the second logged update on, against ~0.46 s timed.
+UPDATE_FACTOR = 1.24
+# Seconds of updates lost to compiling the run's other programs while it trains (on the
+# same cores), per length bucket per second the timed program took to compile: the same
+# runs lost ~101 and ~107 s of updates to 11 buckets at 11.1 and 16.3 s.
+COMPILE_SHARE = 0.7
+NOMINAL_UPDATE_SECONDS = 0.25  # the first plan's guess, before the timing
 CHARS_PER_PIECE = 4.4  # a joint unigram vocabulary of ~8,000 pieces on English/German
 REAL_FRACTION = 0.86  # real (unpadded) tokens of a bucketed batch
 
@@ -47,7 +54,9 @@ class Measurements:
   pairs: int  # training pairs after cleaning
   mean_target_chars: float  # mean characters of a target sentence
   minutes: float  # train.max_minutes
-  probe_seconds: float  # a layer's products in the faster operand dtype
+  update_seconds: float  # a compact update of TIMED_TOKENS, timed on this machine
+  compile_seconds: float = 0.0  # that update's compilation (less from a warm cache)
+  buckets: int = 0  # length buckets of the training batches: an update program each
   word_types: int = 1_000_000  # distinct space-separated words of both sides (sampled)
 
 
@@ -55,13 +64,20 @@ def _round_to(x: float, step: int) -> int:
   return int(step * round(x / step))
 
 
+def typical_pieces(m: Measurements) -> int:
+  """Pieces of a typical target sentence, its end included."""
+  return max(int(m.mean_target_chars / CHARS_PER_PIECE) + 1, 2)
+
+
 def estimated_updates(m: Measurements, preset: str, max_tokens: int) -> int:
-  """Updates that `m.minutes` buy for `preset` at `max_tokens` per batch."""
-  typical = max(int(m.mean_target_chars / CHARS_PER_PIECE) + 1, 2)
+  """Updates that `m.minutes` buy for `preset` at `max_tokens` per batch: the timed
+  update scaled by the preset's operations, less what compiling the run costs."""
+  typical = typical_pieces(m)
   cost = (flops.train_flops(PRESETS[preset], typical, typical)
           / flops.train_flops(PRESETS["compact"], typical, typical))
-  seconds = m.probe_seconds * UPDATE_COST * cost * max_tokens / 2048
-  return max(int((m.minutes * 60 - COMPILE_SECONDS) / seconds), 1)
+  seconds = m.update_seconds * UPDATE_FACTOR * cost * max_tokens / TIMED_TOKENS
+  compiling = COMPILE_SHARE * m.compile_seconds * m.buckets * cost
+  return max(int((m.minutes * 60 - compiling) / seconds), 1)
 
 
 def planned_epochs(m: Measurements, updates: int, max_tokens: int) -> float:
@@ -146,6 +162,82 @@ def measure_corpus(cfg: Config, workdir: Path) -> tuple[int, float, int]:
   return len(ds), float(np.mean([len(t) for t in sample["tgt"]])), len(words)
 
 
+def time_update(cfg: Config, length: int, rounds: int = 10) -> tuple[float, float]:
+  """(seconds of one update, seconds its program took to compile) of `cfg`'s model and
+  training settings, on a batch of `data.max_tokens` pieces padded to `length` (the
+  trainer's batch of that bucket) of made-up ids and parameters: the fastest of `rounds`
+  updates after a first one (on 2 AVX2 cores the first few after compiling ran up to
+  1.6x slower than the rest in one process out of three; the fastest varied by 5 %). The program is the one the trainer runs for that shape
+  (`train_step.jitted_programs`), so a run of these settings in this process does not
+  compile it again."""
+  from seq2seq.data.input_pipeline import Batch, rows_for
+  from seq2seq.model.transformer import Model
+  from seq2seq.training.train_step import DataParallelSteps
+  devices = jax.local_devices()
+  steps = DataParallelSteps(cfg, Model(cfg.model), devices)
+  rng = np.random.default_rng(0)
+
+  def made_up(x: jax.ShapeDtypeStruct) -> jax.Array:
+    value = (rng.normal(0.0, 0.02, x.shape) if jnp.issubdtype(x.dtype, jnp.floating)
+             else np.zeros(x.shape))
+    return jax.device_put(value.astype(x.dtype), steps.replicated)
+
+  state = jax.tree_util.tree_map(made_up, jax.eval_shape(steps.initial_state))
+  rows = rows_for(length, cfg.data.max_tokens, len(devices))
+  ids = lambda: rng.integers(4, cfg.model.vocab_size, (rows, length), dtype=np.int32)
+  batch = jax.device_put(Batch(ids(), ids()), steps.batch_sharding)
+  start = time.perf_counter()
+  steps.train_step.lower(state, batch).compile()
+  compile_seconds = time.perf_counter() - start
+  seconds = []
+  for _ in range(rounds + 1):
+    start = time.perf_counter()
+    state, metrics = steps.train_step(state, batch)
+    jax.block_until_ready(metrics)
+    seconds.append(time.perf_counter() - start)
+  return min(seconds[1:]), compile_seconds
+
+
+def _with_choices(cfg: ml_collections.ConfigDict, choices: dict[str, Any], given: set[str]
+                  ) -> ml_collections.ConfigDict:
+  """A copy of `cfg` with the choices that the command line did not give."""
+  out = cfg.copy_and_resolve_references()
+  for name, value in choices.items():
+    section, field = name.split(".")
+    if name not in given:
+      out[section][field] = type(out[section][field])(value)
+  return out
+
+
+def measure_speed(cfg: ml_collections.ConfigDict, given: set[str], m: Measurements
+                  ) -> Measurements:
+  """`m` with the speed measured: a `compact` update of TIMED_TOKENS with the settings a
+  first plan gives (`NOMINAL_UPDATE_SECONDS`), at the bucket of a typical pair. Process
+  0 times it; every process takes its figures. Where the final plan keeps the first
+  one's warmup and dropout ramp, the run trains with the program timed here; otherwise
+  the timing cost one compilation more (16 s on a 2-core AVX2 machine, empty cache)."""
+  from seq2seq import numerics
+  from seq2seq.data.input_pipeline import LengthBuckets
+  from seq2seq.training import distributed
+  first, _ = plan(dataclasses.replace(m, update_seconds=NOMINAL_UPDATE_SECONDS))
+  timed = _with_choices(cfg, first, given)
+  compact = PRESETS["compact"]
+  for field in ("d_model", "num_heads", "d_ff", "encoder_layers", "decoder_layers"):
+    timed.model[field] = getattr(compact, field)
+  timed.data.max_tokens = TIMED_TOKENS
+  if timed.model.matmul_dtype == "auto":  # as the trainer resolves it (resolve_precision)
+    timed.model.matmul_dtype = numerics.resolve("auto").operand_dtype
+  timed = Config.from_dict(timed)
+  buckets = LengthBuckets.from_config(timed.data, timed.data.max_train_len)
+  update = compile_ = 0.0
+  if distributed.is_primary():
+    update, compile_ = time_update(timed, buckets.length_for(typical_pieces(m)))
+  # process 0's figures, in microseconds
+  update, compile_ = (distributed.agree_int(int(x * 1e6)) / 1e6 for x in (update, compile_))
+  return dataclasses.replace(m, update_seconds=update, compile_seconds=compile_,
+                             buckets=len(buckets.boundaries))
+
+
 def complete(cfg: ml_collections.ConfigDict, given: set[str], workdir: Path) -> None:
   """Sets every field the plan chooses that the command line did not give."""
   path = Path(workdir) / PLAN_FILE
@@ -153,23 +245,23 @@ def complete(cfg: ml_collections.ConfigDict, given: set[str], workdir: Path) -> 
     saved = json.loads(path.read_text())
     choices, reasons, summary = saved["choices"], saved["reasons"], "this run's plan"
   else:
-    from seq2seq.numerics import speed_probe
     from seq2seq.training import distributed
     minutes = cfg.train.max_minutes if "train.max_minutes" in given else DEFAULT_MINUTES
     pairs, chars, words = measure_corpus(Config.from_dict(cfg), Path(workdir))
-    seconds = speed_probe.layer_product_seconds()
-    probe = min(seconds.values())
-    probe = distributed.agree_int(int(probe * 1e7)) / 1e7  # process 0's measurement
-    m = Measurements(pairs, chars, minutes, probe, words)
+    m = measure_speed(cfg, given, Measurements(pairs, chars, minutes, NOMINAL_UPDATE_SECONDS,
+                                               word_types=words))
     choices, reasons = plan(m)
-    updates = estimated_updates(m, "compact", 2048)
+    updates = estimated_updates(m, "compact", TIMED_TOKENS)
     summary = (f"{pairs:,} pairs of {chars:.0f} target characters on average, "
-               f"{minutes:g} minutes, a layer's products in {probe * 1e3:.2f} ms: about "
-               f"{updates:,} compact updates, {planned_epochs(m, updates, 2048):.0f} epochs")
+               f"{minutes:g} minutes, a compact update of {TIMED_TOKENS:,} tokens in "
+               f"{m.update_seconds:.3f} s (its program compiled in {m.compile_seconds:.1f} "
+               f"s, {m.buckets} length buckets): about {updates:,} compact updates, "
+               f"{planned_epochs(m, updates, TIMED_TOKENS):.0f} epochs")
     if distributed.is_primary():
       path.parent.mkdir(parents=True, exist_ok=True)
       write_atomic(path, json.dumps({"measurements": dataclasses.asdict(m),
-                                     "choices": choices, "reasons": reasons}, indent=1))
+                                     "planned_updates": updates, "choices": choices,
+                                     "reasons": reasons}, indent=1))
   log.info("--config auto: %s", summary)
   for name, value in choices.items():
     section, field = name.split(".")

@@ -1,18 +1,23 @@
 """A user's own corpus end to end: a TSV file and a pair of plain files each train,
 evaluate and translate with one command each; `--config auto` plans by its rules."""
 
+import dataclasses
 import json
 
+import jax
+import numpy as np
 import pytest
 
 from seq2seq import recipes
 from seq2seq.config import default_config
+from seq2seq.data.input_pipeline import Batch, rows_for
 from seq2seq.data.textfiles import read_lines
-from seq2seq.numerics import speed_probe
+from seq2seq.model.transformer import Model
 from seq2seq.training import auto_recipe
+from seq2seq.training.train_step import DataParallelSteps
 
 from conftest import run_cli
-from helpers import SAMPLE
+from helpers import SAMPLE, tiny_config
 
 pytestmark = pytest.mark.slow  # each test trains, kills or restarts processes
 
@@ -72,11 +77,21 @@ def test_a_broken_corpus_is_one_line_naming_file_and_line(tmp_path):
 
 
 def measured(pairs, minutes, updates_wanted=None, chars=71.0):
-  """Measurements whose probe makes `minutes` buy `updates_wanted` compact updates."""
-  probe = 0.004
+  """Measurements whose timed update makes `minutes` buy `updates_wanted` compact updates
+  (no compiling)."""
+  update = 0.3
   if updates_wanted:
-    probe = (minutes * 60 - auto_recipe.COMPILE_SECONDS) / updates_wanted / auto_recipe.UPDATE_COST
-  return auto_recipe.Measurements(pairs, chars, minutes, probe)
+    update = minutes * 60 / updates_wanted / auto_recipe.UPDATE_FACTOR
+  return auto_recipe.Measurements(pairs, chars, minutes, update)
+
+
+def test_compiling_costs_the_plan_updates_in_proportion():
+  fast = measured(29_000, 10, 1_000)
+  slow = dataclasses.replace(fast, compile_seconds=10.0, buckets=12)
+  lost = auto_recipe.COMPILE_SHARE * 10.0 * 12
+  assert auto_recipe.estimated_updates(fast, "compact", 2048) == pytest.approx(1_000, abs=1)
+  assert auto_recipe.estimated_updates(slow, "compact", 2048) == pytest.approx(
+      1_000 * (600 - lost) / 600, abs=1)
 
 
 def test_the_plan_gives_the_hand_recipe_back_at_its_own_point():
@@ -110,18 +125,43 @@ def test_the_plan_follows_size_and_time(pairs, minutes, updates, expect):
 
 
 def test_given_fields_are_kept_and_a_resumed_run_reuses_its_plan(tmp_path, monkeypatch):
-  monkeypatch.setattr(speed_probe, "layer_product_seconds", lambda: {"float32": 0.004})
+  monkeypatch.setattr(auto_recipe, "time_update", lambda cfg, length: (0.3, 5.0))
   cfg = default_config("compact")
   cfg.data.dir = str(SAMPLE)
   cfg.model.dropout = 0.3
   auto_recipe.complete(cfg, {"model.dropout"}, tmp_path)
   plan = json.loads((tmp_path / auto_recipe.PLAN_FILE).read_text())
   assert cfg.model.dropout == 0.3 and plan["measurements"]["pairs"] == 500
+  assert plan["measurements"]["update_seconds"] == 0.3
   # the sample's few words cap the vocabulary (SentencePiece could not make 2,000 pieces)
   assert cfg.model.vocab_size == plan["choices"]["model.vocab_size"] < 2000
-  monkeypatch.setattr(speed_probe, "layer_product_seconds", lambda: pytest.fail("measured again"))
+  monkeypatch.setattr(auto_recipe, "time_update", lambda *a: pytest.fail("measured again"))
   again = default_config("compact")
   again.data.dir = str(SAMPLE)
   auto_recipe.complete(again, set(), tmp_path)
   assert again.train.warmup_steps == cfg.train.warmup_steps
   assert again.model.dropout == plan["choices"]["model.dropout"] != 0.3
+
+
+def test_the_timed_update_is_the_program_the_run_trains_with():
+  """`time_update` compiles and runs the trainer's own update for its batch shape: an
+  update of a real batch of that shape afterwards compiles nothing."""
+  cfg = tiny_config(SAMPLE)
+  seconds, compiling = auto_recipe.time_update(cfg, 24, rounds=2)
+  assert seconds > 0 and compiling > 0
+  steps = DataParallelSteps(cfg, Model(cfg.model))
+  rows = rows_for(24, cfg.data.max_tokens, steps.num_devices)
+  src = np.full((rows, 24), 5, np.int32)
+  state = steps.init_state()
+  events = []
+  record = lambda name, seconds, **kw: events.append(name)
+  jax.monitoring.register_event_duration_secs_listener(record)
+  try:
+    state, metrics = steps.update(state, [Batch(src, src)])
+    assert np.isfinite(float(metrics["loss"]))
+    # the control: the same update for another shape compiles
+    assert "/jax/core/compile/backend_compile_duration" not in events, events
+    steps.update(state, [Batch(src[:, :16], src[:, :16])])
+    assert "/jax/core/compile/backend_compile_duration" in events
+  finally:
+    jax.monitoring.unregister_event_duration_listener(record)
