@@ -95,7 +95,7 @@ def test_results_rows_are_complete_and_consistent():
   assert len(names) == len(set(names)), "run names must be unique"
   for r in runs:
     assert r["kind"] in ("hour", "longer", "decode", "decode_compile", "setting", "proxy",
-                         "serve", "auto"), r["name"]
+                         "serve", "auto", "auto_plan"), r["name"]
     assert r["commit"] and re.fullmatch(r"[0-9a-f]{7,40}", r["commit"]), r["name"]
     if r["kind"] == "decode":
       assert r["sentences_per_s"] > 0, r["name"]
@@ -111,6 +111,10 @@ def test_results_rows_are_complete_and_consistent():
     if r["kind"] == "auto":
       assert r["arm"] in ("hand", "auto") and r["case"] and r["cpu"] and r["command"], r["name"]
       assert r["updates"] > 0 and r["val_bleu"] > 0 and (r["plan"] is None) == (r["arm"] == "hand")
+      continue
+    if r["kind"] == "auto_plan":
+      assert r["case"] and r["cpu"] and r["command"] and r["factors"], r["name"]
+      assert r["update_s"] > 0 and r["planned"] > 0 and r["made"] > 0 and r["buckets"] > 0
       continue
     if r["kind"] == "proxy":
       assert r["recipe"] in report.RECIPES and r["updates"] > 0, r["name"]
