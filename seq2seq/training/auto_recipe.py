@@ -167,9 +167,9 @@ def time_update(cfg: Config, length: int, rounds: int = 10) -> tuple[float, floa
   training settings, on a batch of `data.max_tokens` pieces padded to `length` (the
   trainer's batch of that bucket) of made-up ids and parameters: the fastest of `rounds`
   updates after a first one (on 2 AVX2 cores the first few after compiling ran up to
-  1.6x slower than the rest in one process out of three; the fastest varied by 5 %). The program is the one the trainer runs for that shape
-  (`train_step.jitted_programs`), so a run of these settings in this process does not
-  compile it again."""
+  1.6x slower than the rest in one process out of three; the fastest varied by 5 %).
+  The program is the one the trainer runs for that shape (`train_step.jitted_programs`),
+  so a run of these settings in this process does not compile it again."""
   from seq2seq.data.input_pipeline import Batch, rows_for
   from seq2seq.model.transformer import Model
   from seq2seq.training.train_step import DataParallelSteps
@@ -198,14 +198,19 @@ def time_update(cfg: Config, length: int, rounds: int = 10) -> tuple[float, floa
   return min(seconds[1:]), compile_seconds
 
 
+def _choose(cfg: ml_collections.ConfigDict, name: str, value: Any) -> None:
+  """Sets the field `name` ("section.field") of `cfg` to `value`, in the field's type."""
+  section, field = name.split(".")
+  cfg[section][field] = type(cfg[section][field])(value)
+
+
 def _with_choices(cfg: ml_collections.ConfigDict, choices: dict[str, Any], given: set[str]
                   ) -> ml_collections.ConfigDict:
   """A copy of `cfg` with the choices that the command line did not give."""
   out = cfg.copy_and_resolve_references()
   for name, value in choices.items():
-    section, field = name.split(".")
     if name not in given:
-      out[section][field] = type(out[section][field])(value)
+      _choose(out, name, value)
   return out
 
 
@@ -264,9 +269,9 @@ def complete(cfg: ml_collections.ConfigDict, given: set[str], workdir: Path) -> 
                                      "reasons": reasons}, indent=1))
   log.info("--config auto: %s", summary)
   for name, value in choices.items():
-    section, field = name.split(".")
     if name in given:
+      section, field = name.split(".")
       log.info("  %s=%r (given)", name, cfg[section][field])
       continue
-    cfg[section][field] = type(cfg[section][field])(value)
+    _choose(cfg, name, value)
     log.info("  %s=%r: %s", name, value, reasons[name])
