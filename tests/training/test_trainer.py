@@ -195,7 +195,9 @@ def test_automatic_precision_is_timed_once_and_kept_by_the_run(tmp_path, monkeyp
   monkeypatch.setattr(speed_probe, "fastest_operand_dtype",
                       lambda backend, use="training": ("bfloat16", "timed"))
   assert resolve_precision(cfg, tmp_path / "new").model.matmul_dtype == "bfloat16"
-  train(cfg, tmp_path / "run")
+  run = Trainer(cfg, tmp_path / "run")  # what train() builds before its first update
+  assert run.steps.model.numerics.operand_dtype == "bfloat16"
+  run.save()
   assert checkpoint.load_config(tmp_path / "run").model.matmul_dtype == "bfloat16"
   # Resuming where the timing would now choose float32: the run's choice stands (and
   # check_resumable would refuse another model config).
