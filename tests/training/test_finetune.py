@@ -10,7 +10,7 @@ from seq2seq.data import tokenizer
 from seq2seq.data.textfiles import read_lines
 from seq2seq.rundir import checkpoint
 from seq2seq.training import metrics
-from seq2seq.training.trainer import train
+from seq2seq.training.trainer import Trainer, train
 
 from helpers import SAMPLE, tiny_config, write_corpus
 
@@ -79,10 +79,15 @@ def test_another_architecture_or_source_is_refused(source_run, in_domain, tmp_pa
   with pytest.raises(checkpoint.CheckpointError, match=r"model.d_ff 128 there, 256 here"):
     train(wider, tmp_path / "a")
   # Dropout and matmul precision are not architecture: a fine-tuning run may change them.
+  # The run is built (where a refusal comes from) and starts from the source's parameters.
   more_dropout = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, dropout=0.3,
-                                                                    matmul_dtype="bfloat16"),
-                                     train=dataclasses.replace(cfg.train, max_steps=1))
-  assert train(more_dropout, tmp_path / "b")["step"] == 1
+                                                                    matmul_dtype="bfloat16"))
+  started = Trainer(more_dropout, tmp_path / "b").state
+  source = checkpoint.load_params(source_run, "latest", cfg.model)[0]
+  assert int(started.step) == 0
+  for x, y in zip(jax.tree_util.tree_leaves(started.params), jax.tree_util.tree_leaves(source),
+                  strict=True):
+    np.testing.assert_array_equal(x, y)
   with pytest.raises(checkpoint.CheckpointError, match="is not a run directory"):
     train(fine_tune_config(in_domain, tmp_path), tmp_path / "c")
   missing = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, init_from=""),
