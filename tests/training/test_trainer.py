@@ -189,7 +189,7 @@ def test_tensorboard_event_files_hold_the_metrics_and_translations(tmp_path):
 def test_automatic_precision_is_timed_once_and_kept_by_the_run(tmp_path, monkeypatch):
   """model.matmul_dtype="auto": the run takes the timed choice, saves it with its config,
   and a resumed run keeps it even where the timing would now choose otherwise."""
-  base = tiny_config(SAMPLE, max_steps=1)
+  base = tiny_config(SAMPLE)
   cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, matmul_dtype="auto"))
   numerics.clear_cache()
   monkeypatch.setattr(speed_probe, "fastest_operand_dtype",
