@@ -1,7 +1,7 @@
 """Decoding speed on test_2016_flickr with a trained run, greedy and beam.
 
   python bench/decode_speed.py --workdir RUN_DIR [--beam 5] [--batch-size 64] \
-      [--min-rows N] [--workers N] [--length-buckets 16,32,64,128] \
+      [--min-rows N[,N...]] [--workers N] [--length-buckets 16,32,64,128] \
       [--beam-stops exact,current] [--compare-ctranslate2]
 
 Model load and compilation (a first pass over the same data) are timed separately;
@@ -21,10 +21,14 @@ GNMT's (the run's alpha): their beam outputs differ for that reason alone (alpha
 the same in both). CTranslate2 also ends a sentence by its own rule: as soon as its best
 candidate ends. `--beam-stops exact,current` times JAX beam search with each of its rules
 (decode.beam_search's `stop`; "beamN" is the exact one, "beamN_current" the other) and
-gives each a ratio to CTranslate2's beam.
+gives each a ratio to CTranslate2's beam. `--min-rows 0,8` times each search with each
+`decode.min_rows` (whole batches against batches that shrink as sentences finish; their
+figures are named with `_min_rowsN`), each compiled from the cache as it stands, all timed
+in alternation.
 """
 
 import argparse
+import functools
 import gc
 import statistics
 import tempfile
@@ -79,9 +83,10 @@ def main():
   p.add_argument("--ref", default=str(MULTI30K / "test_2016_flickr.de.gz"))
   p.add_argument("--beam", type=int, default=5)
   p.add_argument("--batch-size", type=int, default=64)
-  p.add_argument("--min-rows", type=int, default=None,
+  p.add_argument("--min-rows", default=None,
                  help="decode.min_rows: batches shrink down to this many rows as sentences "
-                 "finish (0: never; default: the run's setting)")
+                 "finish (0: never; default: the run's setting); several, comma-separated, "
+                 "time each search with each")
   p.add_argument("--workers", type=int, default=None,
                  help="batches decoded at once on threads (default: the run's setting)")
   p.add_argument("--length-buckets", default=None,
@@ -102,22 +107,28 @@ def main():
   t = time.perf_counter()
   buckets = (tuple(int(b) for b in args.length_buckets.split(","))
              if args.length_buckets else None)
-  overrides = {k: v for k, v in (("min_rows", args.min_rows), ("workers", args.workers),
-                                 ("length_buckets", buckets)) if v is not None}
-  translator = Translator.load(args.workdir, args.checkpoint, **overrides)
+  overrides = {k: v for k, v in (("workers", args.workers), ("length_buckets", buckets))
+               if v is not None}
+  min_rows = [int(n) for n in args.min_rows.split(",")] if args.min_rows else [None]
+  translator = Translator.load(args.workdir, args.checkpoint, **overrides,
+                               **({} if min_rows[0] is None else {"min_rows": min_rows[0]}))
   load_s = time.perf_counter() - t
   stops = args.beam_stops.split(",") if args.beam_stops else [translator.decode_cfg.beam_stop]
-  translators = {stop: Translator.load(args.workdir, args.checkpoint, beam_stop=stop,
-                                       **overrides) for stop in stops}
   lines, references = read_lines(args.src), read_lines(args.ref)
   result = {"benchmark": "decode_speed", "sentences": len(lines), "load_s": round(load_s, 1),
             "batch_size": args.batch_size, "checkpoint": args.checkpoint,
-            "min_rows": translator.decode_cfg.min_rows, "workers": translator.decode_cfg.workers,
+            "min_rows": translator.decode_cfg.min_rows if len(min_rows) == 1 else min_rows,
+            "workers": translator.decode_cfg.workers,
             "length_buckets": list(translator.buckets.boundaries)}
-  # (result name, beam size, the translator of its stop rule)
-  searches = [("greedy", 1, translator)] + [
-      (f"beam{args.beam}" + ("" if stop == "exact" else f"_{stop}"), args.beam, translators[stop])
-      for stop in stops]
+  # (result name, beam size, the translator of its stop rule and min_rows)
+  searches = []
+  for rows in min_rows:
+    load = functools.partial(Translator.load, args.workdir, args.checkpoint, **overrides,
+                             **({} if rows is None else {"min_rows": rows}))
+    suffix = "" if len(min_rows) == 1 else f"_min_rows{rows}"
+    searches.append(("greedy" + suffix, 1, load()))
+    searches += [(f"beam{args.beam}" + ("" if stop == "exact" else f"_{stop}") + suffix,
+                  args.beam, load(beam_stop=stop)) for stop in stops]
   firsts = {}
   for name, beam, search in searches:
     firsts[name] = first_pass(search, lines, beam, args.batch_size)
