@@ -110,8 +110,12 @@ def main():
   overrides = {k: v for k, v in (("workers", args.workers), ("length_buckets", buckets))
                if v is not None}
   min_rows = [int(n) for n in args.min_rows.split(",")] if args.min_rows else [None]
-  translator = Translator.load(args.workdir, args.checkpoint, **overrides,
-                               **({} if min_rows[0] is None else {"min_rows": min_rows[0]}))
+
+  def loader(rows: int | None):
+    """Translator.load of the run with these min_rows (None: the run's setting)."""
+    return functools.partial(Translator.load, args.workdir, args.checkpoint, **overrides,
+                             **({} if rows is None else {"min_rows": rows}))
+  translator = loader(min_rows[0])()
   load_s = time.perf_counter() - t
   stops = args.beam_stops.split(",") if args.beam_stops else [translator.decode_cfg.beam_stop]
   lines, references = read_lines(args.src), read_lines(args.ref)
@@ -123,8 +127,7 @@ def main():
   # (result name, beam size, the translator of its stop rule and min_rows)
   searches = []
   for rows in min_rows:
-    load = functools.partial(Translator.load, args.workdir, args.checkpoint, **overrides,
-                             **({} if rows is None else {"min_rows": rows}))
+    load = loader(rows)
     suffix = "" if len(min_rows) == 1 else f"_min_rows{rows}"
     searches.append(("greedy" + suffix, 1, load()))
     searches += [(f"beam{args.beam}" + ("" if stop == "exact" else f"_{stop}") + suffix,
