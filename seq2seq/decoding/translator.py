@@ -21,7 +21,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -95,12 +95,10 @@ class ShapeCompileLog:
     self.seen: set[tuple] = set()
     self.lock = threading.Lock()
 
-  def run(self, key: tuple, settings: tuple, call) -> tuple[np.ndarray, np.ndarray]:
-    """`call()`, the search of `program_key` `key` with the static `settings`."""
-    shape = key[0]
+  def run(self, shape: tuple[int, int], key: tuple, call) -> tuple[np.ndarray, np.ndarray]:
     with self.lock:
-      first = (key, settings) not in self.seen
-      self.seen.add((key, settings))
+      first = (shape, key) not in self.seen
+      self.seen.add((shape, key))
     if first:
       log.info("first batch of %d x %d pieces: compiling its search", *shape)
     start = time.perf_counter()
@@ -109,75 +107,6 @@ class ShapeCompileLog:
       log.info("search for %d x %d pieces ready in %.0f s", *shape, time.perf_counter() - start)
     return seqs, scores
 
-  def seen_programs(self, settings: tuple) -> set[tuple]:
-    """The program keys run so far with these settings."""
-    with self.lock:
-      return {key for key, s in self.seen if s == settings}
-
-
-def program_key(args: dict) -> tuple:
-  """What tells one search program of a call from another: the shapes of its batch."""
-  prefix = args["prefix_BP"]
-  return args["src_BS"].shape, args["max_steps"], None if prefix is None else prefix.shape
-
-
-class CompileAhead:
-  """Compiles the searches of a call's later batch shapes on a thread of its own while its
-  first batches compile and run.
-
-  A call over a test set needs a search program per length bucket (three for
-  test_2016_flickr), each 7-10 s of XLA compile on 2 CPU cores. Compiled as the batches
-  reach them, they come one after the other, each with the other core idle: the workers
-  wait on the batch at the head of the queue. Here the second shape compiles beside the
-  first, and the later ones while the first batches decode.
-
-  Each program is compiled once: a worker that reaches a shape this thread has taken waits
-  for it, and this thread skips a shape a worker took first (`take`). A compile that fails
-  here is left to the worker, whose own call raises the error where it belongs."""
-
-  def __init__(self, lower: Callable, jobs: Iterator[tuple[list[int], dict]], skip: set,
-               translator: Translator):
-    self.taken: dict[tuple, threading.Event] = {}
-    self.lock = threading.Lock()
-    self.stopped = False
-    self.thread = threading.Thread(target=self._compile, args=(lower, jobs, skip, translator),
-                                   daemon=True, name="seq2seq-compile-ahead")
-    self.thread.start()
-
-  def _compile(self, lower, jobs, skip, translator) -> None:
-    first = None
-    for _, args in jobs:
-      key = program_key(args)
-      first = key if first is None else first
-      if self.stopped:
-        return
-      with self.lock:
-        if key == first or key in skip or key in self.taken:
-          continue
-        done = self.taken[key] = threading.Event()
-      try:
-        with counting_programs(translator):
-          lower(**args).compile()
-        log.debug("compiled the search for %s ahead", key)
-      except Exception as e:  # noqa: BLE001 - the worker compiles it again and raises
-        log.debug("compiling the search for %s ahead failed: %s", key, e)
-      finally:
-        done.set()
-
-  def take(self, key: tuple) -> None:
-    """Called by a worker before it runs a batch of `key`: returns once this thread has
-    compiled that program, or at once (the worker compiles it) if it has not begun it."""
-    with self.lock:
-      done = self.taken.setdefault(key, _TAKEN)
-    done.wait()
-
-  def stop(self) -> None:
-    """Begins no further compile (the caller stopped early)."""
-    self.stopped = True
-
-
-_TAKEN = threading.Event()  # a shape a worker compiles itself
-_TAKEN.set()
 
 _building = threading.local()  # .translator: the Translator whose call is on this thread
 
@@ -300,36 +229,19 @@ class Translator:
     sample per input instead, input i with the key fold_in(seed key, key_indices[i])
     (default i). `prefix_ids[i]` (pieces, no EOS) forces the start of input i's output."""
     c = self.settings(beam_size, alpha, batch_size)
-    all_params = self.all_params(params)
-    run = bound_search(self._search, all_params, c, sampling, nbest)
-    settings = (c.beam_size, c.alpha, c.max_len_a, c.max_len_b, c.min_rows, c.beam_stop,
-                nbest, sampling is None)
-
-    def jobs():
-      return search_jobs(src_ids, c, self.buckets, self.model_cfg.max_len, sampling,
-                         key_indices, prefix_ids, self.row_sizes)
-
-    ahead = None
-    if c.workers > 1:
-      ahead = CompileAhead(bound_search(self._search.lower, all_params, c, sampling, nbest),
-                           jobs(), self._shape_log.seen_programs(settings), self)
+    run = bound_search(self._search, self.all_params(params), c, sampling, nbest)
 
     def search(job):
       chunk, args = job
-      key = program_key(args)
-      if ahead is not None:
-        ahead.take(key)
+      key = (args["max_steps"], c.beam_size, nbest, sampling is None)
       with counting_programs(self):
-        return (chunk, *self._shape_log.run(key, settings, lambda: run(**args)))
+        return (chunk, *self._shape_log.run(args["src_BS"].shape, key, lambda: run(**args)))
 
-    try:
-      for chunk, seqs, scores in ordered_map(search, jobs(), c.workers):
-        yield {i: [(seqs[row, k], float(scores[row, k]))
-                   for k in range(min(nbest, seqs.shape[1]))]
-               for row, i in enumerate(chunk)}
-    finally:
-      if ahead is not None:
-        ahead.stop()
+    jobs = search_jobs(src_ids, c, self.buckets, self.model_cfg.max_len, sampling,
+                       key_indices, prefix_ids, self.row_sizes)
+    for chunk, seqs, scores in ordered_map(search, jobs, c.workers):
+      yield {i: [(seqs[row, k], float(scores[row, k])) for k in range(min(nbest, seqs.shape[1]))]
+             for row, i in enumerate(chunk)}
 
   def lower_searches(self, src_ids: Sequence[np.ndarray], params=None,
                      beam_size: int | None = None, alpha: float | None = None,

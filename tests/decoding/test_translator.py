@@ -3,9 +3,7 @@ lists, early stops equal to the full search, compiled searches reused."""
 
 import json
 import shutil
-import threading
 
-import jax
 import numpy as np
 import pytest
 
@@ -190,30 +188,6 @@ def test_a_run_loaded_again_runs_the_searches_already_compiled(trained_run, tmp_
   retrained = Translator.load(other)
   retrained.translate(lines, beam_size=2)
   assert retrained.search_programs > 0
-
-
-def test_later_shapes_compile_ahead_once_each(trained_run):
-  """With several workers, a call's later batch shapes compile on a thread of their own
-  while the first compiles and runs: each program is compiled once all the same (a worker
-  that reaches a shape being compiled waits for it, the thread skips one a worker took),
-  and the translations are those of one worker compiling shape by shape."""
-  lines = read_lines(SAMPLE / "test.en")[:40]
-  settings = dict(beam_size=2, alpha=0.45, batch_size=8)  # programs no other test builds
-  buckets = (8, 10, 12, 14, 16, 20, 24, 28, 32)
-  ahead = Translator.load(trained_run, workers=2, length_buckets=buckets)
-  compiles = []
-  record = lambda name, seconds, **kw: compiles.append(threading.current_thread().name) if (
-      name == "/jax/core/compile/backend_compile_duration") else None
-  jax.monitoring.register_event_duration_secs_listener(record)
-  try:
-    found = ahead.translate(lines, **settings)
-  finally:
-    jax.monitoring.unregister_event_duration_listener(record)
-  assert ahead.search_programs >= 3  # batches of 3 lengths at least: one for the thread
-  assert len(compiles) == ahead.search_programs, compiles  # none compiled twice
-  assert "seq2seq-compile-ahead" in compiles  # the control: the thread did compile some
-  one_by_one = Translator.load(trained_run, workers=1, length_buckets=buckets)
-  assert one_by_one.translate(lines, **settings) == found
 
 
 def test_decoding_buckets_set_the_programs_not_the_translations(trained_run):
