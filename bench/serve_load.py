@@ -33,15 +33,21 @@ from seq2seq.decoding.translator import Translator
 from seq2seq.runtime import enable_compilation_cache
 
 from common import MULTI30K, ROOT, machine, report
-from decode_speed import measure
+from decode_speed import figures, first_pass
 
 sys.path.insert(0, str(ROOT / "tests"))
-from serving import free_port, get, post  # noqa: E402
+from serve_helpers import free_port, get, post  # noqa: E402
 
 
 def engine_speeds(args, lines, references) -> dict:
   translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine)
-  figures, _ = measure(translator, lines, references, args.beam, args.batch_size)
+  first = first_pass(translator, lines, args.beam, args.batch_size)  # compiles
+  passes = []
+  for _ in range(3):
+    t = time.perf_counter()
+    first["again"]()
+    passes.append(time.perf_counter() - t)
+  batch = figures(first, passes, lines, references)
   short = min(lines[:200], key=len)
   translator.translate([short], beam_size=args.beam)  # compiled
   alone = []
@@ -51,7 +57,7 @@ def engine_speeds(args, lines, references) -> dict:
     alone.append(time.perf_counter() - t)
   del translator
   gc.collect()
-  return {"batch_sentences_per_s": figures["sentences_per_s"],
+  return {"batch_sentences_per_s": batch["sentences_per_s"],
           "one_short_sentence_ms": round(1000 * statistics.median(alone), 2),
           "short_sentence": short}
 
