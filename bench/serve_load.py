@@ -65,7 +65,7 @@ def engine_speeds(args, lines, references) -> dict:
 def start_server(args) -> tuple[subprocess.Popen, str]:
   port = free_port()
   model = ["--model" if args.engine == "ctranslate2" else "--workdir", args.workdir]
-  proc = subprocess.Popen([sys.executable, "-m", "seq2seq.serving.http_server", *model, "--engine",
+  proc = subprocess.Popen([sys.executable, "-m", "seq2seq.cli.serve", *model, "--engine",
                            args.engine, "--checkpoint", args.checkpoint, "--beam",
                            str(args.beam), "--max-batch", str(args.batch_size),
                            "--decoders", str(args.decoders),
