@@ -67,7 +67,7 @@ class _LayerNormParams(hk.Module):
     scale = hk.get_parameter("scale", [d], jnp.float32, init=jnp.ones)
     offset = hk.get_parameter("offset", [d], jnp.float32, init=jnp.zeros)
     # (x - mean) / sqrt(var + eps) * scale + offset over the last axis
-    return Numerics.rowwise(lambda x: Numerics.layer_norm(x, scale, offset), x)
+    return Numerics.layer_norm(x, scale, offset)
 
 
 class LayerNorm(hk.Module):

@@ -71,8 +71,10 @@ class Numerics:
 
   @staticmethod
   def layer_norm(x: jnp.ndarray, scale: jnp.ndarray, offset: jnp.ndarray) -> jnp.ndarray:
-    """`hk.LayerNorm`'s function over the last axis (float32)."""
-    return ops.layer_norm(x, scale, offset)
+    """`hk.LayerNorm`'s function over the last axis (float32): a row's result does not
+    depend on how many rows share the call (`rowwise`, in blocks of
+    `ops.LAYER_NORM_ROWS` rows at most)."""
+    return ops.rowwise(lambda x: ops.layer_norm(x, scale, offset), x, ops.LAYER_NORM_ROWS)
 
   @staticmethod
   def keep_mask(key: jax.Array, rate, shape: tuple[int, ...]) -> jnp.ndarray:

@@ -5,7 +5,7 @@ plain JAX meaning its docstring gives:
   einsum(spec, a, b, operand_dtype)   a two-operand einsum; with operand_dtype "bfloat16"
                                       the operands are rounded, the products float32
   matmul(x, w, operand_dtype)         x @ w over the last axis, the same way
-  rowwise(fn, x)                      fn of each row, the same for any number of rows
+  rowwise(fn, x, max_rows)            fn of each row, the same for any number of rows
   transpose_product(r, perm)          r.transpose(perm) of a product, as a copy
   transposed_weights(w, dtype)        w.T rounded, as a copy computed outside a loop
   keep_mask(key, rate, shape)         a Bernoulli(1 - rate) dropout mask
@@ -97,6 +97,11 @@ def einsum(spec: str, a: jnp.ndarray, b: jnp.ndarray, operand_dtype: str | None 
 # Smaller calls than these are padded with zero rows (tests/numerics/test_ops.py).
 MATMUL_ROWS = {"float32": 64, "bfloat16": 2}
 REDUCTION_ELEMENTS = 4096
+# At 4,096 rows or more, whatever their width, XLA:CPU fuses a layer norm's reductions into
+# one loop, which rounds otherwise than the smaller calls' separate reductions (a sentence
+# searched in a batch of 64 padded to 64 pieces, with bfloat16 operands, translated
+# otherwise than alone). Larger layer norms run in blocks of this many rows.
+LAYER_NORM_ROWS = 2048
 
 
 def matmul(x: jnp.ndarray, w: jnp.ndarray, operand_dtype: str | None = None) -> jnp.ndarray:
@@ -113,14 +118,22 @@ def matmul(x: jnp.ndarray, w: jnp.ndarray, operand_dtype: str | None = None) -> 
   return einsum("mk,kn->mn", x_MK, w, operand_dtype).reshape(*x.shape[:-1], w.shape[-1])
 
 
-def rowwise(fn, x: jnp.ndarray) -> jnp.ndarray:
+def rowwise(fn, x: jnp.ndarray, max_rows: int | None = None) -> jnp.ndarray:
   """`fn(x)` for a function of each row (last axis) of `x`, e.g. a softmax, computed over
-  at least `REDUCTION_ELEMENTS` elements: a row's result does not depend on the rows."""
+  at least `REDUCTION_ELEMENTS` elements: a row's result does not depend on the rows.
+  With `max_rows`, a larger call computes `fn` on blocks of that many rows (the last one
+  padded), one after another in a loop."""
   d = x.shape[-1]
   rows, least = math.prod(x.shape[:-1]), -(-REDUCTION_ELEMENTS // d)
+  x_ND = x.reshape(rows, d)
+  if max_rows is not None and rows > max_rows:
+    size = max(max_rows, least)
+    blocks = -(-rows // size)
+    x_ND = jnp.pad(x_ND, ((0, blocks * size - rows), (0, 0))).reshape(blocks, size, d)
+    return jax.lax.map(fn, x_ND).reshape(blocks * size, d)[:rows].reshape(x.shape)
   if rows >= least:
     return fn(x)
-  return fn(jnp.pad(x.reshape(rows, d), ((0, least - rows), (0, 0))))[:rows].reshape(x.shape)
+  return fn(jnp.pad(x_ND, ((0, least - rows), (0, 0))))[:rows].reshape(x.shape)
 
 
 def _dot_axes(ia: str, ib: str, out: str) -> tuple[list, list, list, list]:

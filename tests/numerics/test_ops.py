@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from seq2seq.model import layers
-from seq2seq.numerics import ops, speed_probe
+from seq2seq.numerics import Numerics, ops, speed_probe
 
 _NO_ROUNDED_PRODUCTS = speed_probe.rounded_products_unsupported("bfloat16", jax.default_backend())
 needs_rounded_products = pytest.mark.skipif(
@@ -128,6 +128,13 @@ def test_a_row_s_result_does_not_depend_on_how_many_rows_share_the_call(dtype):
     np.testing.assert_allclose(full, fn(x), rtol=1e-6, atol=1e-6)
     for n in counts:
       np.testing.assert_array_equal(f(x[:n]), full[:n], err_msg=f"width {d}, {n} rows")
+  # A layer norm of more rows than XLA:CPU computes alike (4,096 or more): in blocks.
+  x = jax.random.normal(key, (2 * ops.LAYER_NORM_ROWS + 100, 128)) * 3 + 1
+  norm = jax.jit(lambda x: Numerics.layer_norm(x, scale, offset))
+  many = np.asarray(norm(x))
+  np.testing.assert_allclose(many, ops.layer_norm(x, scale, offset), rtol=1e-6, atol=1e-6)
+  for n in (5, 300, ops.LAYER_NORM_ROWS, ops.LAYER_NORM_ROWS + 1):
+    np.testing.assert_array_equal(norm(x[:n]), many[:n], err_msg=f"layer norm, {n} rows")
 
 
 @needs_rounded_products
