@@ -13,7 +13,7 @@ for each client count that many clients (coroutines of one asyncio loop, as ligh
 shared cores as a load generator can be) each send one test sentence per request, back to
 back on a kept-alive connection, for --seconds. Reports sentences/s (and its share of batch decoding), p50/p95/p99
 latency, 429s, and checks every answer against the server's own answer to that sentence
-alone. The last line is the JSON of all figures.
+alone (the JSON lists the first 5 that differ of each client count). The last line is the JSON of all figures.
 """
 
 import argparse
@@ -110,7 +110,7 @@ async def client(host: str, port: int, texts, stop_at: float, out: dict) -> None
         continue
       out["latencies"].append(time.perf_counter() - t)
       if status != 200 or out["expected"][text] != answer["translation"]:
-        out["wrong"].append((status, text))
+        out["wrong"].append((status, text, answer.get("translation")))
   finally:
     writer.close()
 
@@ -133,7 +133,9 @@ def load(url, lines, clients, seconds, expected) -> dict:
   return {"clients": clients, "requests": len(ms), "seconds": round(wall, 1),
           "sentences_per_s": round(len(ms) / wall, 1), "p50_ms": pct(50),
           "p95_ms": pct(95), "p99_ms": pct(99), "refused_429": out["refused"],
-          "mismatches": len(out["wrong"])}
+          "mismatches": len(out["wrong"]),
+          "mismatched": [{"status": status, "text": text, "answer": answer,
+                          "alone": expected.get(text)} for status, text, answer in out["wrong"][:5]]}
 
 
 def main():
