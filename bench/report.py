@@ -266,13 +266,13 @@ def decoding_now(runs):
 
 
 def serving_now(runs):
-  """The newest load test on each CPU class, without the commit."""
+  """The newest load test of each engine on each CPU class, without the commit."""
   serve = [r for r in runs if r["kind"] == "serve"]
-  latest = {r["cpu"]: r["commit"] for r in serve}
+  latest = {(r["cpu"], r["engine"]): r["commit"] for r in serve}
   return table(["CPU", "engine", "search", "clients", "sentences/s", "of batch decoding",
                 "p50 ms", "p95 ms", "p99 ms", "1 client p50 / engine alone"],
                [row[1:] for row, r in zip(serving_rows(serve), serve)
-                if latest[r["cpu"]] == r["commit"]])
+                if latest[(r["cpu"], r["engine"])] == r["commit"]])
 
 
 def auto_recipe_now(runs):
