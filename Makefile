@@ -42,8 +42,9 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 # One pytest worker per core (pytest-xdist), each test file on one worker so that a file's
-# module fixtures are built once.
-PYTEST := -m pytest -q -n auto --dist loadfile tests
+# module fixtures are built once, handed out in the order tests/conftest.py collects them
+# (the longest files first).
+PYTEST := -m pytest -q -n auto --dist loadfile --no-loadscope-reorder tests
 
 test: lint
 	$(PY) $(PYTEST)
