@@ -8,12 +8,14 @@ First, in this process, the engine's own speeds on test_2016_flickr: batch decod
 (batches of --batch-size, as bench/decode_speed.py: the median of three passes after a
 first that compiles) and the time of one short sentence alone (the median of 30). Then
 the engine is freed, the server started on 127.0.0.1 with the same model and search (and,
-for JAX, given the time to compile its batches of every row count), and
-for each client count that many clients (coroutines of one asyncio loop, as light on the
-shared cores as a load generator can be) each send one test sentence per request, back to
-back on a kept-alive connection, for --seconds. Reports sentences/s (and its share of batch decoding), p50/p95/p99
-latency, 429s, and checks every answer against the server's own answer to that sentence
-alone (the JSON lists the first 5 that differ of each client count). The last line is the JSON of all figures.
+for JAX, given the time to compile its batches of every row count), and for each client
+count that many clients (coroutines of one asyncio loop, as light on the shared cores as
+a load generator can be) each send one test sentence per request, back to back on a
+kept-alive connection, for --seconds. Reports sentences/s (and its share of batch
+decoding), p50/p95/p99 latency, 429s, the texts per decoded batch (from the server's
+/metrics), and checks every answer against the server's own answer to that sentence alone
+(the JSON lists the first 5 that differ for each client count). The last line is the
+JSON of all figures.
 """
 
 import argparse
@@ -115,8 +117,19 @@ async def client(host: str, port: int, texts, stop_at: float, out: dict) -> None
     writer.close()
 
 
+def batch_totals(url) -> tuple[float, float]:
+  """(texts, batches) the server has decoded so far, from its /metrics histogram."""
+  import urllib.request
+  with urllib.request.urlopen(url + "/metrics", timeout=60) as r:
+    text = r.read().decode()
+  value = lambda name: float(next(line.split()[-1] for line in text.splitlines()
+                                  if line.startswith(name + " ")))
+  return value("seq2seq_batch_texts_sum"), value("seq2seq_batch_texts_count")
+
+
 def load(url, lines, clients, seconds, expected) -> dict:
   host, port = url.removeprefix("http://").split(":")
+  texts_before, batches_before = batch_totals(url)
   out = {"latencies": [], "wrong": [], "refused": 0, "expected": expected}
   texts = itertools.cycle(lines)
 
@@ -128,11 +141,14 @@ def load(url, lines, clients, seconds, expected) -> dict:
   t0 = time.perf_counter()
   asyncio.run(all_clients())
   wall = time.perf_counter() - t0
+  texts_after, batches_after = batch_totals(url)
   ms = np.array(out["latencies"]) * 1000
   pct = lambda q: round(float(np.percentile(ms, q)), 1)
   return {"clients": clients, "requests": len(ms), "seconds": round(wall, 1),
           "sentences_per_s": round(len(ms) / wall, 1), "p50_ms": pct(50),
           "p95_ms": pct(95), "p99_ms": pct(99), "refused_429": out["refused"],
+          "texts_per_batch": round((texts_after - texts_before)
+                                   / max(batches_after - batches_before, 1), 1),
           "mismatches": len(out["wrong"]),
           "mismatched": [{"status": status, "text": text, "answer": answer,
                           "alone": expected.get(text)} for status, text, answer in out["wrong"][:5]]}
@@ -169,7 +185,8 @@ def main():
     r["share_of_batch"] = round(r["sentences_per_s"] / engine["batch_sentences_per_s"], 3)
     print(f"{r['clients']:>3} clients: {r['sentences_per_s']:7.1f} sentences/s "
           f"({100 * r['share_of_batch']:.0f} % of batch decoding), p50 {r['p50_ms']:.0f} ms, "
-          f"p95 {r['p95_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms ({r['requests']} requests, "
+          f"p95 {r['p95_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms, {r['texts_per_batch']} texts "
+          f"per batch ({r['requests']} requests, "
           f"{r['refused_429']} refused, {r['mismatches']} mismatches)")
   one = next((r for r in rows if r["clients"] == 1), None)
   if one:
