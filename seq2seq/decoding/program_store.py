@@ -15,7 +15,8 @@ search computes the same whether this process traced it or loaded it.
 A program's file is named by a hash of everything that decides what it computes:
 `code_fingerprint()` (the package's source, the JAX and jaxlib versions, the backend and
 the JAX settings that change a trace), the model's identity (its config and numerics),
-the static settings and the tree, shapes and dtypes of the array arguments. Changed code
+the static settings and the tree, shapes, dtypes and device counts of the array
+arguments. Changed code
 gets new files; files of other versions are never read again.
 """
 
@@ -66,6 +67,13 @@ def store_folder() -> Path | None:
   return Path(cache) / "seq2seq-programs" if cache else None
 
 
+def devices(x) -> int:
+  """How many devices an argument is laid out on: a program exported for arguments on two
+  devices (a run trained data-parallel, validating) cannot run on one."""
+  sharding = getattr(x, "sharding", None)
+  return len(sharding.device_set) if sharding is not None else 1
+
+
 class _Entry:
   """One program of a `StoredPrograms`, built once by the first thread that needs it."""
 
@@ -106,7 +114,8 @@ class StoredPrograms:
     static = {k: v for k, v in kwargs.items() if k in self.static}
     dynamic = {k: v for k, v in kwargs.items() if k not in self.static}
     leaves, tree = jax.tree.flatten((args, dynamic))
-    key = (tree, tuple((np.shape(x), str(x.dtype if hasattr(x, "dtype") else np.result_type(x)))
+    key = (tree, tuple((np.shape(x), str(x.dtype if hasattr(x, "dtype") else np.result_type(x)),
+                        devices(x))
                        for x in leaves),
            tuple(sorted(static.items())))
     with self.lock:

@@ -17,7 +17,7 @@ from seq2seq.data.textfiles import read_lines
 from seq2seq.decoding import program_store, translator
 from seq2seq.decoding.program_store import SUFFIX, StoredPrograms
 
-from conftest import run_cli
+from conftest import run_cli, xla_flags
 from helpers import ROOT, SAMPLE
 
 
@@ -126,6 +126,33 @@ def test_a_new_process_loads_what_the_last_one_stored(trained_run, tmp_path):
   second = run_cli(*args, input_bytes=text, fresh_process=True, env=env)
   assert second.stdout == first.stdout and len(second.stdout.splitlines()) == 7
   assert stored_first and files(cache / "seq2seq-programs") == stored_first
+
+
+TWO_DEVICES = """
+import sys
+import jax, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+sys.path[:0] = ["tests", "tests/decoding"]
+from test_program_store import arrays, stored
+from pathlib import Path
+store, _, _ = stored(Path(sys.argv[1]))
+replicated = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), PartitionSpec())
+w, x = (jax.device_put(a, replicated) for a in arrays())
+np.save(sys.argv[2], np.asarray(store(w, x, power=2)))
+"""
+
+
+def test_a_program_stored_for_two_devices_is_not_run_on_one(tmp_path):
+  """A run trained on two devices stores its validation's searches for arguments on two;
+  a process of one device translating that run must trace its own, not load those."""
+  proc = subprocess.run([sys.executable, "-c", TWO_DEVICES, str(tmp_path), str(tmp_path / "y.npy")],
+                        cwd=ROOT, capture_output=True, timeout=300,
+                        env={**os.environ, "XLA_FLAGS": xla_flags(2)})
+  assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+  assert len(files(tmp_path)) == 1  # the control: the two-device program is stored
+  store, traces, _ = stored(tmp_path)
+  np.testing.assert_allclose(store(*arrays(), power=2), np.load(tmp_path / "y.npy"), rtol=1e-6)
+  assert (store.traced, store.loaded) == (1, 0) and len(files(tmp_path)) == 2
 
 
 def test_the_fingerprint_follows_the_package_source_and_jax(tmp_path):
