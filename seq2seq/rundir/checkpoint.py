@@ -166,6 +166,18 @@ def _remove(path: Path) -> None:
     path.unlink(missing_ok=True)
 
 
+def _discard(path: Path) -> None:
+  """Removes a replaced step directory: renamed out of readers' sight first (one atomic
+  rename to a dot name `steps_in` skips), then deleted. Deleted in place, a process killed
+  midway left a partial step that readers took for the newest checkpoint whenever its
+  number was the higher (`recover` deletes what a killed writer left)."""
+  if path.is_dir():
+    gone = path.with_name(f".{path.name}.gone")
+    _remove(gone)
+    path.rename(gone)
+    _remove(gone)
+
+
 def _remove_partial(root: Path) -> None:
   """Orbax's temporary directories of saves that did not complete."""
   if root.is_dir():
@@ -243,6 +255,8 @@ def recover(root: Path) -> None:
       old.rename(final)
   for new in root.glob(".*.new"):
     _remove(new)
+  for gone in root.glob(".*.gone"):
+    _remove(gone)
 
 
 def _write_step(root: Path, kind: str, step: int, items: dict[str, Any], size: int) -> Path:
@@ -265,7 +279,7 @@ def _write_step(root: Path, kind: str, step: int, items: dict[str, Any], size: i
   staging.rename(final)
   for s in old_steps:
     if s != step:
-      _remove(root / str(s))
+      _discard(root / str(s))
   _remove(old)
   return final
 

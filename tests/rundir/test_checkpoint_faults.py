@@ -165,6 +165,33 @@ def test_a_process_killed_while_saving_leaves_every_kind_loadable(pristine, tmp_
     assert_tree_equal(params, params_like(meta["step"]))
 
 
+def test_a_writer_killed_while_deleting_the_step_it_replaced_leaves_the_new_one_read(
+    pristine, tmp_path, monkeypatch):
+  """'averaged' of step 1 replaced by one of step 0 (as when a run resumed from an earlier
+  checkpoint saves again): a writer killed while it deletes step 1 must leave no partial
+  step 1 that readers take for the newest, being the higher number."""
+  run = tmp_path / "run"
+  shutil.copytree(pristine, run)
+  checkpoint.save_params(run, "averaged", 1, params_like(1), {"step": 1})
+  rmtree = shutil.rmtree
+
+  def killed_midway(path, *args, **kwargs):  # deletes one file of step 1, then dies
+    if Path(path).name not in ("1", ".1.gone"):
+      return rmtree(path, *args, **kwargs)
+    next(f for f in sorted(Path(path).rglob("*")) if f.is_file() and f.stat().st_size).unlink()
+    raise KeyboardInterrupt("killed")
+
+  monkeypatch.setattr(shutil, "rmtree", killed_midway)
+  with pytest.raises(KeyboardInterrupt):
+    checkpoint.save_params(run, "averaged", 0, params_like(0), {"step": 0})
+  monkeypatch.undo()
+  params, meta = checkpoint.load_params(run, "averaged", MODEL)
+  assert meta["step"] == 0
+  assert_tree_equal(params, params_like(0))
+  checkpoint.save_params(run, "averaged", 2, params_like(2), {"step": 2})  # the next writer
+  assert sorted(p.name for p in (run / "checkpoints" / "averaged").iterdir()) == ["2"]
+
+
 @contextlib.contextmanager
 def mounted_tmpfs(path: Path, options: str):
   path.mkdir()
