@@ -6,8 +6,9 @@ with the same search settings, oldest first, up to `Limits.max_batch`, the engin
 them by length, and `workers` batches decode at once on threads (XLA:CPU and CTranslate2
 run one batch mostly on one core), while the event loop keeps reading requests. When the
 decoders are idle a lone text goes at once; while one is busy, a batch waits up to
-`Limits.max_wait_ms` for company. A request unanswered after `Limits.timeout_s` gets
-503 and its texts leave the queue. Translations do not depend on the batch they are in;
+`Limits.max_wait_ms` for company, and so it does while texts keep arriving when recent
+batches held several (many clients, each sending its next text as its answer comes). A
+request unanswered after `Limits.timeout_s` gets 503 and its texts leave the queue. Translations do not depend on the batch they are in;
 samples do not either (a sampled request is decoded on its own, its seed its own).
 """
 
@@ -23,6 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from seq2seq.serving.http_api import Limits, RequestError, Search, TranslateRequest
+
+# While the decoders are idle after batches of several texts, a batch goes once no text has
+# arrived for this long (or after Limits.max_wait_ms, or full).
+QUIET_MS = 2.0
 
 
 class Metrics:
@@ -70,6 +75,7 @@ class Batcher:
     self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="decode")
     self.numbers = itertools.count()
     self.rate = 0.0  # texts/s of recent batches, for Retry-After
+    self.recent = 1.0  # texts per batch of recent batches
     self.closing = False
     self.task: asyncio.Task | None = None
     self.wakeup: asyncio.Event | None = None
@@ -142,13 +148,18 @@ class Batcher:
       while not self.pending or self.busy >= self.workers:
         self.wakeup.clear()
         await self.wakeup.wait()
-      if self.busy and len(self.pending) < self.limits.max_batch:
-        # another batch is decoding: wait a little for this one to fill
+      if len(self.pending) < self.limits.max_batch and (self.busy or self.recent >= 1.5):
+        # Another batch is decoding: wait a little for this one to fill. Or the decoders
+        # are idle but recent batches held several texts: clients whose answers just went
+        # out are sending their next ones, so wait while they keep coming (up to QUIET_MS
+        # apart), rather than send the first alone and the rest after it.
         deadline = loop.time() + self.limits.max_wait_ms / 1000
         while len(self.pending) < self.limits.max_batch and loop.time() < deadline:
           self.wakeup.clear()
+          pause = deadline - loop.time() if self.busy else min(QUIET_MS / 1000,
+                                                               deadline - loop.time())
           try:
-            await asyncio.wait_for(self.wakeup.wait(), deadline - loop.time())
+            await asyncio.wait_for(self.wakeup.wait(), pause)
           except asyncio.TimeoutError:
             break
       batch = self.take()
@@ -178,6 +189,7 @@ class Batcher:
     seconds = time.perf_counter() - started
     rate = len(texts) / max(seconds, 1e-6)
     self.rate = 0.8 * self.rate + 0.2 * rate if self.rate else rate
+    self.recent = 0.8 * self.recent + 0.2 * len(texts)
     self.metrics.batch.observe(len(texts))
     self.metrics.decode.observe(seconds)
     self.metrics.texts.inc(len(texts))

@@ -26,7 +26,8 @@ class Limits:
   max_beam: int = _limit(16, "beam size (and n-best) of a request")
   max_batch: int = _limit(64, "texts decoded together in one batch")
   max_wait_ms: float = _limit(5.0, "milliseconds a batch waits for company while the "
-                              "decoders are busy")
+                              "decoders are busy, or while texts keep arriving after "
+                              "batches of several")
   max_queue: int = _limit(1024, "texts waiting; past it, 429 with Retry-After")
   max_body: int = _limit(1_000_000, "bytes of a request body")
   timeout_s: float = _limit(60.0, "seconds after which an unanswered request gets 503")

@@ -1,0 +1,55 @@
+"""Dynamic batching over a stand-in engine: which texts decode together, and when a batch
+waits for company."""
+
+import asyncio
+import time
+
+from seq2seq.serving.dynamic_batching import Batcher, Metrics
+from seq2seq.serving.http_api import Limits, Search, TranslateRequest
+
+SEARCH = Search(beam_size=1, alpha=0.6)
+WAIT_MS = 50.0
+
+
+def run_waves(waves: list[int]) -> tuple[list[int], list[float]]:
+  """Sends each wave's texts as one-text requests 1 ms apart, the next wave once the last
+  is answered (as that many clients do). Returns the sizes of the batches decoded and the
+  seconds each wave took."""
+  sizes = []
+
+  def translate(texts, search, prefixes, first_index):
+    sizes.append(len(texts))
+    time.sleep(0.01)
+    return list(texts)
+
+  async def main():
+    batcher = Batcher(translate, Limits(max_wait_ms=WAIT_MS), Metrics(), workers=2)
+    batcher.start()
+    seconds = []
+    for n in waves:
+      async def client(i):
+        await asyncio.sleep(0.001 * i)
+        return await batcher.submit(TranslateRequest([f"text {i}"], True, SEARCH))
+      start = time.perf_counter()
+      answers = await asyncio.gather(*(client(i) for i in range(n)))
+      seconds.append(time.perf_counter() - start)
+      assert answers == [[f"text {i}"] for i in range(n)]
+    await batcher.stop()
+    return seconds
+
+  return sizes, asyncio.run(main())
+
+
+def test_a_lone_text_goes_at_once():
+  sizes, seconds = run_waves([1] * 5)
+  assert sizes == [1] * 5
+  assert max(seconds) < WAIT_MS / 1000  # never held back for company
+
+
+def test_after_full_batches_an_idle_batcher_waits_for_the_next_wave():
+  """Clients whose answers just went out send their next texts within a few ms: once
+  batches have been that large, the first text of a wave waits for them instead of going
+  alone, and a wave of 8 decodes as one batch."""
+  sizes, _ = run_waves([8] * 12)
+  assert sizes[:2] == [1, 7]  # the control: the first wave, its first text alone
+  assert sizes[-3:] == [8, 8, 8]
