@@ -68,7 +68,7 @@ class Batcher:
   """Queues the texts of requests and decodes them in batches on `workers` threads."""
 
   def __init__(self, translate: Callable[..., list], limits: Limits, metrics: Metrics,
-               workers: int = 2):
+               workers: int = 2, quiet_ms: float = QUIET_MS):
     self.translate_fn, self.limits, self.metrics = translate, limits, metrics
     self.pending: collections.deque[tuple[Job, int]] = collections.deque()
     self.workers, self.busy = workers, 0
@@ -76,6 +76,7 @@ class Batcher:
     self.numbers = itertools.count()
     self.rate = 0.0  # texts/s of recent batches, for Retry-After
     self.recent = 1.0  # texts per batch of recent batches
+    self.quiet_ms = quiet_ms
     self.closing = False
     self.task: asyncio.Task | None = None
     self.wakeup: asyncio.Event | None = None
@@ -151,12 +152,12 @@ class Batcher:
       if len(self.pending) < self.limits.max_batch and (self.busy or self.recent >= 1.5):
         # Another batch is decoding: wait a little for this one to fill. Or the decoders
         # are idle but recent batches held several texts: clients whose answers just went
-        # out are sending their next ones, so wait while they keep coming (up to QUIET_MS
+        # out are sending their next ones, so wait while they keep coming (up to `quiet_ms`
         # apart), rather than send the first alone and the rest after it.
         deadline = loop.time() + self.limits.max_wait_ms / 1000
         while len(self.pending) < self.limits.max_batch and loop.time() < deadline:
           self.wakeup.clear()
-          pause = deadline - loop.time() if self.busy else min(QUIET_MS / 1000,
+          pause = deadline - loop.time() if self.busy else min(self.quiet_ms / 1000,
                                                                deadline - loop.time())
           try:
             await asyncio.wait_for(self.wakeup.wait(), pause)
