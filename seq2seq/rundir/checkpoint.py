@@ -178,6 +178,20 @@ def _discard(path: Path) -> None:
     _remove(gone)
 
 
+def _remove_partial_settled(root: Path, checks: int = 3, pause: float = 0.1) -> None:
+  """`_remove_partial` after a failed save: orbax's writer threads of that save can still
+  be finishing when its error reaches us (a full disk), and add files to a temporary
+  directory just removed. Removes until `checks` looks in a row, `pause` seconds apart,
+  find none (at most 30 looks)."""
+  clean = 0
+  for _ in range(30):
+    _remove_partial(root)
+    clean = clean + 1 if not any(root.glob("*.orbax-checkpoint-tmp*")) else 0
+    if clean == checks:
+      return
+    time.sleep(pause)
+
+
 def _remove_partial(root: Path) -> None:
   """Orbax's temporary directories of saves that did not complete."""
   if root.is_dir():
@@ -212,7 +226,7 @@ def _writing(kind: str, step: int, root: Path, size: int, previous: Path | None)
     with _quiet():
       yield
   except Exception as e:
-    _remove_partial(root)
+    _remove_partial_settled(root)
     kept = f"the previous one, {previous}, is intact" if previous else "there was none before"
     free = shutil.disk_usage(probe).free
     raise CheckpointError(
