@@ -16,8 +16,7 @@ A program's file is named by a hash of everything that decides what it computes:
 `code_fingerprint()` (the package's source, the JAX and jaxlib versions, the backend and
 the JAX settings that change a trace), the model's identity (its config and numerics),
 the static settings and the tree, shapes, dtypes and device counts of the array
-arguments. Changed code
-gets new files; files of other versions are never read again.
+arguments. Changed code gets new files; files of other versions are never read again.
 """
 
 from __future__ import annotations

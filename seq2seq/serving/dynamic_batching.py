@@ -8,8 +8,9 @@ run one batch mostly on one core), while the event loop keeps reading requests. 
 decoders are idle a lone text goes at once; while one is busy, a batch waits up to
 `Limits.max_wait_ms` for company, and so it does while texts keep arriving when recent
 batches held several (many clients, each sending its next text as its answer comes). A
-request unanswered after `Limits.timeout_s` gets 503 and its texts leave the queue. Translations do not depend on the batch they are in;
-samples do not either (a sampled request is decoded on its own, its seed its own).
+request unanswered after `Limits.timeout_s` gets 503 and its texts leave the queue.
+Translations do not depend on the batch they are in; samples do not either (a sampled
+request is decoded on its own, its seed its own).
 """
 
 from __future__ import annotations
