@@ -237,6 +237,19 @@ def decode_compile(runs):
                 "compile and first pass (s)", "steady sentences/s"], rows)
 
 
+def first_minutes(runs):
+  """The first minutes of training from an empty compilation cache against the same run's
+  steady rate (bench/first_minutes.py)."""
+  rows = [[f"`{r['commit']}`", r["cpu"], r["config"], r["programs"],
+           fmt(r["compiled_all_s"], 1), f"{r['minutes']:g}", fmt(r["updates"], 0),
+           fmt(r["steady_updates_per_s"], 3), f"{100 * r['share_of_updates']:.1f} %",
+           fmt(r["steady_target_tokens_per_s"], 0), f"{100 * r['share_of_tokens']:.1f} %"]
+          for r in runs if r["kind"] == "first_minutes"]
+  return table(["commit", "CPU", "config", "programs", "all compiled (s)", "first minutes",
+                "updates in them", "steady updates/s", "share of updates",
+                "steady target tokens/s", "share of tokens"], rows)
+
+
 def serving_rows(serve):
   return [[f"`{r['commit']}`", r["cpu"], r["engine"], r["search"], r["clients"],
            fmt(r["sentences_per_s"], 1), f"{100 * r['share_of_batch']:.0f} %",
@@ -343,7 +356,8 @@ def proxies(runs):
 TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "past_the_hour": past_the_hour, "ablations": ablations,
           "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe, "auto_plan": auto_plan,
           "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now,
-          "serving_now": serving_now, "decode_compile": decode_compile}
+          "serving_now": serving_now, "decode_compile": decode_compile,
+          "first_minutes": first_minutes}
 DOCS = [ROOT / "README.md", ROOT / "docs" / "recipe.md", ROOT / "docs" / "experiments.md",
         ROOT / "docs" / "serving.md", ROOT / "bench" / "README.md"]
 
