@@ -9,7 +9,7 @@ results row without its table, or a table edited by hand, fails CI.
 
 bench/results.jsonl holds one JSON object per line. Training runs (`kind` "hour": a run
 of `minutes` from scratch; "longer": the same run resumed to `minutes`) carry: `recipe`
-(the recipe version the run starts from, r1 to r7, see RECIPES), `change` (config
+(the recipe version the run starts from, r1 to r8, see RECIPES), `change` (config
 overrides against it; "" for the recipe itself), `seed`, `cpu` (null where the machine
 was not recorded), `updates`, `epochs`, `tokens_per_s` (median target tokens/s),
 `compile_s`, `val_greedy` (best greedy val BLEU during training), `alpha`, `val_bleu` /
@@ -59,9 +59,11 @@ RECIPES = {
   "r4": "r3 with dropout ramped up from 0 over the first 3,000 updates",
   "r5": "r4 with rotary positions",
   "r6": "r5 with bfloat16 matmul operands (float32 products)",
-  "r7": "r6 with the output layer and loss in chunks of 512 tokens (`configs/multi30k.py`)",
+  "r7": "r6 with the output layer and loss in chunks of 512 tokens",
+  "r8": "r7 with packed rows of 48 pieces instead of length buckets (`configs/multi30k.py`)",
 }
-CURRENT = "r7"
+CURRENT = "r8"
+SAME_MODEL = ("r6", "r7", "r8")  # one model and training; r7's step faster, r8's batches packed
 NOT_COMPARABLE = "n/c"
 MARK = re.compile(r"(<!-- results:([a-z_]+) -->\n)(.*?)(<!-- /results -->)", re.S)
 
@@ -102,13 +104,13 @@ def table(header, rows):
 
 
 def hour_by_cpu(runs):
-  """The recipe's hour (r6 and r7: the same model, r7's step faster) by CPU."""
+  """The recipe's hour by CPU, over the versions of one model (SAME_MODEL), newest first."""
   groups = {}
   for r in training(runs):
-    if r["kind"] == "hour" and r["minutes"] == 60 and version(r) in ("r6", CURRENT) and r["cpu"]:
+    if r["kind"] == "hour" and r["minutes"] == 60 and version(r) in SAME_MODEL and r["cpu"]:
       groups.setdefault((r["cpu"], version(r)), []).append(r)
   rows = []
-  for (cpu, ver), rs in sorted(groups.items(), key=lambda kv: (kv[0][1] != CURRENT, kv[0][0])):
+  for (cpu, ver), rs in sorted(groups.items(), key=lambda kv: (-int(kv[0][1][1:]), kv[0][0])):
     rows.append([cpu, ver, len(rs), mean_spread([r["updates"] for r in rs], 0),
                  mean_spread([r["val_bleu"] for r in rs]), mean_spread([r["test_bleu"] for r in rs]),
                  mean_spread([r["test_lc_tok"] for r in rs])])
@@ -384,9 +386,9 @@ def plot_curves(runs, path=CURVES):
   import matplotlib.pyplot as plt
   fig, (ax_nll, ax_bleu) = plt.subplots(1, 2, figsize=(10, 3.8))
   for r in training(runs):
-    if r["kind"] == "hour" and version(r) == CURRENT and r["curve"]:
+    if r["kind"] == "hour" and version(r) in SAME_MODEL[1:] and r["curve"]:
       steps, minutes, nll, bleu = zip(*r["curve"])
-      label = f"seed {r['seed']}, {r['cpu'] or 'CPU not recorded'}"
+      label = f"{version(r)}, seed {r['seed']}, {r['cpu'] or 'CPU not recorded'}"
       ax_nll.plot(steps, nll, label=label)
       ax_bleu.plot(minutes, [b if not math.isnan(b) else None for b in bleu], label=label)
   ax_nll.set(xlabel="update", ylabel="validation NLL per piece", ylim=(1.5, 2.5))
@@ -394,7 +396,7 @@ def plot_curves(runs, path=CURVES):
   ax_nll.legend(fontsize=7)
   for ax in (ax_nll, ax_bleu):
     ax.grid(alpha=0.3)
-  fig.suptitle(f"configs/multi30k.py ({CURRENT}), Multi30k en→de, 2 CPU cores")
+  fig.suptitle(f"configs/multi30k.py ({', '.join(SAME_MODEL[1:])}), Multi30k en→de, 2 CPU cores")
   fig.tight_layout()
   path.parent.mkdir(parents=True, exist_ok=True)
   fig.savefig(path, dpi=100)
