@@ -4,7 +4,9 @@ Every text waits in one bounded queue (`Limits.max_queue` texts; past it a reque
 429 with a Retry-After from the measured decoding rate). A batch takes the texts that wait
 with the same search settings, oldest first, up to `Limits.max_batch`, the engine sorts
 them by length, and `workers` batches decode at once on threads (XLA:CPU and CTranslate2
-run one batch mostly on one core), while the event loop keeps reading requests. When the
+run one batch mostly on one core), while the event loop keeps reading requests. The texts
+that wait when several decoders are free are shared out among them (64 texts and 2 free
+decoders: two batches of 32 at once, not one of 64 that leaves a core idle). When the
 decoders are idle a lone text goes at once; while one is busy, a batch waits up to
 `Limits.max_wait_ms` for company, and so it does while texts keep arriving when recent
 batches held several (many clients, each sending its next text as its answer comes). A
@@ -123,8 +125,9 @@ class Batcher:
                               "is busy): try again later",
                          {"Retry-After": str(self.retry_after())}) from None
 
-  def take(self) -> list[tuple[Job, int]]:
-    """The next batch: the oldest text's search settings, up to max_batch texts."""
+  def take(self, limit: int) -> list[tuple[Job, int]]:
+    """The next batch: the oldest text's search settings, up to `limit` (and max_batch)
+    texts."""
     while self.pending and self.pending[0][0].cancelled:
       self.pending.popleft()
     if not self.pending:
@@ -136,7 +139,7 @@ class Batcher:
       job = entry[0]
       fits = job is first if alone else (job.request.search == first.request.search
                                          and not job.cancelled)
-      if fits and len(batch) < self.limits.max_batch:
+      if fits and len(batch) < min(limit, self.limits.max_batch):
         batch.append(entry)
       elif not job.cancelled:
         rest.append(entry)
@@ -164,8 +167,13 @@ class Batcher:
             await asyncio.wait_for(self.wakeup.wait(), pause)
           except asyncio.TimeoutError:
             break
-      batch = self.take()
-      if batch:
+      # One batch per free decoder, the waiting texts shared out evenly.
+      free = self.workers - self.busy
+      share = -(-len(self.pending) // free)
+      for _ in range(free):
+        batch = self.take(share)
+        if not batch:
+          break
         self.busy += 1
         loop.create_task(self.decode(batch))
 

@@ -13,15 +13,18 @@ SEARCH = Search(beam_size=1, alpha=0.6)
 WAIT_MS, QUIET_MS = 500.0, 25.0
 
 
-def run_waves(waves: list[int]) -> tuple[list[int], list[float]]:
+def run_waves(waves: list[int], spans: list | None = None) -> tuple[list[int], list[float]]:
   """Sends each wave's texts as one-text requests 1 ms apart, the next wave once the last
   is answered (as that many clients do). Returns the sizes of the batches decoded and the
-  seconds each wave took."""
+  seconds each wave took; `spans` receives each batch's (start, end) time."""
   sizes = []
 
   def translate(texts, search, prefixes, first_index):
     sizes.append(len(texts))
-    time.sleep(0.01)
+    start = time.perf_counter()
+    time.sleep(0.05)
+    if spans is not None:
+      spans.append((start, time.perf_counter()))
     return list(texts)
 
   async def main():
@@ -52,7 +55,11 @@ def test_a_lone_text_goes_at_once():
 def test_after_full_batches_an_idle_batcher_waits_for_the_next_wave():
   """Clients whose answers just went out send their next texts within a few ms: once
   batches have been that large, the first text of a wave waits for them instead of going
-  alone, and a wave of 8 decodes as one batch."""
-  sizes, _ = run_waves([8] * 12)
-  assert sizes[:2] == [1, 7]  # the control: the first wave, its first text alone
-  assert sizes[-3:] == [8, 8, 8]
+  alone, and a wave of 8 decodes as two batches of 4, one on each free decoder, at once."""
+  spans = []
+  sizes, _ = run_waves([8] * 12, spans)
+  # the control: the first wave, its first text alone, the other 7 shared out once it is done
+  assert sizes[:3] == [1, 4, 3]
+  assert sizes[-6:] == [4] * 6
+  for (start_a, end_a), (start_b, end_b) in zip(spans[-6::2], spans[-5::2]):
+    assert start_b < end_a and start_a < end_b  # the two halves of a wave overlap
