@@ -95,7 +95,7 @@ def test_results_rows_are_complete_and_consistent():
   assert len(names) == len(set(names)), "run names must be unique"
   for r in runs:
     assert r["kind"] in ("hour", "longer", "decode", "decode_compile", "setting", "proxy",
-                         "serve", "auto", "auto_plan"), r["name"]
+                         "serve", "auto", "auto_plan", "first_minutes"), r["name"]
     assert r["commit"] and re.fullmatch(r"[0-9a-f]{7,40}", r["commit"]), r["name"]
     if r["kind"] == "decode":
       assert r["sentences_per_s"] > 0, r["name"]
@@ -107,6 +107,12 @@ def test_results_rows_are_complete_and_consistent():
     if r["kind"] == "serve":
       assert r["sentences_per_s"] > 0 and 0 < r["share_of_batch"] and r["command"], r["name"]
       assert r["p50_ms"] <= r["p95_ms"] <= r["p99_ms"] and r["cpu"], r["name"]
+      continue
+    if r["kind"] == "first_minutes":
+      assert r["cpu"] and r["config"] and r["command"] and r["programs"] > 0, r["name"]
+      assert r["updates"] > 0 and r["steady_updates_per_s"] > 0 and r["minutes"] > 0
+      assert r["share_of_updates"] == pytest.approx(
+          r["updates"] / (r["steady_updates_per_s"] * 60 * r["minutes"]), abs=2e-3), r["name"]
       continue
     if r["kind"] == "auto":
       assert r["arm"] in ("hand", "auto") and r["case"] and r["cpu"] and r["command"], r["name"]
