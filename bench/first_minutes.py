@@ -61,18 +61,17 @@ def main():
   updates, first_tokens = done_by(train, seconds, "step"), done_by(train, seconds, "tokens")
   rate = statistics.median(w[0] for w in windows)
   token_rate = statistics.median(w[1] for w in windows)
+  share, token_share = updates / (rate * seconds), first_tokens / (token_rate * seconds)
   print(f"first {args.minutes:g} minutes: {updates:.0f} updates, {first_tokens:,.0f} target "
         f"tokens; steady {rate:.3f} updates/s, {token_rate:,.0f} target tokens/s "
         f"({len(windows)} windows after update {args.after_step})")
-  print(f"share of the steady rate: {updates / (rate * seconds):.1%} of updates, "
-        f"{first_tokens / (token_rate * seconds):.1%} of target tokens")
+  print(f"share of the steady rate: {share:.1%} of updates, {token_share:.1%} of target tokens")
   report({"benchmark": "first_minutes", "workdir": str(args.workdir), "cpu": cpu(),
           "minutes": args.minutes, "updates": round(updates, 1),
           "target_tokens": round(first_tokens), "steady_updates_per_s": round(rate, 3),
           "steady_target_tokens_per_s": round(token_rate),
           "steady_windows": len(windows),
-          "share_of_updates": round(updates / (rate * seconds), 3),
-          "share_of_tokens": round(first_tokens / (token_rate * seconds), 3)})
+          "share_of_updates": round(share, 3), "share_of_tokens": round(token_share, 3)})
 
 
 if __name__ == "__main__":

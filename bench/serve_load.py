@@ -20,6 +20,7 @@ JSON of all figures.
 
 import argparse
 import asyncio
+import functools
 import gc
 import itertools
 import json
@@ -34,7 +35,7 @@ from seq2seq.data.textfiles import read_lines
 from seq2seq.decoding.translator import Translator
 from seq2seq.runtime import enable_compilation_cache
 
-from common import MULTI30K, ROOT, machine, report
+from common import MULTI30K, ROOT, alternate, machine, report
 from decode_speed import figures, first_pass
 
 sys.path.insert(0, str(ROOT / "tests"))
@@ -44,19 +45,13 @@ from serve_helpers import free_port, get, post  # noqa: E402
 def engine_speeds(args, lines, references) -> dict:
   translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine)
   first = first_pass(translator, lines, args.beam, args.batch_size)  # compiles
-  passes = []
-  for _ in range(3):
-    t = time.perf_counter()
-    first["again"]()
-    passes.append(time.perf_counter() - t)
-  batch = figures(first, passes, lines, references)
+  batch = figures(first, alternate({"batch": first["again"]}, rounds=3)["batch"], lines,
+                  references)
   short = min(lines[:200], key=len)
   translator.translate([short], beam_size=args.beam)  # compiled
-  alone = []
-  for _ in range(30):
-    t = time.perf_counter()
-    translator.translate([short], beam_size=args.beam)
-    alone.append(time.perf_counter() - t)
+  one = functools.partial(translator.translate, [short], beam_size=args.beam)
+  alone = alternate({"alone": one}, rounds=30)["alone"]
+  del one
   del translator
   gc.collect()
   return {"batch_sentences_per_s": batch["sentences_per_s"],

@@ -134,12 +134,13 @@ class Batcher:
       return []
     first = self.pending[0][0]
     alone = first.request.search.sampling is not None
+    limit = min(limit, self.limits.max_batch)
     batch, rest = [], collections.deque()
     for entry in self.pending:
       job = entry[0]
       fits = job is first if alone else (job.request.search == first.request.search
                                          and not job.cancelled)
-      if fits and len(batch) < min(limit, self.limits.max_batch):
+      if fits and len(batch) < limit:
         batch.append(entry)
       elif not job.cancelled:
         rest.append(entry)
