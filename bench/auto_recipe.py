@@ -92,7 +92,7 @@ def main():
                ("model", "d_model"), ("model", "vocab_size"), ("model", "dropout"),
                ("train", "label_smoothing"), ("train", "warmup_steps"),
                ("train", "dropout_ramp_steps"), ("train", "checkpoint_every"),
-               ("train", "eval_every"), ("data", "max_tokens"))},
+               ("train", "eval_every"), ("data", "max_tokens"), ("data", "pack_length"))},
            "plan": json.loads(plan.read_text())["measurements"] if plan.exists() else None,
            "commit": commit,
            "command": f"python bench/auto_recipe.py --case {args.case} --minutes "
@@ -107,7 +107,9 @@ def main():
           "name": f"{workdir.name}-plan", "kind": "auto_plan", "case": args.case,
           "cpu": row["cpu"], "minutes": args.minutes, "update_s": m["update_seconds"],
           "compile_s": m["compile_seconds"], "buckets": m["buckets"],
-          "factors": f"{auto_recipe.UPDATE_FACTOR}, {auto_recipe.COMPILE_SHARE}",
+          "factors": f"{auto_recipe.PACKED_UPDATE_FACTOR if m.get('pack_length') else auto_recipe.UPDATE_FACTOR}, "
+                     f"{auto_recipe.COMPILE_SHARE}",
+          "pack_length": m.get("pack_length", 0),
           "planned": saved["planned_updates"], "made": row["updates"],
           # from the second logged update on: past most of the compiling
           "s_per_update": (steps[-1]["elapsed"] - steps[1]["elapsed"])

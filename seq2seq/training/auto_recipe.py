@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from seq2seq.config import PRESETS, Config
+from seq2seq.config import PRESETS, Config, DataConfig
 from seq2seq.model import flops
 from seq2seq.runtime import write_atomic
 
@@ -40,6 +40,8 @@ TIMED_TOKENS = 2048  # the timed update's batch: the recipe's
 # on two AVX2 10-minute runs (bench/results.jsonl, kind `auto_plan`): 0.545 and 0.598 s
 # per update from the second logged update on, against ~0.46 s timed.
 UPDATE_FACTOR = 1.24
+# The same with packed rows (`data.pack_length`): every batch has the timed shape.
+PACKED_UPDATE_FACTOR = 1.1
 # Seconds of updates lost to compiling the run's other programs while it trains (on the
 # same cores), per length bucket per second the timed program took to compile: the same
 # runs lost ~101 and ~107 s of updates to 11 buckets at 11.1 and 16.3 s.
@@ -47,6 +49,11 @@ COMPILE_SHARE = 0.7
 NOMINAL_UPDATE_SECONDS = 0.25  # the first plan's guess, before the timing
 CHARS_PER_PIECE = 4.4  # a joint unigram vocabulary of ~8,000 pieces on English/German
 REAL_FRACTION = 0.86  # real (unpadded) tokens of a bucketed batch
+PACKED_REAL_FRACTION = 0.9  # of a packed one
+# Packed rows hold every pair up to this quantile of lengths (the longer side's): on
+# Multi30k 197.5 characters, 46 pieces by CHARS_PER_PIECE, so rows of 48, the hand
+# recipe's, which leave out 11 of 28,995 pairs.
+PACK_QUANTILE = 99.95
 
 
 @dataclasses.dataclass
@@ -56,8 +63,11 @@ class Measurements:
   minutes: float  # train.max_minutes
   update_seconds: float  # a compact update of TIMED_TOKENS, timed on this machine
   compile_seconds: float = 0.0  # that update's compilation (less from a warm cache)
-  buckets: int = 0  # length buckets of the training batches: an update program each
+  buckets: int = 0  # update programs of the training batches: one per length bucket, or 1 packed
   word_types: int = 1_000_000  # distinct space-separated words of both sides (sampled)
+  long_pair_chars: float = 0.0  # a long pair: the PACK_QUANTILE of its longer side's
+  # characters (sampled); 0: not measured, length buckets instead of packed rows
+  pack_length: int = 0  # the timed run's packed rows (data.pack_length); 0: buckets
 
 
 def _round_to(x: float, step: int) -> int:
@@ -69,20 +79,33 @@ def typical_pieces(m: Measurements) -> int:
   return max(int(m.mean_target_chars / CHARS_PER_PIECE) + 1, 2)
 
 
+def packed_row_length(m: Measurements) -> int:
+  """Pieces per packed row: a long pair's (`long_pair_chars`, in pieces by
+  CHARS_PER_PIECE, its end included) rounded up to a multiple of 8, within 16 and the
+  longest pair that training keeps by default (`data.max_train_len`, 100: longer ones are
+  left out with buckets too); 0 where no length was measured (length buckets)."""
+  if not m.long_pair_chars:
+    return 0
+  pieces = 8 * math.ceil((m.long_pair_chars / CHARS_PER_PIECE + 1) / 8)
+  return min(max(pieces, 16), DataConfig().max_train_len)
+
+
 def estimated_updates(m: Measurements, preset: str, max_tokens: int) -> int:
   """Updates that `m.minutes` buy for `preset` at `max_tokens` per batch: the timed
   update scaled by the preset's operations, less what compiling the run costs."""
   typical = typical_pieces(m)
   cost = (flops.train_flops(PRESETS[preset], typical, typical)
           / flops.train_flops(PRESETS["compact"], typical, typical))
-  seconds = m.update_seconds * UPDATE_FACTOR * cost * max_tokens / TIMED_TOKENS
+  factor = PACKED_UPDATE_FACTOR if m.pack_length else UPDATE_FACTOR
+  seconds = m.update_seconds * factor * cost * max_tokens / TIMED_TOKENS
   compiling = COMPILE_SHARE * m.compile_seconds * m.buckets * cost
   return max(int((m.minutes * 60 - compiling) / seconds), 1)
 
 
 def planned_epochs(m: Measurements, updates: int, max_tokens: int) -> float:
   pieces = m.pairs * (m.mean_target_chars / CHARS_PER_PIECE + 1)
-  return updates * max_tokens * REAL_FRACTION / pieces
+  real = PACKED_REAL_FRACTION if m.pack_length else REAL_FRACTION
+  return updates * max_tokens * real / pieces
 
 
 def plan(m: Measurements) -> tuple[dict[str, Any], dict[str, str]]:
@@ -129,6 +152,11 @@ def plan(m: Measurements) -> tuple[dict[str, Any], dict[str, str]]:
                               "in memory)"),
       "data.max_tokens": (max_tokens, "2,048 for `compact` (1,024 and 4,096 lost), 4,096 "
                           "for larger models"),
+      "data.pack_length": (packed_row_length(m), f"rows of several pairs, long enough for "
+                           f"{PACK_QUANTILE} % of them: one update program instead of one "
+                           "per length bucket, so the first minutes train at full speed "
+                           "(r8: 86-88 % of the steady rate against 53 %) and the hour "
+                           "makes more updates"),
       "train.loss_chunk": (512, "the same loss, faster"),
       "train.learning_rate": (round(4e-3 * math.sqrt(128 / model.d_model), 5),
                               "4e-3 at width 128, scaled by 1 / sqrt(width)"),
@@ -150,22 +178,26 @@ def plan(m: Measurements) -> tuple[dict[str, Any], dict[str, str]]:
   return ({k: v for k, (v, _) in choices.items()}, {k: w for k, (_, w) in choices.items()})
 
 
-def measure_corpus(cfg: Config, workdir: Path) -> tuple[int, float, int]:
-  """(training pairs after cleaning, mean target characters and distinct words of both
-  sides of up to 20,000 of them)."""
+def measure_corpus(cfg: Config, workdir: Path) -> tuple[int, float, int, float]:
+  """(training pairs after cleaning; of up to 20,000 of them, the mean target characters,
+  the distinct words of both sides and the PACK_QUANTILE of the longer side's
+  characters)."""
   from seq2seq.data import corpus
   ds = corpus.training_pairs(cfg, workdir)
   rows = np.random.default_rng([cfg.data.seed, 3]).choice(len(ds), min(len(ds), 20_000),
                                                           replace=False)
   sample = ds.select(np.sort(rows))
   words = {w for side in ("src", "tgt") for text in sample[side] for w in text.split()}
-  return len(ds), float(np.mean([len(t) for t in sample["tgt"]])), len(words)
+  longer = [max(len(a), len(b)) for a, b in zip(sample["src"], sample["tgt"])]
+  return (len(ds), float(np.mean([len(t) for t in sample["tgt"]])), len(words),
+          float(np.percentile(longer, PACK_QUANTILE)))
 
 
 def time_update(cfg: Config, length: int, rounds: int = 10) -> tuple[float, float]:
   """(seconds of one update, seconds its program took to compile) of `cfg`'s model and
   training settings, on a batch of `data.max_tokens` pieces padded to `length` (the
-  trainer's batch of that bucket) of made-up ids and parameters: the fastest of `rounds`
+  trainer's batch of that bucket, or with `data.pack_length` its packed batch, `length`
+  then being the row's length) of made-up ids and parameters: the fastest of `rounds`
   updates after a first one (on 2 AVX2 cores the first few after compiling ran up to
   1.6x slower than the rest in one process out of three; the fastest varied by 5 %).
   The program is the one the trainer runs for that shape (`train_step.jitted_programs`),
@@ -185,7 +217,9 @@ def time_update(cfg: Config, length: int, rounds: int = 10) -> tuple[float, floa
   state = jax.tree_util.tree_map(made_up, jax.eval_shape(steps.initial_state))
   rows = rows_for(length, cfg.data.max_tokens, len(devices))
   ids = lambda: rng.integers(4, cfg.model.vocab_size, (rows, length), dtype=np.int32)
-  batch = jax.device_put(Batch(ids(), ids()), steps.batch_sharding)
+  segments = lambda: np.ones((rows, length), np.int32)  # a pair per row: the same shapes
+  batch = Batch(ids(), ids(), *((segments(), segments()) if cfg.data.pack_length else ()))
+  batch = jax.device_put(batch, steps.batch_sharding)
   start = time.perf_counter()
   steps.train_step.lower(state, batch).compile()
   compile_seconds = time.perf_counter() - start
@@ -234,13 +268,15 @@ def measure_speed(cfg: ml_collections.ConfigDict, given: set[str], m: Measuremen
     timed.model.matmul_dtype = numerics.resolve("auto").operand_dtype
   timed = Config.from_dict(timed)
   buckets = LengthBuckets.from_config(timed.data, timed.data.max_train_len)
+  length = timed.data.pack_length or buckets.length_for(typical_pieces(m))
   update = compile_ = 0.0
   if distributed.is_primary():
-    update, compile_ = time_update(timed, buckets.length_for(typical_pieces(m)))
+    update, compile_ = time_update(timed, length)
   # process 0's figures, in microseconds
   update, compile_ = (distributed.agree_int(int(x * 1e6)) / 1e6 for x in (update, compile_))
   return dataclasses.replace(m, update_seconds=update, compile_seconds=compile_,
-                             buckets=len(buckets.boundaries))
+                             buckets=1 if timed.data.pack_length else len(buckets.boundaries),
+                             pack_length=timed.data.pack_length)
 
 
 def complete(cfg: ml_collections.ConfigDict, given: set[str], workdir: Path) -> None:
@@ -252,15 +288,15 @@ def complete(cfg: ml_collections.ConfigDict, given: set[str], workdir: Path) -> 
   else:
     from seq2seq.training import distributed
     minutes = cfg.train.max_minutes if "train.max_minutes" in given else DEFAULT_MINUTES
-    pairs, chars, words = measure_corpus(Config.from_dict(cfg), Path(workdir))
+    pairs, chars, words, long_chars = measure_corpus(Config.from_dict(cfg), Path(workdir))
     m = measure_speed(cfg, given, Measurements(pairs, chars, minutes, NOMINAL_UPDATE_SECONDS,
-                                               word_types=words))
+                                               word_types=words, long_pair_chars=long_chars))
     choices, reasons = plan(m)
     updates = estimated_updates(m, "compact", TIMED_TOKENS)
     summary = (f"{pairs:,} pairs of {chars:.0f} target characters on average, "
                f"{minutes:g} minutes, a compact update of {TIMED_TOKENS:,} tokens in "
                f"{m.update_seconds:.3f} s (its program compiled in {m.compile_seconds:.1f} "
-               f"s, {m.buckets} length buckets): about {updates:,} compact updates, "
+               f"s, {m.buckets} update programs): about {updates:,} compact updates, "
                f"{planned_epochs(m, updates, TIMED_TOKENS):.0f} epochs")
     if distributed.is_primary():
       path.parent.mkdir(parents=True, exist_ok=True)

@@ -76,13 +76,30 @@ def test_a_broken_corpus_is_one_line_naming_file_and_line(tmp_path):
   assert b"Traceback" not in proc.stderr
 
 
-def measured(pairs, minutes, updates_wanted=None, chars=71.0):
+def measured(pairs, minutes, updates_wanted=None, chars=71.0, long_chars=197.5):
   """Measurements whose timed update makes `minutes` buy `updates_wanted` compact updates
-  (no compiling)."""
+  (no compiling), with Multi30k's lengths by default."""
   update = 0.3
   if updates_wanted:
     update = minutes * 60 / updates_wanted / auto_recipe.UPDATE_FACTOR
-  return auto_recipe.Measurements(pairs, chars, minutes, update)
+  return auto_recipe.Measurements(pairs, chars, minutes, update, long_pair_chars=long_chars)
+
+
+@pytest.mark.parametrize("long_chars, pieces", [(0.0, 0), (197.5, 48), (30.0, 16),
+                                                (180.0, 48), (5000.0, 100)])
+def test_packed_rows_hold_the_long_pairs(long_chars, pieces):
+  """Rows of the pieces of a long pair (4.4 characters each, its end included), rounded up
+  to 8, within 16-100; no measured length: length buckets."""
+  m = measured(29_000, 60, 10_000, long_chars=long_chars)
+  assert auto_recipe.plan(m)[0]["data.pack_length"] == pieces
+
+
+def test_a_packed_run_is_planned_with_the_packed_factors():
+  bucketed = measured(29_000, 10, 1_000)
+  packed = dataclasses.replace(bucketed, pack_length=48)
+  ratio = auto_recipe.UPDATE_FACTOR / auto_recipe.PACKED_UPDATE_FACTOR
+  assert auto_recipe.estimated_updates(packed, "compact", 2048) == pytest.approx(
+      1_000 * ratio, abs=1)
 
 
 def test_compiling_costs_the_plan_updates_in_proportion():
@@ -143,25 +160,32 @@ def test_given_fields_are_kept_and_a_resumed_run_reuses_its_plan(tmp_path, monke
   assert again.model.dropout == plan["choices"]["model.dropout"] != 0.3
 
 
-def test_the_timed_update_is_the_program_the_run_trains_with():
-  """`time_update` compiles and runs the trainer's own update for its batch shape: an
-  update of a real batch of that shape afterwards compiles nothing."""
+@pytest.mark.parametrize("packed", [False, True], ids=["buckets", "packed"])
+def test_the_timed_update_is_the_program_the_run_trains_with(packed):
+  """`time_update` compiles and runs the trainer's own update for its batch shape (with
+  `data.pack_length`, the packed batch, segment ids and all): an update of a real batch
+  of that shape afterwards compiles nothing."""
   cfg = tiny_config(SAMPLE)
+  if packed:
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, pack_length=24))
   seconds, compiling = auto_recipe.time_update(cfg, 24, rounds=2)
   assert seconds > 0 and compiling > 0
   steps = DataParallelSteps(cfg, Model(cfg.model))
   rows = rows_for(24, cfg.data.max_tokens, steps.num_devices)
   src = np.full((rows, 24), 5, np.int32)
+  segments = np.repeat(np.arange(1, 4), 8)[None].repeat(rows, 0).astype(np.int32)
+  batch = lambda n: Batch(src[:, :n], src[:, :n],
+                          *((segments[:, :n], segments[:, :n]) if packed else ()))
   state = steps.init_state()
   events = []
   record = lambda name, seconds, **kw: events.append(name)
   jax.monitoring.register_event_duration_secs_listener(record)
   try:
-    state, metrics = steps.update(state, [Batch(src, src)])
+    state, metrics = steps.update(state, [batch(24)])
     assert np.isfinite(float(metrics["loss"]))
     # the control: the same update for another shape compiles
     assert "/jax/core/compile/backend_compile_duration" not in events, events
-    steps.update(state, [Batch(src[:, :16], src[:, :16])])
+    steps.update(state, [batch(16)])
     assert "/jax/core/compile/backend_compile_duration" in events
   finally:
     jax.monitoring.unregister_event_duration_listener(record)
