@@ -26,16 +26,21 @@ number of updates instead of a fixed time) carry greedy val BLEU of the last che
 and of averages of 5, 10 and 20. Server load tests (`kind` "serve", bench/serve_load.py)
 carry `engine`, `search`, `clients`, `sentences_per_s`, `share_of_batch` (of the engine's
 batch decoding in the same run), `p50_ms`, `p95_ms`, `p99_ms` and `alone_ratio` (1
-client's p50 over the engine's time for one short sentence alone, on the 1-client row).
+client's p50 over the engine's time for one short sentence alone, on the 1-client row),
+and from bench/serve_load.py's later version `unsorted_batch_sentences_per_s` and
+`share_of_unsorted` (the engine on shuffled texts in the server's batch sizes, and the
+server's share of that).
 The automatic recipe against the hand-tuned one (`kind` "auto", bench/auto_recipe.py)
 carries `case` (en-de, de-en, subset10k), `arm` (hand or auto), `minutes`, `updates`,
 `val_bleu` (averaged checkpoint, beam 5 at the recipe's α), `settings` (the fields the
 arms differ in) and `plan` (the automatic recipe's measurements; null for the hand arm).
 The automatic recipe's plan against the run (`kind` "auto_plan", an automatic run's
 recipe.json and training.json) carries `case`, `minutes`, `update_s` and `compile_s` (the
-timed update and its compile), `buckets`, `factors` (auto_recipe's UPDATE_FACTOR and
-COMPILE_SHARE that planned it), `planned` and `made` (updates) and `s_per_update` (the
-run's, from its log).
+timed update and its compile), `buckets` (update programs: 1 packed), `factors`
+(auto_recipe's UPDATE_FACTOR, or PACKED_UPDATE_FACTOR for a packed run, and
+COMPILE_SHARE that planned it), `pack_length` (0: length buckets; absent in rows from
+before packing), `planned` and `made` (updates) and `s_per_update` (the run's, from its
+log).
 """
 
 import argparse
@@ -255,6 +260,7 @@ def first_minutes(runs):
 def serving_rows(serve):
   return [[f"`{r['commit']}`", r["cpu"], r["engine"], r["search"], r["clients"],
            fmt(r["sentences_per_s"], 1), f"{100 * r['share_of_batch']:.0f} %",
+           f"{100 * r['share_of_unsorted']:.0f} %" if r.get("share_of_unsorted") else "—",
            fmt(r["p50_ms"], 0), fmt(r["p95_ms"], 0), fmt(r["p99_ms"], 0),
            fmt(r.get("alone_ratio"))] for r in serve]
 
@@ -265,7 +271,7 @@ def serving(runs):
   order = list(dict.fromkeys(r["commit"] for r in serve))[::-1]
   serve.sort(key=lambda r: order.index(r["commit"]))  # stable within a commit
   return table(["commit", "CPU", "engine", "search", "clients", "sentences/s",
-                "of batch decoding", "p50 ms", "p95 ms", "p99 ms",
+                "of batch decoding", "of its unsorted batches", "p50 ms", "p95 ms", "p99 ms",
                 "1 client p50 / engine alone"], serving_rows(serve))
 
 
@@ -285,7 +291,7 @@ def serving_now(runs):
   serve = [r for r in runs if r["kind"] == "serve"]
   latest = {(r["cpu"], r["engine"]): r["commit"] for r in serve}
   return table(["CPU", "engine", "search", "clients", "sentences/s", "of batch decoding",
-                "p50 ms", "p95 ms", "p99 ms", "1 client p50 / engine alone"],
+                "of its unsorted batches", "p50 ms", "p95 ms", "p99 ms", "1 client p50 / engine alone"],
                [row[1:] for row, r in zip(serving_rows(serve), serve)
                 if latest[(r["cpu"], r["engine"])] == r["commit"]])
 
@@ -317,7 +323,8 @@ def auto_rows(runs):
                   fmt(r["val_bleu"] - h["val_bleu"]) if h else "—", f"`{r['commit']}`",
                   f"vocab {s['vocab_size']:,}, dropout {s['dropout']}, smoothing "
                   f"{s['label_smoothing']}, warmup {s['warmup_steps']}, ramp "
-                  f"{s['dropout_ramp_steps']:,}, checkpoints every {s['checkpoint_every']}"],
+                  f"{s['dropout_ramp_steps']:,}, checkpoints every {s['checkpoint_every']}"
+                  + (f", rows of {s['pack_length']} pieces" if s.get("pack_length") else "")],
                  r["commit"]))
   return rows
 

@@ -5,8 +5,11 @@ engine and search in the same run.
       [--clients 1,8,64] [--seconds 30] [--checkpoint best] [--decoders 2]
 
 First, in this process, the engine's own speeds on test_2016_flickr: batch decoding
-(batches of --batch-size, as bench/decode_speed.py: the median of three passes after a
-first that compiles) and the time of one short sentence alone (the median of 30). Then
+(batches of --batch-size, sorted by length as bench/decode_speed.py: the median of three
+passes after a first that compiles), batches as the server forms them under load (the
+sentences shuffled, --batch-size / --decoders a batch, --decoders batches at once: the
+most padded batches give a server whose texts come in any order), and the time of one
+short sentence alone (the median of 30). Then
 the engine is freed, the server started on 127.0.0.1 with the same model and search (and,
 for JAX, given the time to compile its batches of every row count), and for each client
 count that many clients (coroutines of one asyncio loop, as light on the shared cores as
@@ -24,10 +27,13 @@ import functools
 import gc
 import itertools
 import json
+import random
 import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 import numpy as np
 
@@ -42,11 +48,30 @@ sys.path.insert(0, str(ROOT / "tests"))
 from serve_helpers import free_port, get, post  # noqa: E402
 
 
+def unsorted_batches(translator, lines, args) -> Callable[[], None]:
+  """Decodes `lines` as a server with 64 clients does: in arrival (here shuffled) order,
+  --batch-size / --decoders texts a batch, --decoders batches at once, each padded to its
+  own longest text: what padded batches can do without sorting a whole file by length."""
+  order = lines[:]
+  random.Random(0).shuffle(order)
+  size = max(args.batch_size // args.decoders, 1)
+  chunks = [order[i:i + size] for i in range(0, len(order), size)]
+  one = lambda texts: translator.translate(texts, beam_size=args.beam,
+                                           batch_size=args.batch_size)
+
+  def run():
+    with ThreadPoolExecutor(args.decoders) as pool:
+      list(pool.map(one, chunks))
+  return run
+
+
 def engine_speeds(args, lines, references) -> dict:
   translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine)
   first = first_pass(translator, lines, args.beam, args.batch_size)  # compiles
-  batch = figures(first, alternate({"batch": first["again"]}, rounds=3)["batch"], lines,
-                  references)
+  unsorted = unsorted_batches(translator, lines, args)
+  unsorted()  # compiles the row counts these batches take
+  seconds = alternate({"batch": first["again"], "unsorted": unsorted}, rounds=3)
+  batch = figures(first, seconds["batch"], lines, references)
   short = min(lines[:200], key=len)
   translator.translate([short], beam_size=args.beam)  # compiled
   one = functools.partial(translator.translate, [short], beam_size=args.beam)
@@ -55,6 +80,8 @@ def engine_speeds(args, lines, references) -> dict:
   del translator
   gc.collect()
   return {"batch_sentences_per_s": batch["sentences_per_s"],
+          "unsorted_batch_sentences_per_s": round(
+              len(lines) / statistics.median(seconds["unsorted"]), 1),
           "one_short_sentence_ms": round(1000 * statistics.median(alone), 2),
           "short_sentence": short}
 
@@ -166,8 +193,10 @@ def main():
   lines = read_lines(args.src)
   engine = engine_speeds(args, lines, read_lines(args.src.replace(".en", ".de")))
   print(f"engine alone: {engine['batch_sentences_per_s']:.1f} sentences/s in batches of "
-        f"{args.batch_size}; one short sentence {engine['one_short_sentence_ms']:.1f} ms",
-        flush=True)
+        f"{args.batch_size} sorted by length, {engine['unsorted_batch_sentences_per_s']:.1f} "
+        f"in batches as the server forms them ({args.batch_size // args.decoders} shuffled "
+        f"texts, {args.decoders} at once); one short sentence "
+        f"{engine['one_short_sentence_ms']:.1f} ms", flush=True)
   proc, url = start_server(args)
   try:
     # Each sentence alone first: the reference answers (and every length compiled).
@@ -178,8 +207,11 @@ def main():
     proc.wait(60)
   for r in rows:
     r["share_of_batch"] = round(r["sentences_per_s"] / engine["batch_sentences_per_s"], 3)
+    r["share_of_unsorted"] = round(r["sentences_per_s"]
+                                   / engine["unsorted_batch_sentences_per_s"], 3)
     print(f"{r['clients']:>3} clients: {r['sentences_per_s']:7.1f} sentences/s "
-          f"({100 * r['share_of_batch']:.0f} % of batch decoding), p50 {r['p50_ms']:.0f} ms, "
+          f"({100 * r['share_of_batch']:.0f} % of batch decoding, "
+          f"{100 * r['share_of_unsorted']:.0f} % of its unsorted batches), p50 {r['p50_ms']:.0f} ms, "
           f"p95 {r['p95_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms, {r['texts_per_batch']} texts "
           f"per batch ({r['requests']} requests, "
           f"{r['refused_429']} refused, {r['mismatches']} mismatches)")
