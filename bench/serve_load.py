@@ -17,8 +17,11 @@ a load generator can be) each send one test sentence per request, back to back o
 kept-alive connection, for --seconds. Reports sentences/s (and its share of batch
 decoding), p50/p95/p99 latency, 429s, the texts per decoded batch (from the server's
 /metrics), and checks every answer against the server's own answer to that sentence alone
-(the JSON lists the first 5 that differ for each client count). The last line is the
-JSON of all figures.
+(the JSON lists the first 5 that differ for each client count). Last, the request path
+alone: the same app around an engine that answers at once, under the largest client count
+for up to 10 s, with its CPU and the load generator's per request (what the HTTP layer,
+the batcher and the clients cost the shared cores). The last line is the JSON of all
+figures.
 """
 
 import argparse
@@ -27,12 +30,14 @@ import functools
 import gc
 import itertools
 import json
+import os
 import random
 import statistics
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -139,6 +144,66 @@ async def client(host: str, port: int, texts, stop_at: float, out: dict) -> None
     writer.close()
 
 
+class InstantEngine:
+  """A translator that answers at once ("<" + the text's first word): the server around
+  it is all that costs."""
+
+  languages = ("en", "de")
+
+  def __init__(self):
+    from seq2seq.config import DecodeConfig, ModelConfig
+    self.decode_cfg, self.model_cfg = DecodeConfig(), ModelConfig()
+
+  def translate(self, texts, **_):
+    return ["<" + t.split()[0] for t in texts]
+
+
+def serve_instant(port: int) -> None:
+  """Runs seq2seq-serve's app around `InstantEngine` (this file run with --serve-instant)."""
+  import logging
+
+  import uvicorn
+
+  from seq2seq.serving.http_server import create_app
+  logging.getLogger("seq2seq.serve.access").disabled = True  # as serve_load's server: DEVNULL
+  uvicorn.run(create_app(InstantEngine()), host="127.0.0.1", port=port, log_level="warning")
+
+
+def cpu_seconds(pid: int) -> float:
+  """User + system CPU seconds of process `pid` so far (Linux's /proc)."""
+  fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+  return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def request_path(lines, clients: int, seconds: float) -> dict:
+  """The request path alone: the server's app around an engine that answers at once,
+  under `clients` clients; its CPU and the load generator's per request."""
+  port = free_port()
+  proc = subprocess.Popen([sys.executable, __file__, "--serve-instant", str(port)], cwd=ROOT,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  url = f"http://127.0.0.1:{port}"
+  try:
+    deadline = time.time() + 120
+    while True:
+      try:
+        if get(url + "/health")[0] == 200:
+          break
+      except OSError:
+        if time.time() > deadline or proc.poll() is not None:
+          sys.exit("the instant server did not start")
+        time.sleep(0.5)
+    server0, me0 = cpu_seconds(proc.pid), time.process_time()
+    row = load(url, lines, clients, seconds, {t: "<" + t.split()[0] for t in lines})
+    server1, me1 = cpu_seconds(proc.pid), time.process_time()
+  finally:
+    proc.terminate()
+    proc.wait(60)
+  return {"clients": clients, "requests_per_s": row["sentences_per_s"],
+          "server_cpu_ms_per_request": round(1000 * (server1 - server0) / row["requests"], 3),
+          "load_generator_cpu_ms_per_request": round(1000 * (me1 - me0) / row["requests"], 3),
+          "mismatches": row["mismatches"]}
+
+
 def batch_totals(url) -> tuple[float, float]:
   """(texts, batches) the server has decoded so far, from its /metrics histogram."""
   import urllib.request
@@ -177,6 +242,8 @@ def load(url, lines, clients, seconds, expected) -> dict:
 
 
 def main():
+  if sys.argv[1:2] == ["--serve-instant"]:
+    return serve_instant(int(sys.argv[2]))
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--workdir", required=True, help="a run directory, or with --engine "
                  "ctranslate2 an export")
@@ -219,9 +286,15 @@ def main():
   if one:
     print(f"1 client p50 / the engine's time for one short sentence: "
           f"{one['p50_ms'] / engine['one_short_sentence_ms']:.2f}")
+  path = request_path(lines, max(int(c) for c in args.clients.split(",")),
+                      min(args.seconds, 10.0))
+  print(f"the request path alone (an engine that answers at once), {path['clients']} "
+        f"clients: {path['requests_per_s']:.0f} requests/s; server CPU "
+        f"{path['server_cpu_ms_per_request']:.3f} ms and load generator CPU "
+        f"{path['load_generator_cpu_ms_per_request']:.3f} ms per request")
   report({"benchmark": "serve_load", "workdir": args.workdir, "engine": args.engine,
-          "beam": args.beam, "batch_size": args.batch_size, "decoders": args.decoders, **engine, "rows": rows,
-          "machine": machine()})
+          "beam": args.beam, "batch_size": args.batch_size, "decoders": args.decoders,
+          **engine, "rows": rows, "request_path": path, "machine": machine()})
 
 
 if __name__ == "__main__":
