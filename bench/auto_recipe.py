@@ -107,7 +107,7 @@ def main():
           "name": f"{workdir.name}-plan", "kind": "auto_plan", "case": args.case,
           "cpu": row["cpu"], "minutes": args.minutes, "update_s": m["update_seconds"],
           "compile_s": m["compile_seconds"], "buckets": m["buckets"],
-          "factors": f"{auto_recipe.PACKED_UPDATE_FACTOR if m.get('pack_length') else auto_recipe.UPDATE_FACTOR}, "
+          "factors": f"{auto_recipe.update_factor(m.get('pack_length', 0))}, "
                      f"{auto_recipe.COMPILE_SHARE}",
           "pack_length": m.get("pack_length", 0),
           "planned": saved["planned_updates"], "made": row["updates"],

@@ -91,30 +91,39 @@ def engine_speeds(args, lines, references) -> dict:
           "short_sentence": short}
 
 
-def start_server(args) -> tuple[subprocess.Popen, str]:
+def start_server(command: list[str], ready, seconds: float = 900
+                 ) -> tuple[subprocess.Popen, str]:
+  """Starts `command` (a server, given `--port PORT` after it) and waits until its
+  /health answers 200 with a body that `ready` accepts."""
   port = free_port()
-  model = ["--model" if args.engine == "ctranslate2" else "--workdir", args.workdir]
-  proc = subprocess.Popen([sys.executable, "-m", "seq2seq.cli.serve", *model, "--engine",
-                           args.engine, "--checkpoint", args.checkpoint, "--beam",
-                           str(args.beam), "--max-batch", str(args.batch_size),
-                           "--decoders", str(args.decoders),
-                           "--port", str(port), "--max-queue", "4096"], cwd=ROOT,
+  proc = subprocess.Popen([*command, "--port", str(port)], cwd=ROOT,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   url = f"http://127.0.0.1:{port}"
-  deadline = time.time() + 900
-  rows = [1 << k for k in range(args.batch_size.bit_length())]
+  deadline = time.time() + seconds
   while time.time() < deadline:
-    try:  # ready, and (JAX) every batch row count compiled: the steady state is measured
+    try:
       status, health = get(url + "/health")
-      if status == 200 and health.get("batch_rows") in ([], rows):
+      if status == 200 and ready(health):
         return proc, url
     except OSError:
       pass
     if proc.poll() is not None:
       break
-    time.sleep(1)
+    time.sleep(0.5)
   proc.kill()
-  sys.exit("server did not start")
+  sys.exit(f"server did not start: {' '.join(command)}")
+
+
+def start_seq2seq_serve(args) -> tuple[subprocess.Popen, str]:
+  """seq2seq-serve with the run's model and search, once ready and (JAX) every batch row
+  count compiled: the steady state is what is measured."""
+  model = ["--model" if args.engine == "ctranslate2" else "--workdir", args.workdir]
+  rows = [1 << k for k in range(args.batch_size.bit_length())]
+  return start_server([sys.executable, "-m", "seq2seq.cli.serve", *model, "--engine",
+                       args.engine, "--checkpoint", args.checkpoint, "--beam",
+                       str(args.beam), "--max-batch", str(args.batch_size),
+                       "--decoders", str(args.decoders), "--max-queue", "4096"],
+                      lambda health: health.get("batch_rows") in ([], rows))
 
 
 async def client(host: str, port: int, texts, stop_at: float, out: dict) -> None:
@@ -159,7 +168,8 @@ class InstantEngine:
 
 
 def serve_instant(port: int) -> None:
-  """Runs seq2seq-serve's app around `InstantEngine` (this file run with --serve-instant)."""
+  """Runs seq2seq-serve's app around `InstantEngine` (this file run with --serve-instant
+  --port PORT)."""
   import logging
 
   import uvicorn
@@ -178,22 +188,11 @@ def cpu_seconds(pid: int) -> float:
 def request_path(lines, clients: int, seconds: float) -> dict:
   """The request path alone: the server's app around an engine that answers at once,
   under `clients` clients; its CPU and the load generator's per request."""
-  port = free_port()
-  proc = subprocess.Popen([sys.executable, __file__, "--serve-instant", str(port)], cwd=ROOT,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  url = f"http://127.0.0.1:{port}"
+  proc, url = start_server([sys.executable, __file__, "--serve-instant"], lambda _: True, 120)
   try:
-    deadline = time.time() + 120
-    while True:
-      try:
-        if get(url + "/health")[0] == 200:
-          break
-      except OSError:
-        if time.time() > deadline or proc.poll() is not None:
-          sys.exit("the instant server did not start")
-        time.sleep(0.5)
     server0, me0 = cpu_seconds(proc.pid), time.process_time()
-    row = load(url, lines, clients, seconds, {t: "<" + t.split()[0] for t in lines})
+    row = load(url, lines, clients, seconds,
+               dict(zip(lines, InstantEngine().translate(lines))))
     server1, me1 = cpu_seconds(proc.pid), time.process_time()
   finally:
     proc.terminate()
@@ -243,7 +242,7 @@ def load(url, lines, clients, seconds, expected) -> dict:
 
 def main():
   if sys.argv[1:2] == ["--serve-instant"]:
-    return serve_instant(int(sys.argv[2]))
+    return serve_instant(int(sys.argv[3]))
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--workdir", required=True, help="a run directory, or with --engine "
                  "ctranslate2 an export")
@@ -264,7 +263,7 @@ def main():
         f"in batches as the server forms them ({args.batch_size // args.decoders} shuffled "
         f"texts, {args.decoders} at once); one short sentence "
         f"{engine['one_short_sentence_ms']:.1f} ms", flush=True)
-  proc, url = start_server(args)
+  proc, url = start_seq2seq_serve(args)
   try:
     # Each sentence alone first: the reference answers (and every length compiled).
     expected = {t: post(url, {"text": t})[1]["translation"] for t in lines}

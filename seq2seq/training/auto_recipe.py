@@ -93,14 +93,18 @@ def packed_row_length(m: Measurements) -> int:
   return min(max(pieces, 16), DataConfig().max_train_len)
 
 
+def update_factor(pack_length: int) -> float:
+  """A run's seconds per update over the timed update's: packed rows or length buckets."""
+  return PACKED_UPDATE_FACTOR if pack_length else UPDATE_FACTOR
+
+
 def estimated_updates(m: Measurements, preset: str, max_tokens: int) -> int:
   """Updates that `m.minutes` buy for `preset` at `max_tokens` per batch: the timed
   update scaled by the preset's operations, less what compiling the run costs."""
   typical = typical_pieces(m)
   cost = (flops.train_flops(PRESETS[preset], typical, typical)
           / flops.train_flops(PRESETS["compact"], typical, typical))
-  factor = PACKED_UPDATE_FACTOR if m.pack_length else UPDATE_FACTOR
-  seconds = m.update_seconds * factor * cost * max_tokens / TIMED_TOKENS
+  seconds = m.update_seconds * update_factor(m.pack_length) * cost * max_tokens / TIMED_TOKENS
   compiling = COMPILE_SHARE * m.compile_seconds * m.buckets * cost
   return max(int((m.minutes * 60 - compiling) / seconds), 1)
 
