@@ -2,7 +2,7 @@
 
   python bench/decode_speed.py --workdir RUN_DIR [--beam 5] [--batch-size 64] \
       [--min-rows N[,N...]] [--workers N] [--length-buckets 16,32,64,128] \
-      [--beam-stops exact,current] [--compare-ctranslate2]
+      [--beam-stops exact,current] [--compare-ctranslate2] [--programs N]
 
 Model load and compilation (a first pass over the same data) are timed separately;
 the reported sentences/s and output tokens/s are the median of `--passes` more,
@@ -89,6 +89,9 @@ def main():
                  "time each search with each")
   p.add_argument("--workers", type=int, default=None,
                  help="batches decoded at once on threads (default: the run's setting)")
+  p.add_argument("--programs", type=int, default=0,
+                 help="decode.programs: compiled searches kept in memory (default 0: all, "
+                 "so that no timed pass loads a dropped one again)")
   p.add_argument("--length-buckets", default=None,
                  help="decode.length_buckets, comma-separated: the padded source lengths "
                  "of batches, one compiled search each (default: the run's setting)")
@@ -107,8 +110,8 @@ def main():
   t = time.perf_counter()
   buckets = (tuple(int(b) for b in args.length_buckets.split(","))
              if args.length_buckets else None)
-  overrides = {k: v for k, v in (("workers", args.workers), ("length_buckets", buckets))
-               if v is not None}
+  overrides = {k: v for k, v in (("workers", args.workers), ("length_buckets", buckets),
+                                 ("programs", args.programs)) if v is not None}
   min_rows = [int(n) for n in args.min_rows.split(",")] if args.min_rows else [None]
 
   def loader(rows: int | None):
@@ -139,6 +142,7 @@ def main():
     result[f"{name}_batch_1_identical_on_50"] = one == [h[0].text
                                                         for h in firsts[name]["out"][:50]]
   result["jax_peak_rss_mib"] = peak_rss_mib()  # before CTranslate2 is loaded
+  built = sum(search.search_programs for _, _, search in searches)
   # The steady passes of JAX and CTranslate2 float32 alternate; int8 is timed after them,
   # on its own: with two CTranslate2 models loaded at once, their threads slowed each
   # other 4-5x on 2 cores.
@@ -173,6 +177,10 @@ def main():
       result[f"ratio_jax_to_ctranslate2_float32_{name}"] = round(
           result[name]["sentences_per_s"]
           / result[f"ctranslate2_float32_{ct2_name}"]["sentences_per_s"], 2)
+  # searches built (loaded again once dropped, --programs) during the timed passes: 0, or
+  # those passes timed loading too
+  result["jax_programs_built_while_timed"] = (
+      sum(search.search_programs for _, _, search in searches) - built)
   # the operands JAX decoded with (the machine's decoding probe, seq2seq.numerics.resolve)
   result["jax_matmul_dtype"] = translator.model.numerics.operand_dtype
   report(dict(result, **machine()))

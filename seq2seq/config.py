@@ -346,6 +346,10 @@ class DecodeConfig:
   # program on 2 cores, and padding costs it little (docs/translating.md, "Speed and
   # precision": 2.3-3.0x less compiling, half the peak memory).
   length_buckets: tuple[int, ...] = (16, 32, 64, 128)  # padded source lengths of batches
+  # Compiled searches kept in memory: XLA:CPU keeps each program's HLO, which costs 30-45
+  # MB a program on the recipe's model (bench/README.md, decode_memory.py); beyond this
+  # many, the least recently used is dropped and loaded again from the caches if needed.
+  programs: int = 8  # compiled searches kept in memory; 0 = all
   # Minimum Bayes risk: "" (off: the beam's best hypothesis), "bleu" or "chrf": of the
   # beam's W finished hypotheses, the one that agrees most with the others under that
   # utility, each weighted by `mbr_weights`: "model" (softmax of the beam scores) or
@@ -355,7 +359,7 @@ class DecodeConfig:
 
   def __post_init__(self):
     require("decode", self, "beam_size batch_size workers", *POSITIVE)
-    require("decode", self, "max_len_b min_rows", *COUNT)
+    require("decode", self, "max_len_b min_rows programs", *COUNT)
     require("decode", self, "alpha max_len_a", *NON_NEGATIVE)
     check_boundaries("decode.length_buckets", self.length_buckets)
     for field, allowed in (("beam_stop", BEAM_STOPS), ("mbr", ("", "bleu", "chrf")),

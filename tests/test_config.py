@@ -142,6 +142,7 @@ def test_command_line_overrides_take_each_fields_type():
     ("data", "max_train_len", 300, "exceeds model.max_len=256"),
     ("decode", "beam_size", 0, "an integer >= 1"),
     ("decode", "alpha", -0.5, "a number >= 0"),
+    ("decode", "programs", -1, "an integer >= 0"),
     ("decode", "length_buckets", (8, 8), "increasing integers"),
     ("decode", "mbr", "ter", "expected one of '', 'bleu', 'chrf'"),
 ])

@@ -12,6 +12,13 @@ deserializing it and lowering its call takes a quarter of that.
 Every program runs through its exported form, the first process's included, so that a
 search computes the same whether this process traced it or loaded it.
 
+In memory, each compiled program costs far more than its code: XLA:CPU keeps the
+optimized HLO module, a protobuf copy of it and of its buffer assignment, and the
+buffer assignment's alias analysis (heaptrack, on the recipe's beam 5 search: about 30-45
+MB a program, the code itself 0.3 MB; bench/README.md, `decode_memory.py`). So a
+`StoredPrograms` keeps at most `limit` programs compiled: the least recently used beyond
+it is dropped and, when needed again, loaded from the store and XLA's cache (0.3-0.5 s).
+
 A program's file is named by a hash of everything that decides what it computes:
 `code_fingerprint()` (the package's source, the JAX and jaxlib versions, the backend and
 the JAX settings that change a trace), the model's identity (its config and numerics),
@@ -21,6 +28,7 @@ arguments. Changed code gets new files; files of other versions are never read a
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import logging
@@ -88,16 +96,22 @@ class StoredPrograms:
   functions of equal identity must compute the same.
 
   `on_build` is called on the calling thread whenever a program is new to this object,
-  whether traced or loaded. `traced` and `loaded` count the two."""
+  whether traced or loaded, a program dropped for `limit` and built again included.
+  `traced` and `loaded` count the two, `dropped` the programs let go.
+
+  `limit`: the most programs kept compiled at once (0: all); the least recently used
+  beyond it are dropped, never one that is running."""
 
   def __init__(self, fn: Callable, identity: str, static_argnames: Sequence[str] = (),
-               folder: Path | None = None, on_build: Callable[[], None] | None = None):
+               folder: Path | None = None, on_build: Callable[[], None] | None = None,
+               limit: int = 0):
     self.jitted = jax.jit(fn, static_argnames=tuple(static_argnames))
     self.static = frozenset(static_argnames)
     self.identity, self.folder, self.on_build = identity, folder, on_build
-    self.entries: dict[tuple, _Entry] = {}
+    self.limit = limit
+    self.entries: collections.OrderedDict[tuple, _Entry] = collections.OrderedDict()
     self.lock = threading.Lock()
-    self.traced = self.loaded = 0
+    self.traced = self.loaded = self.dropped = 0
 
   def __call__(self, *args, **kwargs):
     program, dynamic = self.program(args, kwargs)
@@ -119,12 +133,26 @@ class StoredPrograms:
            tuple(sorted(static.items())))
     with self.lock:
       entry = self.entries.setdefault(key, _Entry())
+      self.entries.move_to_end(key)  # the most recently used last
     with entry.lock:
-      if entry.program is None:
-        entry.program = jax.jit(self.exported(key, args, dynamic, static).call)
+      program = entry.program
+      if program is None:
+        program = entry.program = jax.jit(self.exported(key, args, dynamic, static).call)
         if self.on_build is not None:
           self.on_build()
-    return entry.program, dynamic
+        self.drop_beyond_limit()
+    return program, dynamic
+
+  def drop_beyond_limit(self) -> None:
+    """Lets go of the least recently used compiled programs beyond `limit`. A program
+    running on another thread stays alive until it returns: its caller holds it."""
+    if not self.limit:
+      return
+    with self.lock:
+      built = [e for e in self.entries.values() if e.program is not None]
+      for entry in built[:max(len(built) - self.limit, 0)]:
+        entry.program = None
+        self.dropped += 1
 
   def file(self, key: tuple) -> Path | None:
     if self.folder is None:

@@ -48,6 +48,7 @@ from seq2seq.model.ensemble import Ensemble
 from seq2seq.model.transformer import Model
 from seq2seq.numerics import LEAST_ROWS, resolve
 from seq2seq.rundir import checkpoint
+from seq2seq.runtime import give_back_freed_memory
 from seq2seq.vocab import EOS_ID, PAD_ID, cut_at_eos
 
 log = logging.getLogger(__name__)
@@ -182,7 +183,20 @@ class Translator:
     self.search_programs = 0  # searches this translator built (one per new batch shape
     # and settings): traced, or loaded from the program store
     self._search, self._forced_logprob = compiled_functions(models)
+    self.keep_programs(self.decode_cfg.programs, at_least=False)
     self._shape_log = ShapeCompileLog()
+
+  def keep_programs(self, n: int, at_least: bool = True) -> None:
+    """Keeps `n` compiled searches in memory (0: all), or at least `n` (`at_least`: a
+    server's set of batch shapes); the least recently used beyond it are dropped. The
+    limit belongs to the compiled functions, which translators of equal models share:
+    the newest one's holds."""
+    for programs in (self._search, self._forced_logprob):
+      if not at_least:
+        programs.limit = n
+      elif programs.limit and (n == 0 or n > programs.limit):
+        programs.limit = n
+      programs.drop_beyond_limit()
 
   def all_params(self, params=None):
     """The parameters the compiled functions take: one tree, or a tuple for an ensemble."""
@@ -303,7 +317,10 @@ class Translator:
     texts = list(texts)
     c = self.settings(beam_size, alpha, batch_size)
     check_request(texts, prefixes, c, nbest, sampling)
-    return pick(self.hypotheses(texts, c, nbest, sampling, first_index, prefixes), nbest, c)
+    out = pick(self.hypotheses(texts, c, nbest, sampling, first_index, prefixes), nbest, c)
+    if len(texts) > c.batch_size:  # a pass of several batches: worth a few ms (the
+      give_back_freed_memory()  # server's single batches are not)
+    return out
 
   def score_ids(self, src_ids: Sequence[np.ndarray], tgt_ids: Sequence[np.ndarray],
                 batch_size: int | None = None) -> list[PairScore]:

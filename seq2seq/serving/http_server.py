@@ -68,10 +68,14 @@ def warm_up(translator, limits: Limits, longest: int = 64) -> float:
     translator.translate([WARM_UP])
     return time.perf_counter() - started
   translator.row_sizes = tuple(sorted({1, limits.max_batch}))
-  compile_rows(translator, translator.row_sizes, limits.max_batch, longest)
-  translator.translate([WARM_UP], batch_size=limits.max_batch)
   between = [1 << k for k in range(1, limits.max_batch.bit_length())
              if 1 << k < limits.max_batch]  # 2, 4, ... below max_batch
+  # every batch shape the server may run stays compiled, and decode.programs more for
+  # requests with their own search settings
+  translator.keep_programs((2 + len(between)) * len(translator.buckets.boundaries)
+                           + translator.decode_cfg.programs)
+  compile_rows(translator, translator.row_sizes, limits.max_batch, longest)
+  translator.translate([WARM_UP], batch_size=limits.max_batch)
   if between:
     threading.Thread(target=add_row_sizes, args=(translator, between, limits.max_batch,
                                                  longest), daemon=True,

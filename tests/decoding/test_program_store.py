@@ -1,7 +1,8 @@
 """The program store: a program loaded from it computes what the traced one computed,
 without tracing; its file names separate whatever computes differently; a damaged file is
-traced again; and a new process translating what an earlier one translated loads every
-search it runs."""
+traced again; a new process translating what an earlier one translated loads every
+search it runs; and beyond its limit the store lets go of the least recently used
+program, which is built again, computing the same, when it is needed."""
 
 import logging
 import os
@@ -88,6 +89,28 @@ def test_a_damaged_file_is_traced_again_and_replaced(tmp_path, caplog):
   assert (third.loaded, third.traced) == (1, 0)
 
 
+def test_beyond_its_limit_the_least_recently_used_program_is_dropped_and_built_again(
+    tmp_path):
+  w, _ = arrays()
+  inputs = {rows: arrays(rows)[1] for rows in (1, 2, 3)}
+  built = []
+  store = StoredPrograms(stored(None)[2], "tanh-power", ("power",), tmp_path,
+                         on_build=lambda: built.append(1), limit=2)
+  first = {rows: np.asarray(store(w, x, power=2)) for rows, x in inputs.items()}
+  assert (len(built), store.dropped) == (3, 1)  # rows 1, the least recently used, went
+  kept = [e.program is not None for e in store.entries.values()]
+  assert kept == [False, True, True]
+  store(w, inputs[3], power=2)  # kept: nothing built
+  assert len(built) == 3
+  np.testing.assert_array_equal(store(w, inputs[1], power=2), first[1])  # built again
+  assert (len(built), store.dropped, store.traced, store.loaded) == (4, 2, 3, 1)
+  assert [e.program is not None for e in store.entries.values()] == [False, True, True]
+  store.limit = 0  # all kept
+  for rows, x in inputs.items():
+    np.testing.assert_array_equal(store(w, x, power=2), first[rows])
+  assert all(e.program is not None for e in store.entries.values()) and store.dropped == 2
+
+
 def test_without_a_folder_nothing_is_stored(tmp_path):
   w, x = arrays()
   for _ in range(2):
@@ -111,6 +134,30 @@ def test_a_translator_made_anew_loads_its_searches_and_translates_alike(
   assert again.score(lines, expected, batch_size=4) == scores
   assert (again._search.traced, again._search.loaded) == (0, first.search_programs)
   assert again._forced_logprob.traced == 0 and again.search_programs == first.search_programs
+
+
+def test_a_translator_keeping_one_search_translates_as_one_keeping_all(trained_run):
+  lines = read_lines(SAMPLE / "test.en")[:12]
+  lines += [" ".join(lines[:3]), " ".join(lines[3:9])]  # longer: batches of other shapes
+  translator.compiled_functions.cache_clear()  # none built yet in this process
+  all_kept = Translator.load(trained_run, programs=0)
+  expected = all_kept.translate(lines, beam_size=3, batch_size=4)
+  assert all_kept.search_programs >= 2 and all_kept._search.dropped == 0
+  one = Translator.load(trained_run, programs=1)  # the same compiled functions, now keeping one
+  assert one.translate(lines, beam_size=3, batch_size=4) == expected
+  assert one._search.dropped >= all_kept.search_programs - 1
+  assert sum(e.program is not None for e in one._search.entries.values()) == 1
+
+
+def test_the_server_keeps_every_batch_shape_it_compiled(trained_run):
+  from seq2seq.serving.http_api import Limits
+  from seq2seq.serving.http_server import WARM_UP, warm_up
+  server = Translator.load(trained_run, programs=1)
+  warm_up(server, Limits(max_batch=2), longest=16)
+  before = server._search.dropped
+  for rows in (1, 2):  # every shape warm_up compiled, at the server's batch size
+    server.translate([WARM_UP] * rows, batch_size=2)
+  assert server._search.dropped == before
 
 
 def test_a_new_process_loads_what_the_last_one_stored(trained_run, tmp_path):
