@@ -69,7 +69,7 @@ def main():
       translator.translate(lines, beam_size=beam, batch_size=args.batch_size)
       stages.append({"stage": f"beam {beam}, {which} pass", "seconds": round(time.perf_counter() - t, 1),
                      "rss_mib": resident_mib(), "peak_mib": peak_mib(),
-                     "programs": translator.search_programs})
+                     "programs": translator.search_programs, "kept": programs_kept(translator)})
   for s in stages:
     print(f"{s['stage']:24} rss {s['rss_mib']:8.1f} MiB   peak {s['peak_mib']:8.1f} MiB")
   accounts = account(translator, lines, beams, args.batch_size, stages)
@@ -84,6 +84,11 @@ def main():
           "programs_limit": translator.decode_cfg.programs,
           "matmul_dtype": translator.model.numerics.operand_dtype, "stages": stages,
           "accounts": accounts, **machine()})
+
+
+def programs_kept(translator) -> int:
+  """The compiled searches the translator's model keeps now (decode.programs bounds them)."""
+  return sum(e.program is not None for e in translator._search.entries.values())
 
 
 def account(translator, lines, beams, batch_size, stages) -> list[dict]:
@@ -101,11 +106,10 @@ def account(translator, lines, beams, batch_size, stages) -> list[dict]:
     second = next(s for s in stages if s["stage"] == f"beam {beam}, second pass")
     batch = max(temps) / 2**20
     needed = loaded + workers * batch
-    kept = sum(e.program is not None for e in translator._search.entries.values())
     out.append({"beam": beam, "batch_buffers_mib": round(batch, 1), "workers": workers,
                 "run_loaded_mib": loaded, "needed_mib": round(needed, 1),
                 "peak_mib": second["peak_mib"], "peak_over_needed": round(second["peak_mib"] / needed, 2),
-                "programs_kept": kept, "programs_mib": round(second["rss_mib"] - loaded, 1)})
+                "programs_kept": second["kept"], "programs_mib": round(second["rss_mib"] - loaded, 1)})
   return out
 
 

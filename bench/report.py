@@ -29,7 +29,11 @@ batch decoding in the same run), `p50_ms`, `p95_ms`, `p99_ms` and `alone_ratio` 
 client's p50 over the engine's time for one short sentence alone, on the 1-client row),
 and from bench/serve_load.py's later version `unsorted_batch_sentences_per_s` and
 `share_of_unsorted` (the engine on shuffled texts in the server's batch sizes, and the
-server's share of that).
+server's share of that). Decoding's memory (`kind` "decode_memory") carries `workload`
+(what ran, in one process), `programs` (decode.programs: compiled searches kept, "all"
+or the limit), `peak_mib` (the process's peak resident memory), `needed_mib` (the run
+loaded plus `workers` batches' XLA buffers, bench/decode_memory.py; null where not
+measured) and `command`.
 The automatic recipe against the hand-tuned one (`kind` "auto", bench/auto_recipe.py)
 carries `case` (en-de, de-en, subset10k), `arm` (hand or auto), `minutes`, `updates`,
 `val_bleu` (averaged checkpoint, beam 5 at the recipe's α), `settings` (the fields the
@@ -244,6 +248,17 @@ def decode_compile(runs):
                 "compile and first pass (s)", "steady sentences/s"], rows)
 
 
+def decode_memory(runs):
+  """Decoding's peak resident memory by workload and limit on the compiled searches kept,
+  with what a pass needs where measured: the run loaded plus the batches searched at once,
+  each with XLA's temporary buffers of its search (bench/decode_memory.py)."""
+  rows = [[f"`{r['commit']}`", r["cpu"], r["workload"], r["programs"], fmt(r["peak_mib"], 0),
+           fmt(r.get("needed_mib"), 0), r["command"].replace("|", "\\|")]
+          for r in runs if r["kind"] == "decode_memory"]
+  return table(["commit", "CPU", "workload", "searches kept", "peak (MiB)",
+                "a pass needs (MiB)", "command"], rows)
+
+
 def first_minutes(runs):
   """The first minutes of training from an empty compilation cache against the same run's
   steady rate (bench/first_minutes.py)."""
@@ -366,7 +381,7 @@ TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, 
           "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe, "auto_plan": auto_plan,
           "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now,
           "serving_now": serving_now, "decode_compile": decode_compile,
-          "first_minutes": first_minutes}
+          "first_minutes": first_minutes, "decode_memory": decode_memory}
 DOCS = [ROOT / "README.md", ROOT / "docs" / "recipe.md", ROOT / "docs" / "experiments.md",
         ROOT / "docs" / "serving.md", ROOT / "bench" / "README.md"]
 

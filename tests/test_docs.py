@@ -95,7 +95,7 @@ def test_results_rows_are_complete_and_consistent():
   assert len(names) == len(set(names)), "run names must be unique"
   for r in runs:
     assert r["kind"] in ("hour", "longer", "decode", "decode_compile", "setting", "proxy",
-                         "serve", "auto", "auto_plan", "first_minutes"), r["name"]
+                         "serve", "auto", "auto_plan", "first_minutes", "decode_memory"), r["name"]
     assert r["commit"] and re.fullmatch(r"[0-9a-f]{7,40}", r["commit"]), r["name"]
     if r["kind"] == "decode":
       assert r["sentences_per_s"] > 0, r["name"]
@@ -103,6 +103,10 @@ def test_results_rows_are_complete_and_consistent():
     if r["kind"] == "decode_compile":
       assert r["sentences_per_s"] > 0 and r["compile_and_first_pass_s"] > 0, r["name"]
       assert r["cpu"] and r["buckets"] and r["rows"] and r["cache"] and r["command"], r["name"]
+      continue
+    if r["kind"] == "decode_memory":
+      assert r["cpu"] and r["workload"] and r["command"] and r["peak_mib"] > 0, r["name"]
+      assert r.get("needed_mib") is None or 0 < r["needed_mib"] < r["peak_mib"], r["name"]
       continue
     if r["kind"] == "serve":
       assert r["sentences_per_s"] > 0 and 0 < r["share_of_batch"] and r["command"], r["name"]
