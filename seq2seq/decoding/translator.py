@@ -16,6 +16,7 @@ import collections
 import contextlib
 import dataclasses
 import functools
+import itertools
 import logging
 import os
 import threading
@@ -68,7 +69,16 @@ def batch_rows(sentences: int, batch_size: int, row_sizes: Sequence[int] = ()) -
 def ordered_map(fn, jobs: Iterator, workers: int) -> Iterator:
   """fn(job) for every job, up to `workers` of them running at once on threads; results
   in the order of the jobs. The next job starts before a finished one is handed over, so
-  `workers` run while the caller uses a result."""
+  `workers` run while the caller uses a result. A lone job (a server's batch) runs on the
+  calling thread: no pool is started for it."""
+  jobs = iter(jobs)
+  first = next(jobs, None)
+  second = next(jobs, None) if first is not None else None
+  if second is None:
+    if first is not None:
+      yield fn(first)
+    return
+  jobs = itertools.chain((first, second), jobs)
   if workers == 1:
     yield from map(fn, jobs)
     return

@@ -3,6 +3,7 @@ lists, early stops equal to the full search, compiled searches reused."""
 
 import json
 import shutil
+import threading
 
 import numpy as np
 import pytest
@@ -94,6 +95,15 @@ def test_ordered_map_keeps_the_order_of_jobs_that_finish_out_of_order():
   slow_first = lambda k: (time.sleep(0.02 * (6 - k)), k)[1]
   assert list(ordered_map(slow_first, iter(range(6)), 3)) == list(range(6))
   assert list(ordered_map(slow_first, iter(range(6)), 1)) == list(range(6))
+
+
+def test_ordered_map_runs_a_lone_job_on_the_calling_thread_and_more_on_its_pool():
+  here = threading.current_thread()
+  where = lambda job: (job, threading.current_thread())  # noqa: E731
+  assert list(ordered_map(where, iter([7]), 2)) == [(7, here)]
+  assert list(ordered_map(where, iter([]), 2)) == []
+  both = list(ordered_map(where, iter([1, 2]), 2))
+  assert [job for job, _ in both] == [1, 2] and all(t is not here for _, t in both)
 
 
 def test_nbest_is_sorted_and_consistent_with_one_best(trained_run):
