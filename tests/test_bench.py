@@ -62,3 +62,27 @@ def test_first_minutes_share_counts_the_wait_and_leaves_validations_out(tmp_path
   assert result["updates"] == pytest.approx(400.0)
   assert result["share_of_updates"] == pytest.approx(400 / 600, abs=1e-3)
   assert result["share_of_tokens"] == pytest.approx(400 / 600, abs=1e-3)
+
+
+def test_decode_memory_accounts_for_each_pass_within_the_programs_kept(trained_run, monkeypatch,
+                                                                      capsys):
+  """bench/decode_memory.py on the tiny run, keeping one compiled search: each pass needs
+  the run loaded plus its workers' batch buffers, which XLA sizes above zero, and no stage
+  keeps more than one search although the passes ran more than one."""
+  import json
+
+  from helpers import SAMPLE
+  monkeypatch.syspath_prepend(str(ROOT / "bench"))
+  decode_memory = importlib.import_module("decode_memory")
+  monkeypatch.setattr("sys.argv", ["decode_memory.py", "--workdir", str(trained_run),
+                                   "--src", str(SAMPLE / "test.en"), "--beams", "1,2",
+                                   "--batch-size", "8", "--programs", "1"])
+  decode_memory.main()
+  result = json.loads(capsys.readouterr().out.splitlines()[-1])
+  passes = [s for s in result["stages"] if "pass" in s["stage"]]
+  assert [s["kept"] for s in passes] == [1, 1, 1, 1] and passes[-1]["programs"] > 2
+  loaded = next(s["rss_mib"] for s in result["stages"] if s["stage"] == "run loaded")
+  for account in result["accounts"]:
+    assert account["batch_buffers_mib"] > 0 and account["programs_kept"] == 1
+    assert account["needed_mib"] == pytest.approx(
+        loaded + account["workers"] * account["batch_buffers_mib"], abs=0.2)
