@@ -26,7 +26,9 @@ number of updates instead of a fixed time) carry greedy val BLEU of the last che
 and of averages of 5, 10 and 20. Server load tests (`kind` "serve", bench/serve_load.py)
 carry `engine`, `search`, `clients`, `sentences_per_s`, `share_of_batch` (of the engine's
 batch decoding in the same run), `p50_ms`, `p95_ms`, `p99_ms` and `alone_ratio` (1
-client's p50 over the engine's time for one short sentence alone, on the 1-client row),
+client's p50 over the engine's time for one short sentence alone, on the 1-client row;
+from rows with `one_sentence_p50_ms` on, over the median time of the test sentences the
+client sent, each alone, with `server_batch_ms` the server's mean time per batch),
 and from bench/serve_load.py's later version `unsorted_batch_sentences_per_s` and
 `share_of_unsorted` (the engine on shuffled texts in the server's batch sizes, and the
 server's share of that). Decoding's memory (`kind` "decode_memory") carries `workload`

@@ -8,15 +8,18 @@ First, in this process, the engine's own speeds on test_2016_flickr: batch decod
 (batches of --batch-size, sorted by length as bench/decode_speed.py: the median of three
 passes after a first that compiles), batches as the server forms them under load (the
 sentences shuffled, --batch-size / --decoders a batch, --decoders batches at once: the
-most padded batches give a server whose texts come in any order), and the time of one
-short sentence alone (the median of 30). Then
+most padded batches give a server whose texts come in any order), the time of one
+short sentence alone (the median of 30), and that of each of the first ALONE_SAMPLE test
+sentences alone: one client sends the test sentences in turn, so its p50 is set against
+their median alone (`alone_ratio`; against the short sentence, as earlier rows were, it
+compared typical sentences with the shortest). Then
 the engine is freed, the server started on 127.0.0.1 with the same model and search (and,
 for JAX, given the time to compile its batches of every row count), and for each client
 count that many clients (coroutines of one asyncio loop, as light on the shared cores as
 a load generator can be) each send one test sentence per request, back to back on a
 kept-alive connection, for --seconds. Reports sentences/s (and its share of batch
-decoding), p50/p95/p99 latency, 429s, the texts per decoded batch (from the server's
-/metrics), and checks every answer against the server's own answer to that sentence alone
+decoding), p50/p95/p99 latency, 429s, the texts per decoded batch and the server's mean
+time per batch (from its /metrics), and checks every answer against the server's own answer to that sentence alone
 (the JSON lists the first 5 that differ for each client count). Last, the request path
 alone: the same app around an engine that answers at once, under the largest client count
 for up to 10 s, with its CPU and the load generator's per request (what the HTTP layer,
@@ -52,6 +55,8 @@ from decode_speed import figures, first_pass
 sys.path.insert(0, str(ROOT / "tests"))
 from serve_helpers import free_port, get, post  # noqa: E402
 
+ALONE_SAMPLE = 100  # test sentences timed alone, for one client's p50 to be set against
+
 
 def unsorted_batches(translator, lines, args) -> Callable[[], None]:
   """Decodes `lines` as a server with 64 clients does: in arrival (here shuffled) order,
@@ -81,14 +86,23 @@ def engine_speeds(args, lines, references) -> dict:
   translator.translate([short], beam_size=args.beam)  # compiled
   one = functools.partial(translator.translate, [short], beam_size=args.beam)
   alone = alternate({"alone": one}, rounds=30)["alone"]
-  del one
+  # What one client sends: the test sentences in turn, each alone (the first pass compiles
+  # the lengths they take).
+  sample = lines[:ALONE_SAMPLE]
+  each = {f"line {i}": functools.partial(translator.translate, [t], beam_size=args.beam)
+          for i, t in enumerate(sample)}
+  for run in each.values():
+    run()
+  each_alone = [s[0] for s in alternate(each, rounds=1).values()]
+  del one, each
   del translator
   gc.collect()
   return {"batch_sentences_per_s": batch["sentences_per_s"],
           "unsorted_batch_sentences_per_s": round(
               len(lines) / statistics.median(seconds["unsorted"]), 1),
           "one_short_sentence_ms": round(1000 * statistics.median(alone), 2),
-          "short_sentence": short}
+          "short_sentence": short,
+          "one_sentence_p50_ms": round(1000 * statistics.median(each_alone), 2)}
 
 
 def start_server(command: list[str], ready, seconds: float = 900
@@ -203,19 +217,21 @@ def request_path(lines, clients: int, seconds: float) -> dict:
           "mismatches": row["mismatches"]}
 
 
-def batch_totals(url) -> tuple[float, float]:
-  """(texts, batches) the server has decoded so far, from its /metrics histogram."""
+def batch_totals(url) -> tuple[float, float, float]:
+  """(texts, batches, seconds decoding them) the server has done so far, from its /metrics
+  histograms."""
   import urllib.request
   with urllib.request.urlopen(url + "/metrics", timeout=60) as r:
     text = r.read().decode()
   value = lambda name: float(next(line.split()[-1] for line in text.splitlines()
                                   if line.startswith(name + " ")))
-  return value("seq2seq_batch_texts_sum"), value("seq2seq_batch_texts_count")
+  return (value("seq2seq_batch_texts_sum"), value("seq2seq_batch_texts_count"),
+          value("seq2seq_batch_seconds_sum"))
 
 
 def load(url, lines, clients, seconds, expected) -> dict:
   host, port = url.removeprefix("http://").split(":")
-  texts_before, batches_before = batch_totals(url)
+  texts_before, batches_before, decoding_before = batch_totals(url)
   out = {"latencies": [], "wrong": [], "refused": 0, "expected": expected}
   texts = itertools.cycle(lines)
 
@@ -227,13 +243,15 @@ def load(url, lines, clients, seconds, expected) -> dict:
   t0 = time.perf_counter()
   asyncio.run(all_clients())
   wall = time.perf_counter() - t0
-  texts_after, batches_after = batch_totals(url)
+  texts_after, batches_after, decoding_after = batch_totals(url)
   ms = np.array(out["latencies"]) * 1000
   pct = lambda q: round(float(np.percentile(ms, q)), 1)
   return {"clients": clients, "requests": len(ms), "seconds": round(wall, 1),
           "sentences_per_s": round(len(ms) / wall, 1), "p50_ms": pct(50),
           "p95_ms": pct(95), "p99_ms": pct(99), "refused_429": out["refused"],
           "texts_per_batch": round((texts_after - texts_before)
+                                   / max(batches_after - batches_before, 1), 1),
+          "server_batch_ms": round(1000 * (decoding_after - decoding_before)
                                    / max(batches_after - batches_before, 1), 1),
           "mismatches": len(out["wrong"]),
           "mismatched": [{"status": status, "text": text, "answer": answer,
@@ -283,8 +301,13 @@ def main():
           f"{r['refused_429']} refused, {r['mismatches']} mismatches)")
   one = next((r for r in rows if r["clients"] == 1), None)
   if one:
-    print(f"1 client p50 / the engine's time for one short sentence: "
-          f"{one['p50_ms'] / engine['one_short_sentence_ms']:.2f}")
+    one["alone_ratio"] = round(one["p50_ms"] / engine["one_sentence_p50_ms"], 2)
+    print(f"1 client: p50 {one['p50_ms']:.1f} ms, the server's batches "
+          f"{one['server_batch_ms']:.1f} ms; the engine alone on the same sentences (the first "
+          f"{ALONE_SAMPLE}, each alone) p50 {engine['one_sentence_p50_ms']:.1f} ms: "
+          f"{one['alone_ratio']:.2f}x (against the shortest sentence alone, "
+          f"{engine['one_short_sentence_ms']:.1f} ms: "
+          f"{one['p50_ms'] / engine['one_short_sentence_ms']:.2f}x)")
   path = request_path(lines, max(int(c) for c in args.clients.split(",")),
                       min(args.seconds, 10.0))
   print(f"the request path alone (an engine that answers at once), {path['clients']} "
