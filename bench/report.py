@@ -304,13 +304,15 @@ def decoding_now(runs):
 
 
 def serving_now(runs):
-  """The newest load test of each engine and search on each CPU class, without the commit."""
+  """The newest load test of each engine, search and client count on each CPU class,
+  without the commit."""
   serve = [r for r in runs if r["kind"] == "serve"]
-  latest = {(r["cpu"], r["engine"], r["search"]): r["commit"] for r in serve}
+  key = lambda r: (r["cpu"], r["engine"], r["search"], r["clients"])  # noqa: E731
+  latest = {key(r): r["commit"] for r in serve}
   return table(["CPU", "engine", "search", "clients", "sentences/s", "of batch decoding",
                 "of its unsorted batches", "p50 ms", "p95 ms", "p99 ms", "1 client p50 / engine alone"],
                [row[1:] for row, r in zip(serving_rows(serve), serve)
-                if latest[(r["cpu"], r["engine"], r["search"])] == r["commit"]])
+                if latest[key(r)] == r["commit"]])
 
 
 def auto_recipe_now(runs):
