@@ -6,10 +6,11 @@
 For `--sentences` x `--beam` hypotheses (a decoding batch) of the run's model, each
 variant runs 20 steps in a `fori_loop` and reports milliseconds per step:
 - `model L=N`: `Model.decode_step` over a self-attention cache of N positions;
-- `+ whole reorder` / `+ deferred reorder`: the same, with the cache reordered with the
-  beams: all of it after each step (`decode.gather_rows`), or as the model does it, the
-  written blocks moved by the next step's attention as it reads them
-  (`Model.reorder_cache`, `kv_cache`; the steps start at position 0, so 1-3 blocks);
+- `+ whole reorder` / `+ origins reorder`: the same, with the cache reordered with the
+  beams: every position moved into its hypothesis' row after each step
+  (`kv_cache.settled`), or as the model does it, only the table of the rows that hold
+  each position, which the next step's attention reads them from (`Model.reorder_cache`,
+  `kv_cache`; the steps start at position 0, so 1-3 blocks);
 - `search only`: `decode.beam_search` over the model's vocabulary with constant logits
   (no model; EOS never chosen, so it runs every step): the search's own work, mostly
   the log-sum-exp and the grouped top-k over `[rows, vocab]`;
@@ -22,7 +23,7 @@ hypotheses: `translate_batch` forced to decode exactly 1 and exactly 1 + 20 posi
 (`min_decoding_length = max_decoding_length`, so no hypothesis ends early), the
 difference over 20. It holds everything CTranslate2 does per step (decoder, output
 layer, softmax, top-k, cache reorder); the JAX step to set against it is
-`model L=32 + deferred reorder` plus `search only`.
+`model L=32 + origins reorder` plus `search only`.
 """
 
 import argparse
@@ -36,6 +37,7 @@ import numpy as np
 
 from seq2seq.decoding import decode
 from seq2seq.decoding.translator import Translator
+from seq2seq.model import kv_cache
 from seq2seq.numerics import row_select
 from seq2seq.serving import export
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -94,14 +96,14 @@ def main():
       return jax.lax.fori_loop(0, STEPS, body, jnp.zeros((R, 1)))
     return lambda: run(logits).block_until_ready()
 
-  def whole_reorder(cache, parents_R):  # every row moved now; nothing left pending
-    return {**decode.gather_rows(cache, parents_R), "parents": cache["parents"]}
+  def whole_reorder(cache, parents_R):  # every position moved into its hypothesis' row now
+    return kv_cache.settled(kv_cache.reorder(cache, parents_R), W)
 
   variants = {}
   for length in (16, 32, 64):
     variants[f"model L={length}"] = model_steps(length, None)
     variants[f"model L={length} + whole reorder"] = model_steps(length, whole_reorder)
-    variants[f"model L={length} + deferred reorder"] = model_steps(length, model.reorder_cache)
+    variants[f"model L={length} + origins reorder"] = model_steps(length, model.reorder_cache)
   variants["search only"] = lambda: search_only(logits).block_until_ready()
   variants["log-sum-exp"] = part(lambda x: jax.nn.logsumexp(x, -1, keepdims=True))
   variants["top_k_rows"] = part(lambda x: row_select.top_k_rows(x, 2 * W)[0][:, :1])
@@ -128,7 +130,7 @@ def main():
     one, many = ms.pop("ctranslate2 1 position"), ms.pop(f"ctranslate2 {1 + STEPS} positions")
     # ms holds each variant's time over STEPS: these two are whole searches.
     ms["ctranslate2 beam step"] = round(many - one, 2)
-    ms["jax beam step (L=32)"] = round(ms["model L=32 + deferred reorder"] + ms["search only"],
+    ms["jax beam step (L=32)"] = round(ms["model L=32 + origins reorder"] + ms["search only"],
                                        2)
   for name, value in ms.items():
     print(f"{name:32s} {value:7.2f} ms per step")

@@ -299,7 +299,8 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     min_rows: the batch shrinks down to this many sentences as sentences are done
       (0: never; see the module docstring).
     reorder: `reorder(cache, parents_R)`, the cache with row r taken from row
-      `parents_R[r]` (a model may defer the move to its next step, `kv_cache.reorder`).
+      `parents_R[r]` (a model may move only a table of the rows that hold each position,
+      `kv_cache.reorder`).
     stop: "exact", "current" or "count", when a sentence's search ends (above).
 
   Returns:

@@ -1,24 +1,25 @@
 """The decoder's self-attention cache: its layouts, beam reordering, and attention over it.
 
-Beam search keeps each layer's keys and values as `[R, N, H, J, K]`: R hypotheses, the
-positions in N blocks of J = `BLOCK`, H heads of K features. A step attends over the
-blocks written so far only, one block at a time in a loop as long as the step's number
-of blocks. The reorder is deferred: `reorder` only records each row's parent; the next
-step's attention takes each block from the parent's row as it reads it and writes it
-back, so the move and the attention share one pass over the written positions (fairseq's
-`reorder_incremental_state` moves the whole cache first, then attends over it). One
-layer's step at 320 rows and position 15 took 0.92 ms against 1.72 ms for the cache moved
-by blocks and then attended over its whole length of 72 positions; over whole beam-5
-passes the gain is smaller than this VM's drift (bench/README.md).
+Beam search keeps each layer's keys and values as `[R, L, H, K]`: R hypotheses, L
+positions (whole blocks of J = `BLOCK`), H heads of K features, and never moves them.
+Each row writes its own position's key and value in place; which row holds each earlier
+position of a hypothesis is in the cache's `origins` (`[R, L]`, a beam number within
+the sentence for every position). Reordering the beams reorders that table only, L
+integers per row (`reorder`); a step reads each position from the row that holds it,
+one block of J positions at a time, over the blocks written so far. This is the
+ancestor table of the decoding notes: before it, the next step took every written block
+from the parent's row and wrote it back (fairseq's `reorder_incremental_state` moves the
+whole cache first), and those moves were a fifth of beam 5's time (bench/README.md,
+"Where decoding's time goes").
 
 A search whose rows never move (greedy, sampling: one hypothesis per sentence) keeps
 `[R, H, L, K]` and attends over the whole length in one product: on its batches of 64
-rows, the block loop's copies and per-block products cost more than the unwritten
-positions do (greedy: 2.05-2.52 s of thread time for 1,000 sentences against 1.72-1.85 s).
+rows, a loop over blocks costs more than the unwritten positions do (greedy: 2.05-2.52 s
+of thread time for 1,000 sentences against 1.72-1.85 s).
 
 The cache's leaves have their rows first, as `decode.py` expects: `decode.take_rows` sets
-sentences aside with their beams, whose parents are kept as beam numbers within the
-sentence (a parent row's number modulo the beam size), valid after any such move.
+sentences aside with their beams, and the origins stay valid, being beam numbers within
+the sentence.
 """
 
 from __future__ import annotations
@@ -42,17 +43,13 @@ def blocks_for(max_len: int) -> int:
 
 def init_layer(rows: int, heads: int, max_len: int, head_dim: int, dtype, moves: bool
                ) -> Cache:
-  """One layer's empty keys and values: `[rows, blocks, heads, BLOCK, head_dim]` for
-  rows that a search moves (`moves`, beam search), else `[rows, heads, max_len, head_dim]`."""
-  shape = ((rows, blocks_for(max_len), heads, BLOCK, head_dim) if moves
+  """One layer's empty keys and values: `[rows, L, heads, head_dim]` (L: `max_len` in
+  whole blocks) for rows that a search reorders (`moves`, beam search), else
+  `[rows, heads, max_len, head_dim]`."""
+  shape = ((rows, blocks_for(max_len) * BLOCK, heads, head_dim) if moves
            else (rows, heads, max_len, head_dim))
   zeros = jnp.zeros(shape, dtype)
   return {"k": zeros, "v": zeros}
-
-
-def _own_rows(rows: int) -> jnp.ndarray:
-  """Parents where none is pending: each row its own."""
-  return jnp.arange(rows, dtype=jnp.int32)
 
 
 def _masked_softmax(scores: jnp.ndarray, seen: jnp.ndarray) -> jnp.ndarray:
@@ -62,78 +59,99 @@ def _masked_softmax(scores: jnp.ndarray, seen: jnp.ndarray) -> jnp.ndarray:
                           jnp.where(seen, scores, jnp.finfo(jnp.float32).min))
 
 
-def init(layers: list[Cache]) -> Cache:
-  """The whole cache: the position to write, each row's parent (pending until the next
-  step reads it; a row's own number: none), and the layers' keys and values."""
-  return {"index": jnp.zeros((), jnp.int32), "parents": _own_rows(layers[0]["k"].shape[0]),
-          "layers": layers}
+def init(layers: list[Cache], moves: bool) -> Cache:
+  """The whole cache: the position to write, the layers' keys and values, and for rows
+  that move (`moves`) the beam whose row holds each position of each row (`origins`;
+  a position is set when it is written, so none is read before)."""
+  origins = jnp.zeros(layers[0]["k"].shape[:2], jnp.int32) if moves else None
+  return {"index": jnp.zeros((), jnp.int32), "origins": origins, "layers": layers}
 
 
 def reorder(cache: Cache, parents_R: jnp.ndarray) -> Cache:
-  """The cache of each hypothesis' parent: row r becomes row `parents_R[r]` (beam search,
-  after choosing its beams). Only recorded here; the next step's `attend` moves the rows."""
-  return {**cache, "parents": cache["parents"][parents_R]}
+  """The cache of each hypothesis' parent: row r takes row `parents_R[r]`'s history (beam
+  search, after choosing its beams). Only the origins move; the keys and values stay."""
+  return {**cache, "origins": cache["origins"][parents_R]}
 
 
-def parent_rows(cache: Cache, width: int) -> jnp.ndarray | None:
-  """Each row's pending parent as a row of the current batch (its sentence's first row
-  plus the parent's beam number), or None where nothing can be pending (width 1)."""
-  if width == 1:
+def claim(cache: Cache, width: int) -> Cache:
+  """The cache with each row's own beam (its row number modulo `width`) holding the
+  position about to be written; unchanged where rows never move."""
+  if cache["origins"] is None:
+    return cache
+  rows = cache["origins"].shape[0]
+  own_R = jnp.arange(rows, dtype=jnp.int32) % width
+  return {**cache, "origins": cache["origins"].at[:, cache["index"]].set(own_R)}
+
+
+def holding_rows(cache: Cache, width: int) -> jnp.ndarray | None:
+  """For every row and position, the row of the current batch that holds it, `[R, L]`
+  (its sentence's first row plus the origin's beam number); None where rows never move."""
+  if cache["origins"] is None:
     return None
-  rows = cache["parents"].shape[0]
-  return jnp.arange(rows, dtype=jnp.int32) // width * width + cache["parents"] % width
+  rows = cache["origins"].shape[0]
+  first_R1 = (jnp.arange(rows, dtype=jnp.int32) // width * width)[:, None]
+  return first_R1 + cache["origins"]
 
 
 def stepped(cache: Cache, layers: list[Cache]) -> Cache:
-  """The cache after a step wrote `layers`: the next position, no parent pending."""
-  return {"index": cache["index"] + 1, "parents": _own_rows(cache["parents"].shape[0]),
-          "layers": layers}
+  """The cache after a step wrote `layers`: the next position."""
+  return {**cache, "index": cache["index"] + 1, "layers": layers}
+
+
+def settled(cache: Cache, width: int) -> Cache:
+  """The cache with every position moved into the row of its hypothesis and each row its
+  own origin: what the origins stand for, made physical (a whole reorder, for tests and
+  benchmarks)."""
+  holders_RL = holding_rows(cache, width)
+  if holders_RL is None:
+    return cache
+  positions_1L = jnp.arange(holders_RL.shape[1])[None, :]
+  layers = [{name: x[holders_RL, positions_1L] for name, x in layer.items()}
+            for layer in cache["layers"]]
+  rows = holders_RL.shape[0]
+  own_RL = jnp.broadcast_to((jnp.arange(rows, dtype=jnp.int32) % width)[:, None],
+                            holders_RL.shape)
+  return {**cache, "origins": own_RL, "layers": layers}
 
 
 def attend(q_RHK: jnp.ndarray, k_RHK: jnp.ndarray, v_RHK: jnp.ndarray, layer: Cache,
-           index: jnp.ndarray, parents_R: jnp.ndarray | None) -> tuple[jnp.ndarray, Cache]:
+           index: jnp.ndarray, holders_RL: jnp.ndarray | None) -> tuple[jnp.ndarray, Cache]:
   """One position's self-attention: writes its key and value (`k_RHK`, `v_RHK`) at
-  `index`, after moving the positions before it to each row's parent (`parents_R`; None
-  for the whole layout, whose rows never move), and attends the (scaled) queries over
-  positions 0..index. Returns the heads' outputs `[R, H, K]` and the layer's cache (in
-  `init_layer`'s layout). Its products take float32 operands whatever the model's
+  `index` of each row, and attends the (scaled) queries over positions 0..index, each
+  read from the row that holds it (`holders_RL`, `holding_rows`; None for the layout
+  whose rows never move). Returns the heads' outputs `[R, H, K]` and the layer's cache
+  (in `init_layer`'s layout). Its products take float32 operands whatever the model's
   `matmul_dtype`: one query per row makes them matrix-vector products, whose operands,
   new at every step, bfloat16 would convert every step (6-7x slower than float32 on an
   AMD EPYC with AVX-512 BF16, `speed_probe.layer_product_seconds`)."""
-  if (layer["k"].ndim == 4) != (parents_R is None):
-    raise ValueError("kv_cache.attend: rows move (parents_R) in the blocked layout only, "
-                     "and always do there (init_layer's moves)")
-  if parents_R is None:
+  if holders_RL is None:
     return _attend_whole(q_RHK, k_RHK, v_RHK, layer, index)
-  rows, blocks, heads, _, head_dim = layer["k"].shape
+  rows, length, heads, head_dim = layer["k"].shape
+  write = lambda x, new_RHK: jax.lax.dynamic_update_slice_in_dim(
+      x, new_RHK[:, None].astype(x.dtype), index, axis=1)
+  keys, values = write(layer["k"], k_RHK), write(layer["v"], v_RHK)
   written = index // BLOCK + 1  # blocks holding positions 0..index
-  new_1J = (jnp.arange(BLOCK) == index % BLOCK)[None, None, :, None]
+  blocks = length // BLOCK
 
-  def read(x, new_RHK, b):
-    """Block b of every row as this step sees it, and the cache holding it."""
-    block = jnp.where(new_1J & (b == written - 1), new_RHK[:, :, None, :].astype(x.dtype),
-                      x[parents_R, b])
-    return block, jax.lax.dynamic_update_index_in_dim(x, block, b, axis=1)
+  def read(x, b):
+    """Block b of every row's positions, each from the row that holds it: `[R, J, H, K]`."""
+    holders_RJ = jax.lax.dynamic_slice_in_dim(holders_RL, b * BLOCK, BLOCK, axis=1)
+    return x[holders_RJ, b * BLOCK + jnp.arange(BLOCK)[None, :]]
 
-  def score(b, carry):
-    keys, scores = carry
-    block, keys = read(keys, k_RHK, b)
-    part = jnp.einsum("rhk,rhjk->rhj", q_RHK, block).astype(jnp.float32)
-    return keys, jax.lax.dynamic_update_index_in_dim(scores, part, b, axis=2)
+  def score(b, scores):
+    part = jnp.einsum("rhk,rjhk->rhj", q_RHK, read(keys, b)).astype(jnp.float32)
+    return jax.lax.dynamic_update_index_in_dim(scores, part, b, axis=2)
 
-  scores = jnp.zeros((rows, heads, blocks, BLOCK), jnp.float32)
-  keys, scores = jax.lax.fori_loop(0, written, score, (layer["k"], scores))
-  probs = _masked_softmax(scores.reshape(rows, heads, -1), jnp.arange(blocks * BLOCK) <= index)
-  probs = probs.reshape(scores.shape).astype(layer["v"].dtype)
+  scores = jax.lax.fori_loop(0, written, score,
+                             jnp.zeros((rows, heads, blocks, BLOCK), jnp.float32))
+  probs = _masked_softmax(scores.reshape(rows, heads, -1), jnp.arange(length) <= index)
+  probs = probs.reshape(scores.shape).astype(values.dtype)
 
-  def weigh(b, carry):
-    values, out = carry
-    block, values = read(values, v_RHK, b)
+  def weigh(b, out):
     p = jax.lax.dynamic_index_in_dim(probs, b, axis=2, keepdims=False)
-    return values, out + jnp.einsum("rhj,rhjk->rhk", p, block)
+    return out + jnp.einsum("rhj,rjhk->rhk", p, read(values, b))
 
-  out = jnp.zeros((rows, heads, head_dim), layer["v"].dtype)
-  values, out = jax.lax.fori_loop(0, written, weigh, (layer["v"], out))
+  out = jax.lax.fori_loop(0, written, weigh, jnp.zeros((rows, heads, head_dim), values.dtype))
   return out, {"k": keys, "v": values}
 
 

@@ -206,13 +206,14 @@ class MultiHeadAttention(hk.Module):
     return q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
 
   def attend_cache(self, x_R1D: jnp.ndarray, cache: dict, index: jnp.ndarray,
-                   parents_R: jnp.ndarray | None, rotation: tuple | None = None
+                   holders_RL: jnp.ndarray | None, rotation: tuple | None = None
                    ) -> tuple[jnp.ndarray, dict]:
     """One decoding position's self-attention over a layer's cache (`kv_cache.attend`:
-    the rows first moved to `parents_R`, if given). Returns `[R, 1, D]` and the cache."""
+    each position read from the row `holders_RL` names, if given). Returns `[R, 1, D]`
+    and the cache."""
     q_R1HK, k_RH1K, v_RH1K = self.project_qkv(x_R1D, rotation)
     out_RHK, cache = kv_cache.attend(q_R1HK[:, 0] * (self.head_dim ** -0.5), k_RH1K[:, :, 0],
-                                     v_RH1K[:, :, 0], cache, index, parents_R)
+                                     v_RH1K[:, :, 0], cache, index, holders_RL)
     return self.out(out_RHK.reshape(out_RHK.shape[0], 1, -1)), cache
 
   def attend(self, q_BTD: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray,

@@ -121,16 +121,16 @@ class DecoderLayer(hk.Module):
     cross_k, cross_v = self.cross_attention.project_kv(memory_BSD, head_major=True)
     return cache, {"k": cross_k, "v": cross_v}
 
-  def step(self, x_B1D, cache: Cache, source: Cache, index, src_mask, parents_R=None,
+  def step(self, x_B1D, cache: Cache, source: Cache, index, src_mask, holders_RL=None,
            rotation=None) -> tuple[jnp.ndarray, Cache]:
     """One decoding position: writes its key/value at `index` and attends to 0..index,
-    the cache's rows first moved to `parents_R` if given (with `rotation`, the position's
-    `rotary_tables`, the cached keys are stored rotated)."""
+    each position read from the row `holders_RL` names if given (`kv_cache.attend`; with
+    `rotation`, the position's `rotary_tables`, the cached keys are stored rotated)."""
     new_cache = {}
 
     def self_attend(h_B1D):
       out_B1D, new_cache["layer"] = self.self_attention.attend_cache(h_B1D, cache, index,
-                                                                     parents_R, rotation)
+                                                                     holders_RL, rotation)
       return out_B1D
 
     def cross_attend(h_R1D):
@@ -254,25 +254,28 @@ class Transformer(hk.Module):
 
     Returns:
       cache: what each hypothesis owns, `B * W` rows (the W beams of a sentence
-        consecutive): `{"index": [] int32, "parents": [B*W] int32, "layers": [{"k", "v":
-        [B*W, N, H, J, K]}, ...]}`, `max_len` positions in N blocks of J; with W = 1
-        `[B, H, L, K]`, L = `max_len` (`kv_cache.init_layer`). A search reorders its
-        rows as beams are chosen (`reorder_cache`); the scalar index is shared.
+        consecutive): `{"index": [] int32, "origins": [B*W, L] int32, "layers": [{"k",
+        "v": [B*W, L, H, K]}, ...]}`, L = `max_len` in whole blocks; with W = 1 no
+        origins and `[B, H, L, K]`, L = `max_len` (`kv_cache.init_layer`). A search
+        reorders the beams' histories as it chooses them (`reorder_cache`: the origins
+        only); the scalar index is shared.
       source: what the hypotheses of a sentence share and no search reorders, `B` rows:
         `{"mask": [B, 1, 1, S], "layers": [{"k", "v": [B, H, S, K]}, ...]}` (the encoder
         keys/values of each layer's cross-attention).
     """
     layers, source = zip(*(layer.init_cache(memory_BSD, max_len, beam_size)
                            for layer in self.decoder_layers))
-    return kv_cache.init(list(layers)), {"mask": masks.padding_mask(src_BS), "layers": list(source)}
+    return (kv_cache.init(list(layers), moves=beam_size > 1),
+            {"mask": masks.padding_mask(src_BS), "layers": list(source)})
 
   def decode_step(self, ids_B: jnp.ndarray, cache: Cache, source: Cache
                   ) -> tuple[jnp.ndarray, Cache]:
     """Feeds one token per row at position `cache['index']`. Returns logits `[B, V]`
-    (float32) and the updated cache; `source` is read only. Rows whose parents
-    `reorder_cache` recorded are moved to them first."""
-    index = cache["index"]
-    parents_B = kv_cache.parent_rows(cache, ids_B.shape[0] // source["mask"].shape[0])
+    (float32) and the updated cache; `source` is read only. Each row reads its earlier
+    positions from the rows that `reorder_cache` left them in (`kv_cache.holding_rows`)."""
+    width = ids_B.shape[0] // source["mask"].shape[0]  # hypotheses per sentence
+    cache = kv_cache.claim(cache, width)
+    index, holders_BL = cache["index"], kv_cache.holding_rows(cache, width)
     ids_B1 = ids_B[:, None]
     positions_B1 = jnp.broadcast_to(index, ids_B1.shape)
     x_B1D = self.tgt_embed(ids_B1, positions_B1)
@@ -281,7 +284,7 @@ class Transformer(hk.Module):
     for layer, layer_cache, layer_source in zip(self.decoder_layers, cache["layers"],
                                                 source["layers"]):
       x_B1D, layer_cache = layer.step(x_B1D, layer_cache, layer_source, index, source["mask"],
-                                      parents_B, rotation)
+                                      holders_BL, rotation)
       new_layers.append(layer_cache)
     logits_B1V = self.step_output(self.decoder_norm(x_B1D))
     return logits_B1V[:, 0], kv_cache.stepped(cache, new_layers)

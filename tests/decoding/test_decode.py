@@ -10,6 +10,7 @@ import pytest
 from seq2seq.config import PRESETS
 from seq2seq.decoding import decode
 from seq2seq.decoding.model_search import output_limits, search
+from seq2seq.model import kv_cache
 from seq2seq.model.transformer import Model
 from seq2seq.numerics import row_select
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -260,18 +261,18 @@ def test_cache_reorder_is_an_exact_row_gather(dtype):
   assert got["k"].dtype == x.dtype and int(got["index"]) == 7
 
 
-def test_the_models_deferred_reorder_gives_the_search_of_a_whole_reorder(random_tiny):
+def test_the_models_table_of_origins_gives_the_search_of_a_whole_reorder(random_tiny):
   model, params, src = random_tiny
   kw = dict(beam_size=3, alpha=1.0, max_len_a=2.0, max_len_b=9, max_steps=19)
-  ids, scores = search(model, params, src, **kw)  # the model's reorder_cache, deferred
-  whole = Model(PRESETS["tiny"])  # every row moved at once, when the beams are chosen
-  whole.reorder_cache = lambda cache, parents: {**decode.gather_rows(cache, parents),
-                                                "parents": cache["parents"]}
+  ids, scores = search(model, params, src, **kw)  # the model's reorder_cache: origins only
+  whole = Model(PRESETS["tiny"])  # every position moved into its hypothesis' row at once
+  whole.reorder_cache = lambda cache, parents: kv_cache.settled(
+      kv_cache.reorder(cache, parents), 3)
   ids_whole, scores_whole = search(whole, params, src, **kw)
   np.testing.assert_array_equal(np.asarray(ids), np.asarray(ids_whole))
   np.testing.assert_array_equal(np.asarray(scores), np.asarray(scores_whole))
   cache, _ = model.init_cache(params, model.encode(params, src), src, max_len=19, beam_size=3)
-  assert cache["layers"][0]["k"].shape[1:4:2] == (3, 8)  # whole blocks of 8 positions
+  assert cache["layers"][0]["k"].shape[1] == 24  # whole blocks of 8 positions
 
 
 @pytest.fixture(scope="module")

@@ -30,10 +30,12 @@ def test_shapes():
   memory = model.encode(params, SRC)
   assert memory.shape == (B, S, TINY.d_model)
   cache, source = model.init_cache(params, memory, SRC, max_len=9)
-  # One hypothesis per sentence: 9 positions in one piece; beams: in 2 blocks of 8 (kv_cache)
+  # One hypothesis per sentence: heads first, 9 positions; beams: positions first, 2 whole
+  # blocks of 8, and each row's table of the rows holding its positions (kv_cache)
   assert cache["layers"][0]["k"].shape == (B, TINY.num_heads, 9, TINY.head_dim)
   beams, _ = model.init_cache(params, memory, SRC, max_len=9, beam_size=3)
-  assert beams["layers"][0]["k"].shape == (B * 3, 2, TINY.num_heads, 8, TINY.head_dim)
+  assert beams["layers"][0]["k"].shape == (B * 3, 16, TINY.num_heads, TINY.head_dim)
+  assert beams["origins"].shape == (B * 3, 16) and cache["origins"] is None
   assert source["layers"][0]["k"].shape == (B, TINY.num_heads, S, TINY.head_dim)
   logits, cache = model.decode_step(params, TGT[:, 0], cache, source)
   assert logits.shape == (B, TINY.vocab_size) and int(cache["index"]) == 1
