@@ -6,11 +6,11 @@ Each row writes its own position's key and value in place; which row holds each 
 position of a hypothesis is in the cache's `origins` (`[R, L]`, a beam number within
 the sentence for every position). Reordering the beams reorders that table only, L
 integers per row (`reorder`); a step reads each position from the row that holds it,
-one block of J positions at a time, over the blocks written so far. This is the
-ancestor table of the decoding notes: before it, the next step took every written block
+one block of J positions at a time, over the blocks written so far. An ancestor
+table, in other words: before it, the next step took every written block
 from the parent's row and wrote it back (fairseq's `reorder_incremental_state` moves the
 whole cache first), and those moves were a fifth of beam 5's time (bench/README.md,
-"Where decoding's time goes").
+Decoding: `profile_decode.py`).
 
 A search whose rows never move (greedy, sampling: one hypothesis per sentence) keeps
 `[R, H, L, K]` and attends over the whole length in one product: on its batches of 64
