@@ -73,13 +73,17 @@ def reorder(cache: Cache, parents_R: jnp.ndarray) -> Cache:
   return {**cache, "origins": cache["origins"][parents_R]}
 
 
+def _own_beams(rows: int, width: int) -> jnp.ndarray:
+  """Each row's beam number within its sentence, `[R]`."""
+  return jnp.arange(rows, dtype=jnp.int32) % width
+
+
 def claim(cache: Cache, width: int) -> Cache:
   """The cache with each row's own beam (its row number modulo `width`) holding the
   position about to be written; unchanged where rows never move."""
   if cache["origins"] is None:
     return cache
-  rows = cache["origins"].shape[0]
-  own_R = jnp.arange(rows, dtype=jnp.int32) % width
+  own_R = _own_beams(cache["origins"].shape[0], width)
   return {**cache, "origins": cache["origins"].at[:, cache["index"]].set(own_R)}
 
 
@@ -108,8 +112,7 @@ def settled(cache: Cache, width: int) -> Cache:
   positions_1L = jnp.arange(holders_RL.shape[1])[None, :]
   layers = [{name: x[holders_RL, positions_1L] for name, x in layer.items()}
             for layer in cache["layers"]]
-  rows = holders_RL.shape[0]
-  own_RL = jnp.broadcast_to((jnp.arange(rows, dtype=jnp.int32) % width)[:, None],
+  own_RL = jnp.broadcast_to(_own_beams(holders_RL.shape[0], width)[:, None],
                             holders_RL.shape)
   return {**cache, "origins": own_RL, "layers": layers}
 
