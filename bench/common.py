@@ -87,12 +87,20 @@ def training_steps(preset: str, rows: int, length: int, steps: int = 3,
   config = importlib.import_module(f"{package}.config")
   PRESETS, Config, DataConfig, TrainConfig = (
       config.PRESETS, config.Config, config.DataConfig, config.TrainConfig)
-  Batch = importlib.import_module(f"{package}.input_pipeline").Batch
-  Model = importlib.import_module(f"{package}.model").Model
-  try:
-    Steps = importlib.import_module(f"{package}.train_step").DataParallelSteps
-  except ModuleNotFoundError:  # a revision from before the training step had its module
-    Steps = importlib.import_module(f"{package}.train_lib").Steps
+
+  def found(*names):
+    """The first of the modules `names` that `package` has (revisions moved them)."""
+    for name in names:
+      try:
+        return importlib.import_module(f"{package}.{name}")
+      except ModuleNotFoundError:
+        continue
+    raise ModuleNotFoundError(f"{package} has none of {names}")
+
+  Batch = found("data.input_pipeline", "input_pipeline").Batch
+  Model = found("model").Model
+  steps_module = found("training.train_step", "train_step", "train_lib")
+  Steps = getattr(steps_module, "DataParallelSteps", None) or steps_module.Steps
   cfg = dataclasses.replace(PRESETS[preset], **(model or {}))
   rng = np.random.default_rng(0)
   ids = lambda: rng.integers(4, cfg.vocab_size, (rows, length)).astype(np.int32)

@@ -1,13 +1,14 @@
 """The recipe's training step at a git revision against the working tree, in one process.
 
   python bench/step_vs_revision.py REV [ROWS LENGTH] [--preset compact]   # default 128 16
+  python bench/step_vs_revision.py REV 43 48 --matmul-dtype float32   # as on AVX2-only CPUs
 
 Extracts `seq2seq/` at REV (`git archive`) into a temporary folder as the package
 `seq2seq_at_rev`, builds the jitted training step of both packages on the same random
 batch with the Multi30k recipe's model and training settings (rotary positions, bfloat16
-matmul operands, dropout 0.2, label smoothing 0.2, the loss 512 tokens at a time), then
-times them alternately, 10 rounds of 3 steps each, so that the machine's drift hits both
-alike. Prints each one's median and minimum milliseconds per step, every round, and the
+matmul operands unless `--matmul-dtype float32`, dropout 0.2, label smoothing 0.2, the
+loss 512 tokens at a time), then times them alternately, 10 rounds of 3 steps each, so
+that the machine's drift hits both alike. Prints each one's median and minimum milliseconds per step, every round, and the
 ratio of the medians.
 """
 
@@ -44,18 +45,20 @@ def main():
   p.add_argument("rows", nargs="?", type=int, default=128)
   p.add_argument("length", nargs="?", type=int, default=16)
   p.add_argument("--preset", default="compact")
+  p.add_argument("--matmul-dtype", default="bfloat16", choices=("bfloat16", "float32"),
+                 help="the operand dtype (float32: what `auto` trains with on AVX2-only CPUs)")
   args = p.parse_args()
   with tempfile.TemporaryDirectory() as tmp:
     extract(args.rev, Path(tmp))
     sys.path.insert(0, tmp)
-    model = {"positional": "rotary", "matmul_dtype": "bfloat16", "dropout": 0.2}
+    model = {"positional": "rotary", "matmul_dtype": args.matmul_dtype, "dropout": 0.2}
     build = lambda package: training_steps(args.preset, args.rows, args.length, model=model,
                                            package=package, loss_chunk=512,
                                            label_smoothing=0.2)
     variants = {args.rev: build(RENAMED), "working tree": build("seq2seq")}
     seconds = alternate(variants)
   for name, s in seconds.items():
-    print(f"{args.preset} {args.rows}x{args.length} {name}, per step: "
+    print(f"{args.preset} {args.rows}x{args.length} {args.matmul_dtype} {name}, per step: "
           f"{summary([x / 3 for x in s])}")
   before, now = (statistics.median(s) for s in seconds.values())
   print(f"{args.rev} / working tree: {before / now:.3f}")

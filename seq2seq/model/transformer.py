@@ -153,7 +153,7 @@ class Transformer(hk.Module):
 
   def __init__(self, cfg: ModelConfig, numerics: Numerics, name: str | None = "transformer"):
     super().__init__(name=name)
-    self.cfg = cfg
+    self.cfg, self.numerics = cfg, numerics
     dtype = jnp.dtype(cfg.dtype)
     emb = lambda n: Embedding(cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.positional,
                               dtype, numerics, name=n)
@@ -185,7 +185,8 @@ class Transformer(hk.Module):
     None where positions are added to the embeddings instead."""
     if self.cfg.positional != "rotary":
       return None
-    return layers.rotary_tables(positions_BT, self.cfg.head_dim)
+    return tuple(self.numerics.shared_table(t)
+                 for t in layers.rotary_tables(positions_BT, self.cfg.head_dim))
 
   def encode(self, src_BS: jnp.ndarray, drop: Dropout | None = None,
              src_segments_BS: jnp.ndarray | None = None) -> jnp.ndarray:
@@ -279,7 +280,7 @@ class Transformer(hk.Module):
     ids_B1 = ids_B[:, None]
     positions_B1 = jnp.broadcast_to(index, ids_B1.shape)
     x_B1D = self.tgt_embed(ids_B1, positions_B1)
-    rotation = self._rotation(positions_B1)
+    rotation = self._rotation(index.reshape(1, 1))  # one position for every row
     new_layers = []
     for layer, layer_cache, layer_source in zip(self.decoder_layers, cache["layers"],
                                                 source["layers"]):

@@ -89,6 +89,16 @@ class Numerics:
       return x
     return ops.own_buffer(x, ops.key_words(key)[0].astype(jnp.float32))
 
+  def shared_table(self, x: jnp.ndarray) -> jnp.ndarray:
+    """`x` (the identity), computed once into a buffer of its own on XLA:CPU: a small
+    table that many larger operations read, such as the rotary cosines and sines. XLA:CPU
+    fuses an element-wise producer into each consumer and evaluates it again for every
+    element the consumer writes: each decoding step computed its position's cosine and
+    sine for every row, head and layer (bench/README.md, Decoding)."""
+    if self.backend != "cpu":
+      return x
+    return ops.own_buffer(x, x.reshape(-1)[0].astype(jnp.float32))
+
 
 def resolve(matmul_dtype: str, use: str = "training", backend: str | None = None) -> Numerics:
   """The `Numerics` for a model configured with `matmul_dtype`, for `use`.

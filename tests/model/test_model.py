@@ -1,6 +1,8 @@
 """Model properties: shapes, parameter count, causality, padding, cache, rng policy."""
 
 import dataclasses
+import math
+import re
 
 import jax
 import jax.numpy as jnp
@@ -324,3 +326,22 @@ def test_packed_rows_equal_separate_rows(positional):
   alone2 = model.apply(params, jnp.array([s2]), shift_right(jnp.array([t2])))
   np.testing.assert_allclose(packed[0, :3], alone1[0], atol=1e-5, rtol=1e-5)
   np.testing.assert_allclose(packed[0, 3:8], alone2[0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_a_decoding_step_computes_its_rotary_angles_once(beam_size):
+  # XLA:CPU fuses an element-wise producer into each consumer and evaluates it again for
+  # every element that consumer writes: without `Numerics.shared_table` each layer's
+  # rotation of queries and keys computed the step's cosines for every row and head.
+  cfg = dataclasses.replace(TINY, positional="rotary")
+  model, params = _init(cfg)
+  cache, source = model.init_cache(params, model.encode(params, SRC), SRC, max_len=8,
+                                   beam_size=beam_size)
+  ids = jnp.full((SRC.shape[0] * beam_size,), 5, jnp.int32)
+  hlo = jax.jit(model.decode_step).lower(params, ids, cache, source).compile().as_text()
+  # each fused computation that evaluates a cosine, by the elements it writes
+  written = [math.prod(int(n) for n in shape.split(",") if n)
+             for header, body in re.findall(r"\n(%\S+ \([^\n]*\) -> [^\n]* \{)\n(.*?)\n\}", hlo, re.S)
+             if " cosine(" in body
+             for shape in [re.search(r"-> \(?\w+\[([\d,]*)\]", header).group(1)]]
+  assert written and max(written) <= cfg.head_dim // 2, written

@@ -4,6 +4,7 @@ the object it returns."""
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -82,3 +83,13 @@ def test_the_residual_stream_is_the_identity_on_every_backend():
     f = lambda v, policy=policy: (policy.residual_stream(v * 2.0, key) ** 2).sum()
     np.testing.assert_array_equal(jax.jit(f)(x), (4 * x * x).sum())
     np.testing.assert_allclose(jax.grad(f)(x), 8 * x, rtol=1e-6)
+
+
+def test_a_shared_table_is_the_identity_on_every_backend():
+  x = jax.random.normal(jax.random.PRNGKey(0), (2, 5, 1, 8))
+  for backend in ("cpu", "gpu"):
+    policy = Numerics("float32", backend)
+    f = lambda v, policy=policy: (policy.shared_table(jnp.cos(v)) * v).sum()
+    np.testing.assert_allclose(jax.jit(f)(x), (jnp.cos(x) * x).sum(), rtol=1e-6)
+    np.testing.assert_allclose(jax.grad(f)(x), jnp.cos(x) - x * jnp.sin(x), rtol=1e-5,
+                               atol=1e-6)
