@@ -19,6 +19,19 @@ def test_top_k_rows_equals_lax_top_k(n, k):
   np.testing.assert_array_equal(np.asarray(values), np.asarray(ref_values))
 
 
+@pytest.mark.parametrize("n,k", [(8000, 10), (8000, 4), (1000, 6), (8009, 5)])
+def test_top_k_rows_breaks_ties_as_lax_top_k(n, k):
+  # few distinct values: whole groups tie, and the lowest index must win at every level
+  rng = np.random.default_rng(n + k)
+  x = jnp.asarray(rng.integers(0, 3, (9, n)).astype(np.float32))
+  x = x.at[1].set(0.0).at[2, 5:].set(-1.0)
+  max_, values, index = row_select.max_top_k_rows(x, k)
+  ref_values, ref_index = jax.lax.top_k(x, k)
+  np.testing.assert_array_equal(np.asarray(index), np.asarray(ref_index))
+  np.testing.assert_array_equal(np.asarray(values), np.asarray(ref_values))
+  np.testing.assert_array_equal(np.asarray(max_), np.asarray(jnp.max(x, axis=-1)))
+
+
 @pytest.mark.parametrize("n", [8000, 8003, 100, 7, 1])
 def test_argmax_rows_equals_the_first_maximum(n):
   rng = np.random.default_rng(n)
