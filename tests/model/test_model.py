@@ -328,6 +328,16 @@ def test_packed_rows_equal_separate_rows(positional):
   np.testing.assert_allclose(packed[0, 3:8], alone2[0], atol=1e-5, rtol=1e-5)
 
 
+def _fused_writes(hlo: str, op: str) -> list[int]:
+  """How many elements each fused computation of compiled `hlo` that holds `op` writes."""
+  counts = []
+  for header, body in re.findall(r"\n(%\S+ \([^\n]*\) -> [^\n]* \{)\n(.*?)\n\}", hlo, re.S):
+    if f" {op}(" in body:
+      dims = re.search(r"-> \(?\w+\[([\d,]*)\]", header).group(1)
+      counts.append(math.prod(int(n) for n in dims.split(",") if n))
+  return counts
+
+
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_a_decoding_step_computes_its_rotary_angles_once(beam_size):
   # XLA:CPU fuses an element-wise producer into each consumer and evaluates it again for
@@ -339,9 +349,5 @@ def test_a_decoding_step_computes_its_rotary_angles_once(beam_size):
                                    beam_size=beam_size)
   ids = jnp.full((SRC.shape[0] * beam_size,), 5, jnp.int32)
   hlo = jax.jit(model.decode_step).lower(params, ids, cache, source).compile().as_text()
-  # each fused computation that evaluates a cosine, by the elements it writes
-  written = [math.prod(int(n) for n in shape.split(",") if n)
-             for header, body in re.findall(r"\n(%\S+ \([^\n]*\) -> [^\n]* \{)\n(.*?)\n\}", hlo, re.S)
-             if " cosine(" in body
-             for shape in [re.search(r"-> \(?\w+\[([\d,]*)\]", header).group(1)]]
+  written = _fused_writes(hlo, "cosine")
   assert written and max(written) <= cfg.head_dim // 2, written
