@@ -8,8 +8,8 @@ Extracts `seq2seq/` at REV (`git archive`) into a temporary folder as the packag
 batch with the Multi30k recipe's model and training settings (rotary positions, bfloat16
 matmul operands unless `--matmul-dtype float32`, dropout 0.2, label smoothing 0.2, the
 loss 512 tokens at a time), then times them alternately, 10 rounds of 3 steps each, so
-that the machine's drift hits both alike. Prints each one's median and minimum milliseconds per step, every round, and the
-ratio of the medians.
+that the machine's drift hits both alike. Prints each one's median and minimum
+milliseconds per step, every round, and the ratio of the medians.
 """
 
 import argparse
