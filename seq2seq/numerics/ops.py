@@ -5,6 +5,7 @@ plain JAX meaning its docstring gives:
   einsum(spec, a, b, operand_dtype)   a two-operand einsum; with operand_dtype "bfloat16"
                                       the operands are rounded, the products float32
   matmul(x, w, operand_dtype)         x @ w over the last axis, the same way
+  matmul_rows(rows, operand_dtype)    the rows matmul pads a call to: alike for any batch
   rowwise(fn, x, max_rows)            fn of each row, the same for any number of rows
   transpose_product(r, perm)          r.transpose(perm) of a product, as a copy
   transposed_weights(w, dtype)        w.T rounded, as a copy computed outside a loop
@@ -94,8 +95,14 @@ def einsum(spec: str, a: jnp.ndarray, b: jnp.ndarray, operand_dtype: str | None 
 
 # XLA:CPU (jaxlib 0.10) runs small matmuls and row reductions with other kernels than
 # large ones, which round differently: a sentence's translation would depend on its batch.
-# Smaller calls than these are padded with zero rows (tests/numerics/test_ops.py).
-MATMUL_ROWS = {"float32": 64, "bfloat16": 2}
+# float32: calls of fewer than 64 rows take other kernels, so they are padded to 64 with
+# zero rows. bfloat16 operands on a CPU with AMX: the kernels work in blocks of 16 to 128
+# rows and compute a block's last row or two with another kernel when that is all the
+# block holds, so in a call of 16k + 1 or 16k + 2 rows the last one or two differ from the
+# same rows in a larger call. Padded to a multiple of 8 rows, every block keeps 8 or more
+# (tests/numerics/test_ops.py sweeps the row counts; multiples of 4 sufficed there).
+MATMUL_ROWS = {"float32": 64, "bfloat16": 8}
+MATMUL_ROW_MULTIPLE = {"float32": 1, "bfloat16": 8}
 REDUCTION_ELEMENTS = 4096
 # At 4,096 rows or more, whatever their width, XLA:CPU fuses a layer norm's reductions into
 # one loop, which rounds otherwise than the smaller calls' separate reductions (a sentence
@@ -104,14 +111,24 @@ REDUCTION_ELEMENTS = 4096
 LAYER_NORM_ROWS = 2048
 
 
+def matmul_rows(rows: int, operand_dtype: str | None = None) -> int:
+  """The rows `matmul` multiplies for a call of `rows`: at least `MATMUL_ROWS`, a whole
+  multiple of `MATMUL_ROW_MULTIPLE` (the call's own rows, then zero rows)."""
+  dtype = operand_dtype or "float32"
+  least, multiple = MATMUL_ROWS.get(dtype, 1), MATMUL_ROW_MULTIPLE.get(dtype, 1)
+  return max(least, -(-rows // multiple) * multiple)
+
+
 def matmul(x: jnp.ndarray, w: jnp.ndarray, operand_dtype: str | None = None) -> jnp.ndarray:
   """`x @ w` for `x` `[..., K]` and a matrix `w` `[K, N]`, as `einsum`: one 2-D matmul
-  over the flattened leading axes, of at least `MATMUL_ROWS` rows."""
+  over the flattened leading axes, of `matmul_rows` rows, so that a row's product does
+  not depend on the rows beside it."""
   dtype = operand_dtype or "float32"
   x_MK = x.reshape(-1, x.shape[-1])
-  rows, least = x_MK.shape[0], MATMUL_ROWS.get(dtype, 1)
-  if rows < least:
-    x_MK = jnp.pad(x_MK, ((0, least - rows), (0, 0)))
+  rows = x_MK.shape[0]
+  padded = matmul_rows(rows, dtype)
+  if padded != rows:
+    x_MK = jnp.pad(x_MK, ((0, padded - rows), (0, 0)))
     return matmul(x_MK, w, operand_dtype)[:rows].reshape(*x.shape[:-1], w.shape[-1])
   if dtype == "float32":
     return x @ w.astype(x.dtype)

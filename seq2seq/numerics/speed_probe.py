@@ -2,8 +2,10 @@
 machine and kept in a JSON cache, and whether a backend runs rounded products at all.
 
   rounded_products_unsupported(...)   why a backend cannot run rounded products, or None
+  rows_disagree(dtype)                why a row's product depends on the rows beside it, or None
   layer_product_seconds()             training's or decoding's products timed per operand dtype
   fastest_operand_dtype()             float32 or bfloat16 operands, timed on this machine
+  cpu_class()                         this CPU's model and class (AMX, AVX-512 BF16, ...)
 
 `seq2seq.numerics.resolve` is its one caller in the package.
 """
@@ -38,6 +40,34 @@ def rounded_products_unsupported(dtype: str, backend: str) -> str | None:
     product(x, x).block_until_ready()
   except Exception as e:  # noqa: BLE001 (XLA's runtime error names no finer class)
     return str(e).splitlines()[-1][-200:]
+  return None
+
+
+# Row counts whose products `rows_disagree` compares with the same rows of a 320-row
+# call: a lone row, the searches' fewest (2), and the tails that AMX's bfloat16 kernels
+# computed otherwise (16k + 1, 16k + 2) before `ops.MATMUL_ROW_MULTIPLE`.
+_AGREEMENT_ROWS = (1, 2, 3, 5, 17, 18, 33, 63, 65, 100, 129, 130)
+_AGREEMENT_SHAPES = ((128, 512), (512, 128), (128, 384))
+
+
+@functools.lru_cache(maxsize=None)
+def rows_disagree(dtype: str, backend: str | None = None) -> str | None:
+  """Why `ops.matmul` with `dtype` operands gives a row another product depending on how
+  many rows share the call (so that a sentence's translation would depend on its batch),
+  or None where every row count compared gives the same rows bit for bit. Compares the
+  decoding model's shapes at `_AGREEMENT_ROWS` with a 320-row call (a second or two)."""
+  backend = backend or jax.default_backend()
+  device = jax.devices(backend)[0]
+  key_x, key_w = jax.random.split(jax.random.PRNGKey(0))
+  for k_in, n_out in _AGREEMENT_SHAPES:
+    x = jax.device_put(jax.random.normal(key_x, (320, k_in)), device)
+    w = jax.device_put(jax.random.normal(key_w, (k_in, n_out)).astype(dtype), device)
+    product = jax.jit(lambda x, w: matmul(x, w, dtype))
+    full = np.asarray(product(x, w))
+    for rows in _AGREEMENT_ROWS:
+      if not np.array_equal(np.asarray(product(x[:rows], w)), full[:rows]):
+        return (f"a {k_in}x{n_out} product of {rows} rows differs from the same rows "
+                f"among 320 ({cpu_class()})")
   return None
 
 
@@ -99,18 +129,40 @@ def layer_product_seconds(backend: str | None = None, use: str = "training"
   return best
 
 
+def _cpu_info() -> tuple[str, set[str]]:
+  """This CPU's model name and flags from /proc/cpuinfo ("", {} where there is none)."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      info = f.read().splitlines()
+  except OSError:
+    return "", set()
+  model = next((x.split(":", 1)[1].strip() for x in info if x.startswith("model name")), "")
+  flags = set(next((x.split(":", 1)[1].split() for x in info if x.startswith("flags")), []))
+  return model, flags
+
+
+# The classes of x86 CPU that multiply bfloat16 differently, most capable first.
+_CPU_CLASSES = (("amx_bf16", "AMX"), ("avx512_bf16", "AVX-512 BF16"),
+                ("avx512f", "AVX-512"), ("avx2", "AVX2"))
+
+
+def cpu_class() -> str:
+  """This CPU's model and class, e.g. "Intel(R) Xeon(R) Processor, AMX": the class
+  (AMX, AVX-512 BF16, AVX-512, AVX2) decides which kernels multiply its products, which
+  is what a figure or a failing test on it should name."""
+  model, flags = _cpu_info()
+  kind = next((name for flag, name in _CPU_CLASSES if flag in flags), "no AVX2")
+  return f"{model or 'unknown CPU'}, {kind}"
+
+
 def _machine_key(backend: str) -> str:
   """The backend, JAX's version and, on a CPU, its model and the flags that decide how
   fast it multiplies bfloat16: what makes two machines time the same."""
   key = f"{backend}|jax {jax.__version__}"
-  if backend == "cpu" and os.path.exists("/proc/cpuinfo"):
-    with open("/proc/cpuinfo") as f:
-      info = f.read()
-    model = next((x.split(":", 1)[1].strip() for x in info.splitlines()
-                  if x.startswith("model name")), "")
-    flags = set(next((x.split(":", 1)[1].split() for x in info.splitlines()
-                      if x.startswith("flags")), []))
-    key += f"|{model}|{' '.join(sorted(flags & {'amx_bf16', 'avx512_bf16', 'avx512f', 'avx2'}))}"
+  if backend == "cpu":
+    model, flags = _cpu_info()
+    if model or flags:
+      key += f"|{model}|{' '.join(sorted(flags & {f for f, _ in _CPU_CLASSES}))}"
   return key
 
 
@@ -127,7 +179,9 @@ def fastest_operand_dtype(backend: str | None = None, use: str = "training") -> 
   ("training" or "decoding", `layer_product_seconds`) run faster here. bfloat16 operands
   pay only where the CPU multiplies them in hardware (AMX, AVX-512 BF16), and in
   training's large products more than in decoding's small ones: elsewhere XLA converts
-  them and float32 is faster (`faster_operand_dtype`). The answer is kept per machine
+  them and float32 is faster (`faster_operand_dtype`). For decoding, bfloat16 is also
+  ruled out where a row's product depends on the rows beside it (`rows_disagree`): a
+  translation must not depend on its batch. The answer is kept per machine
   and use (`_machine_key`) in $XDG_CACHE_HOME/seq2seq/operand_dtype.json (~/.cache), so
   that a later process (a translation, a server start) times nothing.
   """
@@ -137,7 +191,7 @@ def fastest_operand_dtype(backend: str | None = None, use: str = "training") -> 
   path = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
                       "seq2seq", "operand_dtype.json")
   # A probe that times something new gets a new name: no answer of its predecessor is kept.
-  key = _machine_key(backend) + {"training": "", "decoding": "|decoding 2"}[use]
+  key = _machine_key(backend) + {"training": "", "decoding": "|decoding 3"}[use]
   try:
     with open(path) as f:
       known = json.load(f)
@@ -147,11 +201,15 @@ def fastest_operand_dtype(backend: str | None = None, use: str = "training") -> 
     return known[key][0], f"{known[key][1]}, timed before on this machine"
   log.info("timing %s's products with float32 and bfloat16 operands on this machine "
            "(once; a few seconds)", use)
-  best = layer_product_seconds(backend, use)
-  dtype, ratio = faster_operand_dtype(best)
-  what = "a layer's products" if use == "training" else "a decoding step's products"
-  why = (f"{what} took {best['bfloat16'] * 1e3:.2f} ms with bfloat16 operands "
-         f"and {best['float32'] * 1e3:.2f} ms with float32 ({ratio:.2f}x)")
+  disagree = rows_disagree("bfloat16", backend) if use == "decoding" else None
+  if disagree is not None:
+    dtype, why = "float32", f"bfloat16 products depend on the batch here: {disagree}"
+  else:
+    best = layer_product_seconds(backend, use)
+    dtype, ratio = faster_operand_dtype(best)
+    what = "a layer's products" if use == "training" else "a decoding step's products"
+    why = (f"{what} took {best['bfloat16'] * 1e3:.2f} ms with bfloat16 operands "
+           f"and {best['float32'] * 1e3:.2f} ms with float32 ({ratio:.2f}x)")
   try:  # a cache that cannot be written only costs the next process the timing
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}"

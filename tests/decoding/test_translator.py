@@ -16,6 +16,7 @@ from seq2seq.decoding.translator import (
   encode_prefixes,
   ordered_map,
 )
+from seq2seq.numerics import speed_probe
 
 from helpers import SAMPLE
 
@@ -26,7 +27,7 @@ def test_translations_do_not_depend_on_batch_size(trained_run):
   for beam in (1, 3):
     one = t.translate(lines, beam_size=beam, batch_size=1)
     many = t.translate(lines, beam_size=beam, batch_size=64)
-    assert one == many
+    assert one == many, f"beam {beam} on {speed_probe.cpu_class()}"
     assert len(one) == len(lines) and one[-2] == ""
 
 
@@ -44,8 +45,9 @@ def test_translations_do_not_depend_on_batch_size_at_the_recipes_precision(train
   lines = read_lines(SAMPLE / "test.en")[:70]
   for beam in (1, 3):
     one = t.translate(lines, beam_size=beam, batch_size=1)
-    assert one == t.translate(lines, beam_size=beam, batch_size=8)
-    assert one == t.translate(lines, beam_size=beam, batch_size=64)
+    cpu = f"beam {beam} with {t.model.numerics.operand_dtype} operands on {speed_probe.cpu_class()}"
+    assert one == t.translate(lines, beam_size=beam, batch_size=8), cpu
+    assert one == t.translate(lines, beam_size=beam, batch_size=64), cpu
 
 
 def test_batches_searched_at_once_give_the_same_translations_in_order(trained_run):

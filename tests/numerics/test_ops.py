@@ -17,6 +17,7 @@ needs_rounded_products = pytest.mark.skipif(
     _NO_ROUNDED_PRODUCTS is not None,
     reason=f"this backend does not run bfloat16 x bfloat16 -> float32 matmuls: "
            f"{_NO_ROUNDED_PRODUCTS}")
+CPU = speed_probe.cpu_class()  # named in the messages of results that depend on it
 
 
 @pytest.mark.parametrize("rate", [0.1, 0.3])
@@ -92,32 +93,42 @@ def test_bfloat16_matmul_operands_round_operands_and_cotangents(spec, shape_a, s
 def test_a_lone_row_is_multiplied_as_in_a_batch():
   # XLA:CPU multiplies a single row by another kernel than two or more; with bfloat16
   # operands it rounds differently there, so a sentence searched alone (greedy, one row)
-  # could be translated differently than in a batch. matmul gives a lone row a second.
+  # could be translated differently than in a batch. matmul pads a lone row.
   x = jax.random.normal(jax.random.PRNGKey(0), (2, 128))
   w = jax.random.normal(jax.random.PRNGKey(1), (128, 512))
   alone = jax.jit(lambda x: ops.matmul(x, w, "bfloat16"))(x[:1])
   both = jax.jit(lambda x: ops.matmul(x, w, "bfloat16"))(x)
-  np.testing.assert_array_equal(alone, both[:1])
+  np.testing.assert_array_equal(alone, both[:1], err_msg=CPU)
   grad = jax.grad(lambda x: ops.matmul(x, w, "bfloat16").sum())(x[:1])
   assert grad.shape == (1, 128)
+
+
+def test_matmul_pads_to_the_rows_that_agree():
+  assert [ops.matmul_rows(n, "bfloat16") for n in (1, 2, 8, 9, 17, 64, 321)] == [
+      8, 8, 8, 16, 24, 64, 328]
+  assert [ops.matmul_rows(n, "float32") for n in (1, 63, 64, 65, 321)] == [
+      64, 64, 64, 65, 321]
+  assert ops.matmul_rows(3) == 64  # None: float32
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_a_row_s_result_does_not_depend_on_how_many_rows_share_the_call(dtype):
   # XLA:CPU runs small matmuls and reductions with other kernels than large ones, which
-  # round differently; matmul and rowwise pad small calls, so that a sentence is computed
-  # alike alone and in any batch (bit for bit).
+  # round differently, and on a CPU with AMX computes the last one or two rows of a block
+  # of 16 otherwise (row counts 16k + 1, 16k + 2); matmul and rowwise pad the calls, so
+  # that a sentence is computed alike alone and in any batch (bit for bit).
   if dtype == "bfloat16" and _NO_ROUNDED_PRODUCTS:
     pytest.skip(_NO_ROUNDED_PRODUCTS)
   key = jax.random.PRNGKey(0)
-  counts = (1, 2, 3, 5, 20, 31, 33, 63, 100)
-  for k_in, n_out in ((128, 512), (512, 128), (128, 8000)):
+  counts = (1, 2, 3, 5, 16, 17, 18, 20, 31, 33, 34, 63, 65, 100, 129, 130, 257)
+  for k_in, n_out in ((128, 512), (512, 128), (128, 384), (128, 8000)):
     x = jax.random.normal(key, (320, k_in))
     w = jax.random.normal(jax.random.PRNGKey(1), (k_in, n_out))
     f = jax.jit(lambda x, w: ops.matmul(x, w, dtype))
     full = np.asarray(f(x, w))
     for n in counts:
-      np.testing.assert_array_equal(f(x[:n], w), full[:n], err_msg=f"{k_in}x{n_out}, {n} rows")
+      np.testing.assert_array_equal(f(x[:n], w), full[:n],
+                                    err_msg=f"{k_in}x{n_out}, {n} rows, on {CPU}")
   scale, offset = jax.random.normal(key, (2, 128))
   row_functions = {128: lambda x: ops.layer_norm(x, scale, offset), 8: jax.nn.softmax,
                    40: jax.nn.softmax, 72: jax.nn.softmax}
@@ -127,14 +138,15 @@ def test_a_row_s_result_does_not_depend_on_how_many_rows_share_the_call(dtype):
     full = np.asarray(f(x))
     np.testing.assert_allclose(full, fn(x), rtol=1e-6, atol=1e-6)
     for n in counts:
-      np.testing.assert_array_equal(f(x[:n]), full[:n], err_msg=f"width {d}, {n} rows")
+      np.testing.assert_array_equal(f(x[:n]), full[:n], err_msg=f"width {d}, {n} rows, on {CPU}")
   # A layer norm of more rows than XLA:CPU computes alike (4,096 or more): in blocks.
   x = jax.random.normal(key, (2 * ops.LAYER_NORM_ROWS + 100, 128)) * 3 + 1
   norm = jax.jit(lambda x: Numerics.layer_norm(x, scale, offset))
   many = np.asarray(norm(x))
   np.testing.assert_allclose(many, ops.layer_norm(x, scale, offset), rtol=1e-6, atol=1e-6)
   for n in (5, 300, ops.LAYER_NORM_ROWS, ops.LAYER_NORM_ROWS + 1):
-    np.testing.assert_array_equal(norm(x[:n]), many[:n], err_msg=f"layer norm, {n} rows")
+    np.testing.assert_array_equal(norm(x[:n]), many[:n],
+                                  err_msg=f"layer norm, {n} rows, on {CPU}")
 
 
 @needs_rounded_products
@@ -158,8 +170,8 @@ def test_transposed_weights_are_made_once_before_a_loop_and_multiply_as_any_batc
   entry = next(c for c in hlo.split("\n\n") if c.startswith("ENTRY"))
   assert "while(" in entry and hlo.count("conditional(") == entry.count("conditional(") == 1
   rows = [jax.jit(lambda x: ops.matmul(x, w, "bfloat16"))(x[:n]) for n in (1, 5, 40)]
-  np.testing.assert_array_equal(rows[0], rows[2][:1])
-  np.testing.assert_array_equal(rows[1], rows[2][:5])
+  np.testing.assert_array_equal(rows[0], rows[2][:1], err_msg=CPU)
+  np.testing.assert_array_equal(rows[1], rows[2][:5], err_msg=CPU)
   np.testing.assert_allclose(rows[2], ops.einsum("nd,vd->nv", x, table, "bfloat16"),
                              rtol=1e-5, atol=1e-4)
 

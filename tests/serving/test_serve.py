@@ -16,6 +16,7 @@ import pytest
 from seq2seq import Translator
 from seq2seq.data.textfiles import read_lines
 from seq2seq.decoding.engine_io import Sampling
+from seq2seq.numerics import speed_probe
 from seq2seq.serving import http_api
 
 from helpers import ROOT, SAMPLE
@@ -89,6 +90,18 @@ def test_64_concurrent_requests_each_get_their_own_lines_in_order(server, transl
   for i, (status, body) in enumerate(answers):
     assert status == 200
     assert body["translations"] == expected[i:i + len(requests[i])]
+
+
+def test_a_text_alone_gets_what_it_gets_among_64_concurrent_requests(server):
+  # Concurrent requests share a batch: a text's answer must not depend on what other
+  # clients sent (bit-identical searches), greedy and beam, on whatever CPU runs this.
+  for beam in (1, 3):
+    alone = [post(server, {"text": text, "beam_size": beam}) for text in SOURCES]
+    with ThreadPoolExecutor(64) as pool:
+      together = list(pool.map(post, [server] * len(SOURCES),
+                               [{"text": text, "beam_size": beam} for text in SOURCES]))
+    differ = [i for i, (a, b) in enumerate(zip(alone, together)) if a != b]
+    assert not differ, f"beam {beam}: lines {differ} differ on {speed_probe.cpu_class()}"
 
 
 NESTED = b"[" * 9_000 + b"]" * 9_000  # within --max-body, far beyond any parser's depth
