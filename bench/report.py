@@ -47,6 +47,12 @@ timed update and its compile), `buckets` (update programs: 1 packed), `factors`
 COMPILE_SHARE that planned it), `pack_length` (0: length buckets; absent in rows from
 before packing), `planned` and `made` (updates) and `s_per_update` (the run's, from its
 log).
+Paragraphs (`kind` "paragraphs", bench/paragraphs.py) carry `model`, `beam`,
+`bleu_paragraphs`, `bleu_sentences_joined`, `bleu_paragraphs_unsplit`,
+`sentences_per_s_paragraphs`, `sentences_per_s_sentences` and `boundary_accuracy`. A
+lone sentence's decoding under a bfloat16 row padding (`kind` "batch_rows",
+bench/lone_sentence.py) carries `padding` ("least:multiple"), `greedy_sentences_per_s`,
+`beam5_sentences_per_s`, `greedy_alone_equals_batch` and `beam5_alone_equals_batch`.
 """
 
 import argparse
@@ -261,6 +267,32 @@ def decode_memory(runs):
                 "a pass needs (MiB)", "command"], rows)
 
 
+def paragraphs(runs):
+  """Paragraphs of test sentences translated as paragraphs against one sentence per line
+  (bench/paragraphs.py), the newest row of each CPU class first."""
+  rows = [[r["cpu"], r["model"], r["beam"], fmt(r["bleu_paragraphs"]),
+           fmt(r["bleu_sentences_joined"]), fmt(r["bleu_paragraphs_unsplit"]),
+           fmt(r["sentences_per_s_paragraphs"], 1), fmt(r["sentences_per_s_sentences"], 1),
+           fmt(100 * r["boundary_accuracy"], 1)]
+          for r in reversed(runs) if r["kind"] == "paragraphs"]
+  return table(["CPU", "model", "beam", "BLEU as paragraphs", "BLEU by sentences, joined",
+                "BLEU, each paragraph one sequence", "sentences/s as paragraphs",
+                "sentences/s by sentences", "paragraphs split exactly (%)"], rows)
+
+
+def batch_rows(runs):
+  """A lone sentence's decoding under each bfloat16 row padding (bench/lone_sentence.py):
+  its speed, and whether its translation equals the one it gets in a batch of 64."""
+  yes = lambda v: "yes" if v else "**no**"  # noqa: E731
+  rows = [[r["cpu"], r["padding"], fmt(r["greedy_sentences_per_s"], 1),
+           yes(r["greedy_alone_equals_batch"]), fmt(r["beam5_sentences_per_s"], 1),
+           yes(r["beam5_alone_equals_batch"])]
+          for r in runs if r["kind"] == "batch_rows"]
+  return table(["CPU", "bfloat16 rows (least : multiple)", "greedy, 1 sentence (sent/s)",
+                "greedy = batch of 64", "beam 5, 1 sentence (sent/s)", "beam 5 = batch of 64"],
+               rows)
+
+
 def first_minutes(runs):
   """The first minutes of training from an empty compilation cache against the same run's
   steady rate (bench/first_minutes.py)."""
@@ -385,9 +417,11 @@ TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, 
           "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe, "auto_plan": auto_plan,
           "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now,
           "serving_now": serving_now, "decode_compile": decode_compile,
-          "first_minutes": first_minutes, "decode_memory": decode_memory}
+          "first_minutes": first_minutes, "decode_memory": decode_memory,
+          "paragraphs": paragraphs, "batch_rows": batch_rows}
 DOCS = [ROOT / "README.md", ROOT / "docs" / "recipe.md", ROOT / "docs" / "experiments.md",
-        ROOT / "docs" / "serving.md", ROOT / "bench" / "README.md"]
+        ROOT / "docs" / "serving.md", ROOT / "docs" / "translating.md",
+        ROOT / "bench" / "README.md"]
 
 
 def render(text, runs):

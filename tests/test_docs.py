@@ -95,7 +95,8 @@ def test_results_rows_are_complete_and_consistent():
   assert len(names) == len(set(names)), "run names must be unique"
   for r in runs:
     assert r["kind"] in ("hour", "longer", "decode", "decode_compile", "setting", "proxy",
-                         "serve", "auto", "auto_plan", "first_minutes", "decode_memory"), r["name"]
+                         "serve", "auto", "auto_plan", "first_minutes", "decode_memory",
+                         "paragraphs", "batch_rows"), r["name"]
     assert r["commit"] and re.fullmatch(r"[0-9a-f]{7,40}", r["commit"]), r["name"]
     if r["kind"] == "decode":
       assert r["sentences_per_s"] > 0, r["name"]
@@ -103,6 +104,15 @@ def test_results_rows_are_complete_and_consistent():
     if r["kind"] == "decode_compile":
       assert r["sentences_per_s"] > 0 and r["compile_and_first_pass_s"] > 0, r["name"]
       assert r["cpu"] and r["buckets"] and r["rows"] and r["cache"] and r["command"], r["name"]
+      continue
+    if r["kind"] == "paragraphs":
+      assert r["cpu"] and r["command"] and 0 <= r["boundary_accuracy"] <= 1, r["name"]
+      assert r["bleu_paragraphs"] > 0 and r["bleu_sentences_joined"] > 0, r["name"]
+      assert r["sentences_per_s_paragraphs"] > 0 and r["sentences_per_s_sentences"] > 0
+      continue
+    if r["kind"] == "batch_rows":
+      assert r["cpu"] and r["command"] and re.fullmatch(r"\d+:\d+", r["padding"]), r["name"]
+      assert r["greedy_sentences_per_s"] > 0 and r["beam5_sentences_per_s"] > 0, r["name"]
       continue
     if r["kind"] == "decode_memory":
       assert r["cpu"] and r["workload"] and r["command"] and r["peak_mib"] > 0, r["name"]

@@ -19,8 +19,10 @@ from seq2seq.serving import export
 log = logging.getLogger(__name__)
 
 
-def translate_all(translator, sources: Sequence[str], c) -> list[str]:
-  """The translations of `sources` with the settings `c`, one batch first and then 16
+def translate_all(translator, sources: Sequence[str], c, split_sentences: bool = False
+                  ) -> list[str]:
+  """The translations of `sources` with the settings `c` (each a sentence, or cut into
+  sentences with `split_sentences`: a test set of paragraphs), one batch first and then 16
   batches at a time, with progress (a bar on a terminal, else log lines): from an empty
   compilation cache the first part is done, and shown, once one search is compiled, not
   one per length bucket of the whole set."""
@@ -29,7 +31,8 @@ def translate_all(translator, sources: Sequence[str], c) -> list[str]:
   with Progress("translating", total=len(sources), unit="sentences") as progress:
     for chunk in chunks(iter(sources), c.batch_size, 16 * c.batch_size):
       out += [one_line(h) for h in translator.translate(
-          chunk, beam_size=c.beam_size, alpha=c.alpha, batch_size=c.batch_size)]
+          chunk, beam_size=c.beam_size, alpha=c.alpha, batch_size=c.batch_size,
+          split_sentences=split_sentences)]
       progress.update(len(chunk))
   return out
 
@@ -67,6 +70,10 @@ def main(argv=None) -> None:
                       "reference) to this TSV")
   parser.add_argument("--lowercase-tokenized", action="store_true",
                       help="also report BLEU on lowercased Moses-tokenized text")
+  parser.add_argument("--split-sentences", action="store_true",
+                      help="cut each source line into sentences and translate them one by "
+                      "one (a test set of paragraphs or documents); by default a line is "
+                      "one sentence, as in Multi30k and WMT test sets")
   parser.add_argument("--lang", default="de", help="target language for --lowercase-tokenized "
                       "with --hyp (otherwise the run's)")
   args = parser.parse_args(argv)
@@ -110,7 +117,10 @@ def main(argv=None) -> None:
   except (textfiles.DataError, checkpoint.CheckpointError, ScoreError, ValueError) as e:
     sys.exit(f"error: {e}")
   beam = c.beam_size
-  hypotheses = translate_all(translator, sources, c)
+  try:
+    hypotheses = translate_all(translator, sources, c, args.split_sentences)
+  except ValueError as e:  # a line too long to cut (TooLongError)
+    sys.exit(f"error: {args.split or args.src}: {e}")
   ensemble = ".ensemble" if len(args.workdir) > 1 else ""
   mbr_name = f".mbr-{c.mbr}-{c.mbr_weights}" if c.mbr else ""
   # A Hub model's folder is huggingface_hub's cache, never written: its output goes here.

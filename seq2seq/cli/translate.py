@@ -76,6 +76,11 @@ def parser() -> argparse.ArgumentParser:
       formatter_class=parsing.HelpFormatter)
   parsing.add_model_flags(p, several=True)
   parsing.add_search_flags(p)
+  p.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=True,
+                 help="cut each line into sentences in the run's source language and "
+                 "translate them one by one, joined with the line's spacing; "
+                 "--no-split-sentences: a line is one sentence (sentence-per-line data; a "
+                 "line longer than the model takes is still cut)")
   p.add_argument("--nbest", type=int, default=0,
                  help="write N hypotheses per line as 'LINE ||| text ||| score' "
                  "(needs --beam >= N)")
@@ -160,7 +165,8 @@ def main(argv=None) -> None:
   if args.nbest > c.beam_size and sampling is None:
     p.error(f"--nbest {args.nbest} needs a beam of at least {args.nbest} hypotheses, "
             f"but the beam size is {c.beam_size}: add --beam {args.nbest} or more")
-  opts = dict(beam_size=c.beam_size, alpha=c.alpha, batch_size=c.batch_size, sampling=sampling)
+  opts = dict(beam_size=c.beam_size, alpha=c.alpha, batch_size=c.batch_size, sampling=sampling,
+              split_sentences=args.split_sentences)
 
   if args.interactive:
     for line in sys.stdin:
@@ -201,7 +207,8 @@ def main(argv=None) -> None:
       out.flush()
       count += len(chunk)
       progress.update(len(chunk))
-  except ValueError as e:  # DataError: invalid UTF-8 with --strict; --score input
+  except ValueError as e:  # DataError: invalid UTF-8 with --strict; --score input; a text
+    # too long to cut (TooLongError)
     sys.exit(f"error: {args.input if args.input != '-' else 'stdin'}: {e}")
   progress.close()
 

@@ -35,7 +35,9 @@ from seq2seq.decoding.engine_io import (
   hypotheses_needed,
   pick,
   resolve_settings,
+  source_limit,
 )
+from seq2seq.decoding.sentences import Plan
 from seq2seq.serving import export
 from seq2seq.vocab import cut_at_eos
 
@@ -80,45 +82,62 @@ class CTranslate2Translator:
   def detokenize(self, ids: Sequence[int]) -> str:
     return self.tokenizer.decode([ids])[0]
 
+  def count_pieces(self, texts: list[str]) -> list[int]:
+    """The pieces of each text as a source, EOS included."""
+    return [len(x) + 1 for x in self.tokenizer.encode(texts)]
+
   def translate(self, texts: str | Sequence[str], beam_size: int | None = None,
                 alpha: float | None = None, nbest: int = 0, batch_size: int | None = None,
                 sampling: Sampling | None = None, first_index: int = 0,
-                prefixes: Sequence[str] | None = None):
+                prefixes: Sequence[str] | None = None, split_sentences: bool = True):
     """As `Translator.translate` (see the module docstring for what differs)."""
     if isinstance(texts, str):
       return self.translate([texts], beam_size, alpha, nbest, batch_size, sampling,
-                            prefixes=None if prefixes is None else [prefixes])[0]
+                            prefixes=None if prefixes is None else [prefixes],
+                            split_sentences=split_sentences)[0]
     texts = list(texts)
     c = self.settings(beam_size, alpha, batch_size)
     check_request(texts, prefixes, c, nbest, sampling)
+    plan = Plan.of(texts, self.languages[0] if split_sentences else None, self.count_pieces,
+                   source_limit(self.model_cfg.max_len, c), first_index)
+    hyps = self.hypotheses(plan.sentences, c, nbest, sampling, plan.prefixes(prefixes),
+                           [first_index + i + 1 for i, _ in plan.owners()])
+    return pick(plan.join(hyps), nbest, c)
+
+  def hypotheses(self, texts: list[str], c: DecodeConfig, nbest: int,
+                 sampling: Sampling | None, prefixes: Sequence[str] | None,
+                 line_numbers: Sequence[int]) -> list[list[Hypothesis]]:
+    """Each sentence's hypotheses, best first (one "" for empty ones); `line_numbers[k]`:
+    the 1-based text of sentence k, which warnings name."""
     hyps: list[list[Hypothesis]] = [[Hypothesis("", 0.0, [])] for _ in texts]
     nonempty = [i for i, t in enumerate(texts) if has_text(t)]
     sources = self.encode([texts[i] for i in nonempty],
-                          [first_index + i + 1 for i in nonempty]) if nonempty else []
+                          [line_numbers[i] for i in nonempty]) if nonempty else []
     # no pieces once normalised: "", as for an empty line
     nonempty, sources = [i for i, s in zip(nonempty, sources) if s], [s for s in sources if s]
-    if nonempty:
-      target_prefix = None
-      if prefixes is not None:
-        target_prefix = [self.tokenizer.pieces(ids) or None
-                         for ids in self.tokenizer.encode([prefixes[i] for i in nonempty])]
-      options = dict(max_batch_size=c.batch_size, return_scores=True, min_decoding_length=0,
-                     max_input_length=self.model_cfg.max_len,
-                     # the JAX engine's limit for the longest source, one per call
-                     max_decoding_length=max(1, min(
-                         self.model_cfg.max_len - 1,
-                         int(c.max_len_a * max(len(s) for s in sources) + c.max_len_b))))
-      if sampling is None:
-        results = self.translator.translate_batch(
-            sources, target_prefix, beam_size=c.beam_size, length_penalty=c.alpha,
-            num_hypotheses=hypotheses_needed(c, nbest, sampling), **options)
-        found = [[(self._ids(h), s) for h, s in zip(r.hypotheses, r.scores)] for r in results]
-      else:
-        found = self._sample(sources, target_prefix, sampling, max(nbest, 1), options)
-      for i, options_i in zip(nonempty, found):
-        hyps[i] = [Hypothesis(self.detokenize(ids), float(score), cut_at_eos(ids))
-                   for ids, score in options_i]
-    return pick(hyps, nbest, c)
+    if not nonempty:
+      return hyps
+    target_prefix = None
+    if prefixes is not None:
+      target_prefix = [self.tokenizer.pieces(ids) or None
+                       for ids in self.tokenizer.encode([prefixes[i] for i in nonempty])]
+    options = dict(max_batch_size=c.batch_size, return_scores=True, min_decoding_length=0,
+                   max_input_length=self.model_cfg.max_len,
+                   # the JAX engine's limit for the longest source, one per call
+                   max_decoding_length=max(1, min(
+                       self.model_cfg.max_len - 1,
+                       int(c.max_len_a * max(len(s) for s in sources) + c.max_len_b))))
+    if sampling is None:
+      results = self.translator.translate_batch(
+          sources, target_prefix, beam_size=c.beam_size, length_penalty=c.alpha,
+          num_hypotheses=hypotheses_needed(c, nbest, sampling), **options)
+      found = [[(self._ids(h), s) for h, s in zip(r.hypotheses, r.scores)] for r in results]
+    else:
+      found = self._sample(sources, target_prefix, sampling, max(nbest, 1), options)
+    for i, options_i in zip(nonempty, found):
+      hyps[i] = [Hypothesis(self.detokenize(ids), float(score), cut_at_eos(ids))
+                 for ids, score in options_i]
+    return hyps
 
   def _sample(self, sources, target_prefix, sampling: Sampling, draws: int, options):
     """`draws` samples per source (seeds seed .. seed + draws - 1), best first."""

@@ -93,6 +93,14 @@ def pick(hyps: list[list[Hypothesis]], nbest: int, c: DecodeConfig) -> list:
   return [h[0].text for h in hyps]
 
 
+def source_limit(model_max_len: int, c: DecodeConfig) -> int:
+  """The most pieces (EOS included) a source may have: what the model takes, and no more
+  than leaves room for its translation under the output limit `a * length + b`."""
+  if c.max_len_a <= 0:
+    return model_max_len
+  return max(2, min(model_max_len, int((model_max_len - c.max_len_b) / c.max_len_a)))
+
+
 def encode_sources(tokenizer: Tokenizer, texts: Sequence[str], limit: int,
                    line_numbers: Sequence[int] | None = None) -> list[np.ndarray]:
   """Source ids with EOS; lines longer than the model's maximum are truncated, with a

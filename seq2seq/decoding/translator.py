@@ -42,9 +42,11 @@ from seq2seq.decoding.engine_io import (
   hypotheses_needed,
   pick,
   resolve_settings,
+  source_limit,
 )
 from seq2seq.decoding.model_search import forced_logprob, max_steps_for, search
 from seq2seq.decoding.program_store import StoredPrograms, store_folder
+from seq2seq.decoding.sentences import Plan, TooLongError  # noqa: F401 (TooLongError: API)
 from seq2seq.model.ensemble import Ensemble
 from seq2seq.model.transformer import Model
 from seq2seq.numerics import LEAST_ROWS, resolve
@@ -305,8 +307,14 @@ class Translator:
   def translate(self, texts: str | Sequence[str], beam_size: int | None = None,
                 alpha: float | None = None, nbest: int = 0, batch_size: int | None = None,
                 sampling: Sampling | None = None, first_index: int = 0,
-                prefixes: Sequence[str] | None = None):
+                prefixes: Sequence[str] | None = None, split_sentences: bool = True):
     """Translates a text or a list of texts. Empty or whitespace-only texts give "".
+
+    Each text is cut into sentences in the run's source language (`split_sentences=False`:
+    a text is one sentence, for sentence-per-line data), and a part longer than the model
+    takes is cut at clause punctuation or white space (`sentences.Plan`); the sentences of
+    all texts are searched together and each text's translations joined with its own
+    spacing and line breaks. A part that cannot be cut to fit raises `TooLongError`.
 
     With `sampling=Sampling(temperature, top_k, top_p, seed)`, draws from the model
     instead of searching (beam size and alpha are unused); text i (counted from
@@ -323,11 +331,16 @@ class Translator:
     """
     if isinstance(texts, str):
       return self.translate([texts], beam_size, alpha, nbest, batch_size, sampling,
-                            first_index, None if prefixes is None else [prefixes])[0]
+                            first_index, None if prefixes is None else [prefixes],
+                            split_sentences)[0]
     texts = list(texts)
     c = self.settings(beam_size, alpha, batch_size)
     check_request(texts, prefixes, c, nbest, sampling)
-    out = pick(self.hypotheses(texts, c, nbest, sampling, first_index, prefixes), nbest, c)
+    plan = Plan.of(texts, self.languages[0] if split_sentences else None, self.count_pieces,
+                   source_limit(self.model_cfg.max_len, c), first_index)
+    hyps = self.hypotheses(plan.sentences, c, nbest, sampling, plan.prefixes(prefixes),
+                           [(first_index + i, j) for i, j in plan.owners()])
+    out = pick(plan.join(hyps), nbest, c)
     if len(texts) > c.batch_size:  # a pass of several batches: worth a few ms (the
       give_back_freed_memory()  # server's single batches are not)
     return out
@@ -353,26 +366,32 @@ class Translator:
     """Text of an output id sequence (cut at its first EOS)."""
     return self.tokenizer.decode([seq])[0]
 
+  def count_pieces(self, texts: list[str]) -> list[int]:
+    """The pieces of each text as a source, EOS included."""
+    return [len(x) + 1 for x in self.tokenizer.encode(texts)]
+
   def hypotheses(self, texts: list[str], c: DecodeConfig, nbest: int,
-                 sampling: Sampling | None, first_index: int, prefixes: Sequence[str] | None
-                 ) -> list[list[Hypothesis]]:
-    """`Translator.translate`'s hypotheses for each text, best first (one "" for empty ones)."""
+                 sampling: Sampling | None, prefixes: Sequence[str] | None,
+                 owners: Sequence[tuple[int, int]]) -> list[list[Hypothesis]]:
+    """`Translator.translate`'s hypotheses for each sentence, best first (one "" for empty
+    ones). `owners[k]`: sentence k's text (0-based, counted over the whole input: errors
+    name it, its number picks a sampling key) and its place within that text."""
     # A text with nothing to translate (blank, control characters such as NUL, or no pieces
     # once normalised) translates to "", as an empty line does.
     nonempty = [i for i, t in enumerate(texts) if has_text(t)]
     ids = self.encode([texts[i] for i in nonempty],
-                      [first_index + i + 1 for i in nonempty]) if nonempty else []
+                      [owners[i][0] + 1 for i in nonempty]) if nonempty else []
     kept = [k for k, x in enumerate(ids) if len(x) > 1]
     nonempty, ids = [nonempty[k] for k in kept], [ids[k] for k in kept]
     prefix_ids = (None if prefixes is None else
                   encode_prefixes(self.tokenizer, prefixes, nonempty, self.model_cfg.max_len,
-                                  first_index))
+                                  [owners[i][0] for i in nonempty]))
     if sampling is None:
       found = self.translate_ids(ids, beam_size=c.beam_size, alpha=c.alpha,
                                  batch_size=c.batch_size, prefix_ids=prefix_ids,
                                  nbest=hypotheses_needed(c, nbest, sampling))
     else:
-      key_indices = [first_index + i for i in nonempty]
+      key_indices = [owners[i] for i in nonempty]
       draws = [self.translate_ids(ids, batch_size=c.batch_size, key_indices=key_indices,
                                   sampling=dataclasses.replace(sampling, seed=sampling.seed + n),
                                   prefix_ids=prefix_ids)
@@ -426,12 +445,14 @@ def load_run(workdir: str | os.PathLike | Sequence[str | os.PathLike],
 
 
 def encode_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], rows: Sequence[int],
-                    max_len: int, first_index: int = 0) -> list[np.ndarray]:
-  """Pieces (no EOS) of the forced prefixes of texts `rows`; a prefix must leave room."""
+                    max_len: int, numbers: Sequence[int] | None = None) -> list[np.ndarray]:
+  """Pieces (no EOS) of the forced prefixes of texts `rows`; a prefix must leave room.
+  `numbers[k]`: the 0-based line of `rows[k]` that an error names (default: `rows[k]`)."""
   pieces = tokenizer.encode([prefixes[i] for i in rows])
-  for i, ids in zip(rows, pieces):
+  for k, (i, ids) in enumerate(zip(rows, pieces)):
     if len(ids) >= max_len - 1:
-      raise ValueError(f"line {first_index + i + 1}: the prefix has {len(ids)} pieces; the model's "
+      line = (i if numbers is None else numbers[k]) + 1
+      raise ValueError(f"line {line}: the prefix has {len(ids)} pieces; the model's "
                        f"outputs are at most {max_len - 1}")
   return [np.asarray(ids, np.int32) for ids in pieces]
 
@@ -446,8 +467,8 @@ def search_jobs(src_ids: Sequence[np.ndarray], c: DecodeConfig, buckets: LengthB
   limit, sampling keys and forced prefixes."""
   if sampling is not None and len(src_ids):
     base = jax.random.PRNGKey(sampling.seed)
-    index = np.arange(len(src_ids)) if key_indices is None else np.asarray(key_indices)
-    keys = jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.asarray(index, jnp.int32))
+    keys = sampling_keys(base, np.arange(len(src_ids)) if key_indices is None
+                         else np.asarray(key_indices))
   order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
   for start in range(0, len(order), c.batch_size):
     chunk = order[start:start + c.batch_size]
@@ -472,6 +493,19 @@ def search_jobs(src_ids: Sequence[np.ndarray], c: DecodeConfig, buckets: LengthB
       key_rows[:len(chunk)] = chunk
       keys_B = keys[key_rows]
     yield chunk, dict(src_BS=src, max_steps=max_steps, keys_B=keys_B, prefix_BP=prefix)
+
+
+def sampling_keys(base: jax.Array, index: np.ndarray) -> jax.Array:
+  """One key per input: fold_in(base, i) for an index i; for a pair (i, j), sentence j of
+  text i, the same for j = 0 and fold_in(fold_in(base, i), j) for the text's later ones."""
+  index = jnp.asarray(index, jnp.int32).reshape(len(index), -1)
+
+  def key(ij):
+    k = jax.random.fold_in(base, ij[0])
+    if ij.shape[0] == 1:
+      return k
+    return jnp.where(ij[1] > 0, jax.random.fold_in(k, ij[1]), k)
+  return jax.vmap(key)(index)
 
 
 def forced_scores(logprob_fn, src_ids: Sequence[np.ndarray], tgt_ids: Sequence[np.ndarray],

@@ -99,10 +99,12 @@ def einsum(spec: str, a: jnp.ndarray, b: jnp.ndarray, operand_dtype: str | None 
 # zero rows. bfloat16 operands on a CPU with AMX: the kernels work in blocks of 16 to 128
 # rows and compute a block's last row or two with another kernel when that is all the
 # block holds, so in a call of 16k + 1 or 16k + 2 rows the last one or two differ from the
-# same rows in a larger call. Padded to a multiple of 8 rows, every block keeps 8 or more
-# (tests/numerics/test_ops.py sweeps the row counts; multiples of 4 sufficed there).
-MATMUL_ROWS = {"float32": 64, "bfloat16": 8}
-MATMUL_ROW_MULTIPLE = {"float32": 1, "bfloat16": 8}
+# same rows in a larger call. Padded to a multiple of 4 rows, every block keeps 4 or more:
+# every row count from 1 to 339 then agrees (tests/numerics/test_ops.py sweeps them), and
+# a lone sentence decodes at 0.91x (beam 5) and 0.98x (greedy) of the speed with 2 rows,
+# where a multiple of 8 cost 0.87x (bench/lone_sentence.py; bench/README.md).
+MATMUL_ROWS = {"float32": 64, "bfloat16": 4}
+MATMUL_ROW_MULTIPLE = {"float32": 1, "bfloat16": 4}
 REDUCTION_ELEMENTS = 4096
 # At 4,096 rows or more, whatever their width, XLA:CPU fuses a layer norm's reductions into
 # one loop, which rounds otherwise than the smaller calls' separate reductions (a sentence

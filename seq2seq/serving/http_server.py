@@ -35,6 +35,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from seq2seq import __version__
+from seq2seq.decoding.engine_io import source_limit
+from seq2seq.decoding.sentences import TooLongError, check_cuttable
 from seq2seq.rundir import checkpoint
 from seq2seq.serving import libretranslate as lt
 from seq2seq.serving.dynamic_batching import Batcher, Metrics, engine_call
@@ -188,6 +190,7 @@ class Server:
       if given not in self.api_keys:
         raise RequestError(403, "Invalid API key: send Authorization: Bearer KEY")
     req = parse_request(value, self.limits, self.translator.decode_cfg, self.engine)
+    self.check_cuttable(req.texts)
     if req.prefixes:  # checked here: a bad one must not fail the batch it would join
       most = self.translator.model_cfg.max_len - 2
       for i, ids in enumerate(self.translator.tokenizer.encode(req.prefixes)):
@@ -206,6 +209,15 @@ class Server:
               else {"translations": best, "alternatives": out})
     return {"translation": out[0]} if req.single else {"translations": out}
 
+  def check_cuttable(self, texts: list[str]) -> None:
+    """A 422 for a text that no cut brings within the model's length (checked here: it
+    must not fail the batch it would join)."""
+    limit = source_limit(self.translator.model_cfg.max_len, self.translator.decode_cfg)
+    try:
+      check_cuttable(texts, self.translator.count_pieces, limit)
+    except TooLongError as e:
+      raise RequestError(422, str(e)) from None
+
   async def libretranslate(self, params: dict) -> dict[str, Any]:
     """LibreTranslate's /translate: texts or HTML documents, with alternatives."""
     lt.check_key(params, self.api_keys)
@@ -215,6 +227,7 @@ class Server:
     flat = [x for _, found in documents for x in found] if documents else texts
     if documents:
       alternatives = 0  # as LibreTranslate: alternatives for plain text only
+    self.check_cuttable(flat)
     defaults = self.translator.decode_cfg
     nbest = alternatives + 1 if alternatives else 0
     search = Search(max(defaults.beam_size, nbest), defaults.alpha, nbest)

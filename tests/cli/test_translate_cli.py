@@ -33,7 +33,8 @@ def test_bad_input_is_handled_line_by_line(trained_run):
   assert out[1] == "" and out[2] == ""
   assert all(out[i].strip() for i in (0, 3, 4, 5, 6, 7))
   err = proc.stderr.decode()
-  assert "line 4:" in err and "maximum of 128" in err  # truncated, with a warning
+  assert "maximum" not in err  # the long line: its 40 sentences translated, none cut
+  assert out[3].count(".") >= 20
   assert "input line 5: invalid UTF-8 replaced" in err
   assert f"translating: {len(lines)} sentences in" in err  # the progress line at the end
 
@@ -42,14 +43,18 @@ def test_bad_input_is_handled_line_by_line(trained_run):
   assert strict.returncode != 0 and b"input line 5: not valid UTF-8" in strict.stderr
   assert strict.stdout == b""
 
-  # Read in parts (2 lines at a time), the warning still names the line in the input; a
+  # Read in parts (2 lines at a time), an error still names the line in the input; a
   # line of NUL bytes has no pieces and translates to an empty line, as a blank one does.
   parts = [lines[0], b"\x00\x00\x00", lines[0], long_line.encode()]
   proc = run_cli("translate.py", "--workdir", trained_run, "--batch-size", "2", "--buffer",
                  "1", input_bytes=b"\n".join(parts) + b"\n")
   out = proc.stdout.decode("utf-8").split("\n")
-  assert len(out) - 1 == 4 and out[1] == "" and out[0] == out[2] != ""
-  assert "line 4:" in proc.stderr.decode() and "line 2:" not in proc.stderr.decode()
+  assert len(out) - 1 == 4 and out[1] == "" and out[0] == out[2] != "" and out[3]
+  unsplittable = parts[:3] + [b"x" * 600]
+  proc = run_cli("translate.py", "--workdir", trained_run, "--batch-size", "2", "--buffer",
+                 "1", input_bytes=b"\n".join(unsplittable) + b"\n", check=False)
+  assert proc.returncode != 0 and b"text 4: 'xxx" in proc.stderr
+  assert b"no white space to cut at" in proc.stderr
 
 
 def test_files_nbest_and_attention_plot(trained_run, tmp_path):
