@@ -105,6 +105,10 @@ def write_sandbox(folder: Path, trained: Path) -> None:
   for name in ("test.en", "test.de"):
     with gzip.open(folder / f"{name}.gz", "wt", encoding="utf-8") as f:
       f.write((folder / name).read_text())
+  import docx  # the document the README translates
+  report = docx.Document()
+  report.add_paragraph(" ".join(src[:3]))
+  report.save(folder / "report.docx")
   pairs = "".join(f"{s}\t{t}\n" for s, t in zip(src, tgt, strict=True))
   for name in ("pairs.tsv", "corpus.tsv"):
     (folder / name).write_text(pairs)

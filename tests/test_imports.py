@@ -7,7 +7,8 @@ from pathlib import Path
 import seq2seq
 
 PACKAGE = Path(seq2seq.__file__).parent
-SUBPACKAGES = {"cli", "data", "decoding", "model", "numerics", "rundir", "serving", "training"}
+SUBPACKAGES = {"cli", "data", "decoding", "documents", "model", "numerics", "rundir", "serving",
+               "training"}
 # The modules of the top level, shared by every stage.
 TOP = {"config", "recipes", "runtime", "scoring", "vocab"}
 
@@ -104,7 +105,7 @@ def test_numerics_imports_nothing_of_the_model():
 
 def test_inference_needs_no_training_code():
   graph = _graph()
-  inference = (_modules("decoding", "serving", "rundir", "model")
+  inference = (_modules("decoding", "documents", "serving", "rundir", "model")
                + ["seq2seq.cli.translate", "seq2seq.cli.evaluate", "seq2seq.cli.serve",
                   "seq2seq.cli.export", "seq2seq.cli.average", "seq2seq.scoring"])
   for module in inference:

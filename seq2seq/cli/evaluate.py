@@ -72,7 +72,7 @@ def main(argv=None) -> None:
                       help="also report BLEU on lowercased Moses-tokenized text")
   parser.add_argument("--split-sentences", action="store_true",
                       help="cut each source line into sentences and translate them one by "
-                      "one (a test set of paragraphs or documents); by default a line is "
+                      "one (a test set of paragraphs or documents); without it a line is "
                       "one sentence, as in Multi30k and WMT test sets")
   parser.add_argument("--lang", default="de", help="target language for --lowercase-tokenized "
                       "with --hyp (otherwise the run's)")

@@ -90,6 +90,11 @@ def parser() -> argparse.ArgumentParser:
                  "batch's alone, so that output starts after one search)")
   p.add_argument("--input", default="-", help="input file; - = stdin")
   p.add_argument("--output", default="-", help="output file; - = stdout")
+  p.add_argument("--format", default=None, choices=("lines",) + DOCUMENT_FORMATS,
+                 help="lines: each input line translated to one output line; txt, md, "
+                 "html, srt, vtt, docx: --input is a document, translated whole into "
+                 "--output with its structure kept (docs/translating.md). Default: from "
+                 "--input's extension (.md, .html, .srt, .vtt, .docx), else lines")
   p.add_argument("--strict", action="store_true",
                  help="reject invalid UTF-8 (whole input checked before any output) "
                  "instead of replacing it with U+FFFD")
@@ -156,6 +161,7 @@ def main(argv=None) -> None:
   p = parser()
   args = p.parse_args(argv)
   sampling = check_flags(p, args)
+  fmt = document_format(p, args)
   setup_cli_logging()
   parsing.resolve_model(p, args)
   try:
@@ -168,6 +174,9 @@ def main(argv=None) -> None:
   opts = dict(beam_size=c.beam_size, alpha=c.alpha, batch_size=c.batch_size, sampling=sampling,
               split_sentences=args.split_sentences)
 
+  if fmt is not None:
+    translate_file(translator, args, fmt, opts)
+    return
   if args.interactive:
     for line in sys.stdin:
       print(one_line(translator.translate(line.rstrip("\n"), **opts)), flush=True)
@@ -211,6 +220,48 @@ def main(argv=None) -> None:
     # too long to cut (TooLongError)
     sys.exit(f"error: {args.input if args.input != '-' else 'stdin'}: {e}")
   progress.close()
+
+
+DOCUMENT_FORMATS = ("txt", "md", "html", "srt", "vtt", "docx")
+
+
+def document_format(p: argparse.ArgumentParser, args) -> str | None:
+  """The document format asked for (`--format`, else --input's extension), or None for
+  line-by-line translation."""
+  if args.format == "lines":
+    return None
+  suffix = "" if args.input == "-" else args.input.lower().rsplit(".", 1)[-1]
+  fmt = args.format or {"md": "md", "markdown": "md", "html": "html", "htm": "html",
+                        "srt": "srt", "vtt": "vtt", "docx": "docx"}.get(suffix)
+  if fmt is None:
+    return None
+  if args.input == "-":
+    p.error(f"--format {fmt} translates a file: give --input FILE")
+  clashing = [flag for flag, on in (("--nbest", args.nbest), ("--score", args.score),
+                                    ("--prefix", args.prefix), ("--interactive", args.interactive),
+                                    ("--attention-plot", args.attention_plot)) if on]
+  if clashing:
+    p.error(f"a document ({fmt}) is translated whole: {clashing[0]} is for lines")
+  if fmt == "docx" and args.output == "-":
+    p.error("a .docx document is written to a file: give --output FILE")
+  return fmt
+
+
+def translate_file(translator, args, fmt: str, opts: dict) -> None:
+  """translate.py --input DOCUMENT: the document translated whole into --output."""
+  from seq2seq.documents import translate_document
+  options = {k: v for k, v in opts.items() if k != "sampling"}
+  if opts.get("sampling") is not None:
+    sys.exit("error: --sample translates lines, not documents")
+  try:
+    out = translate_document(translator, args.input, None if args.output == "-" else args.output,
+                             fmt, **options)
+  except ValueError as e:
+    sys.exit(f"error: {e}")
+  if out is not None:
+    sys.stdout.write(out)
+  else:
+    log.info("wrote %s", args.output)
 
 
 if __name__ == "__main__":

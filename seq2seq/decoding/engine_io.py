@@ -104,7 +104,9 @@ def source_limit(model_max_len: int, c: DecodeConfig) -> int:
 def encode_sources(tokenizer: Tokenizer, texts: Sequence[str], limit: int,
                    line_numbers: Sequence[int] | None = None) -> list[np.ndarray]:
   """Source ids with EOS; lines longer than the model's maximum are truncated, with a
-  warning that names the line (1-based, `line_numbers[i]` for `texts[i]` if given)."""
+  warning that names the line (1-based, `line_numbers[i]` for `texts[i]` if given).
+  translate() never hands it such a line (`sentences.Plan` cuts them to fit); forced
+  decoding (`score`) does."""
   ids = encode_texts(tokenizer, texts)
   for i, x in enumerate(ids):
     if len(x) > limit:

@@ -31,6 +31,8 @@ class Limits:
   max_queue: int = _limit(1024, "texts waiting; past it, 429 with Retry-After")
   max_body: int = _limit(1_000_000, "bytes of a request body")
   timeout_s: float = _limit(60.0, "seconds after which an unanswered request gets 503")
+  file_ttl_s: float = _limit(600.0, "seconds a translated file (/translate_file) stays to "
+                             "be downloaded")
 
 
 class RequestError(ValueError):
@@ -256,5 +258,25 @@ def openapi(limits: Limits, engine: str, version: str, languages: dict | None = 
               "200": json_answer({"type": "object"}, "OpenAPI 3.1")}}},
           "/": {"get": {"summary": "a page to try the model", "responses": {
               "200": {"description": "HTML", "content": {"text/html": {}}}}}},
+          "/translate_file": {"post": {
+              "summary": "Translate a document (LibreTranslate's API): .txt, .md, .html, "
+                         ".htm, .srt, .vtt or .docx",
+              "requestBody": {"required": True, "content": {"multipart/form-data": {
+                  "schema": {"type": "object", "required": ["file", "source", "target"],
+                             "properties": {"file": {"type": "string", "format": "binary"},
+                                            "source": {"type": "string"},
+                                            "target": {"type": "string"},
+                                            "api_key": {"type": "string"}}}}}},
+              "responses": {
+                  "200": json_answer({"type": "object", "properties": {
+                      "translatedFileUrl": {"type": "string"}}}, "where to download it"),
+                  **{str(code): error for code in (400, 403, 413, 503)}}}},
+          "/download_file/{filename}": {"get": {
+              "summary": f"A translated document, for {limits.file_ttl_s:g} seconds",
+              "parameters": [{"name": "filename", "in": "path", "required": True,
+                              "schema": {"type": "string"}}],
+              "responses": {"200": {"description": "the file",
+                                    "content": {"application/octet-stream": {}}},
+                            "404": error}}},
       },
   }

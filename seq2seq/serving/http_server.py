@@ -24,12 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
+import secrets
+import shutil
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -147,6 +152,7 @@ class Server:
     self.translator = None
     self.batcher: Batcher | None = None
     self.failed: str | None = None
+    self.files = TranslatedFiles(limits.file_ttl_s)
 
   def ready(self, translator) -> None:
     self.translator = translator
@@ -223,26 +229,63 @@ class Server:
     lt.check_key(params, self.api_keys)
     source, target = self.translator.languages
     texts, single, fmt, alternatives = lt.parse(params, source, target, self.limits)
-    documents = [lt.html_texts(t) for t in texts] if fmt == "html" else None
-    flat = [x for _, found in documents for x in found] if documents else texts
-    if documents:
-      alternatives = 0  # as LibreTranslate: alternatives for plain text only
-    self.check_cuttable(flat)
+    self.check_cuttable(texts)
     defaults = self.translator.decode_cfg
+    if fmt == "html":  # whole sentences, tags carried onto their words (no alternatives,
+      # as LibreTranslate); one document at a time on a decoding thread, as attention
+      from seq2seq.documents.blocks import BlockTranslator
+      from seq2seq.documents.html import translate_html
+      translate = BlockTranslator(self.translator, progress=False,
+                                  beam_size=defaults.beam_size, alpha=defaults.alpha,
+                                  batch_size=self.limits.max_batch)
+      out = [await self.batcher.run_alone(functools.partial(translate_html, t, translate))
+             for t in texts]
+      return lt.answer(out, single, params, source, None)
     nbest = alternatives + 1 if alternatives else 0
     search = Search(max(defaults.beam_size, nbest), defaults.alpha, nbest)
-    out = await self.batcher.submit(TranslateRequest(flat, False, search)) if flat else []
+    out = await self.batcher.submit(TranslateRequest(texts, False, search)) if texts else []
     others = None
     if nbest:
       others = [[a["text"] for a in found[1:]] for found in out]
       out = [found[0]["text"] if found else "" for found in out]
-    if documents:
-      parts, start = [], 0
-      for pieces, found in documents:
-        parts.append(lt.html_join(pieces, out[start:start + len(found)]))
-        start += len(found)
-      out = parts
     return lt.answer(out, single, params, source, others)
+
+  async def translate_file(self, request) -> dict[str, Any]:
+    """LibreTranslate's POST /translate_file: a multipart form with `file`, `source`,
+    `target` (and `api_key`); the translation is kept for `limits.file_ttl_s` seconds at
+    the URL answered."""
+    self.check_ready()
+    content_type = request.headers.get("content-type")
+    if media_type(content_type) != "multipart/form-data":
+      raise RequestError(400, "Invalid request: send the file as multipart/form-data")
+    request._body = await self.read_body(request)  # size-checked; form() reads it
+    try:
+      form = await request.form(max_files=1, max_fields=16)
+    except Exception as e:  # noqa: BLE001 - the multipart parser's errors have no common class
+      raise RequestError(400, f"Invalid request: the form cannot be read ({e})") from None
+    upload = form.get("file")
+    params = {k: v for k, v in form.items() if isinstance(v, str)}
+    lt.check_key(params, self.api_keys)
+    source, target = self.translator.languages
+    lt.parse({**params, "q": "-"}, source, target, self.limits)  # languages checked
+    if upload is None or isinstance(upload, str) or not upload.filename:
+      raise RequestError(400, "Invalid request: missing file parameter")
+    name = Path(upload.filename).name
+    suffix = Path(name).suffix.lower()
+    if suffix not in lt.FILE_FORMATS:
+      raise RequestError(400, f"Invalid request: {suffix or 'no extension'} files are not "
+                         f"supported (supported: {', '.join(lt.FILE_FORMATS)})")
+    data = await upload.read()
+    from seq2seq.documents import format_of, translate_bytes
+    defaults = self.translator.decode_cfg
+    try:
+      out = await self.batcher.run_alone(functools.partial(
+          translate_bytes, self.translator, data, format_of(name), False,
+          beam_size=defaults.beam_size, alpha=defaults.alpha, batch_size=self.limits.max_batch))
+    except ValueError as e:
+      raise RequestError(400, f"Invalid request: {name}: {e}") from None
+    return {"translatedFileUrl": str(request.url_for("download_file",
+                                                     filename=self.files.put(name, out)))}
 
   def health(self) -> tuple[int, dict[str, Any]]:
     status = "ready" if self.batcher else ("failed" if self.failed else "loading")
@@ -253,11 +296,40 @@ class Server:
                                             if self.batcher else 0, "batch_rows": rows}
 
 
+class TranslatedFiles:
+  """Translated files kept for download in a temporary folder, each under a random name
+  ending in its own, removed `ttl` seconds after it was written (at the next put or get)."""
+
+  def __init__(self, ttl: float):
+    self.ttl, self.folder = ttl, Path(tempfile.mkdtemp(prefix="seq2seq-files-"))
+
+  def put(self, name: str, data: bytes) -> str:
+    self.expire()
+    filename = f"{secrets.token_hex(16)}.{name}"
+    (self.folder / filename).write_bytes(data)
+    return filename
+
+  def get(self, filename: str) -> Path | None:
+    self.expire()
+    path = self.folder / Path(filename).name
+    return path if filename == path.name and path.is_file() else None
+
+  def expire(self) -> None:
+    now = time.time()
+    for path in self.folder.iterdir():
+      with contextlib.suppress(OSError):
+        if now - path.stat().st_mtime > self.ttl:
+          path.unlink()
+
+  def close(self) -> None:
+    shutil.rmtree(self.folder, ignore_errors=True)
+
+
 class AccessLog:
   """ASGI middleware: one JSON line per answered request, and the requests counter."""
 
   PATHS = ("/", "/translate", "/health", "/metrics", "/openapi.json", "/languages", "/detect",
-           "/frontend/settings")
+           "/frontend/settings", "/translate_file")
 
   def __init__(self, app, server: Server):
     self.app, self.server = app, server
@@ -292,7 +364,7 @@ def create_app(translator=None, limits: Limits | None = None, info: dict | None 
   """The Starlette app serving `translator`, or the one `load()` returns (called on a
   thread at start-up; /health answers 503 until it has)."""
   from starlette.applications import Starlette
-  from starlette.responses import HTMLResponse, JSONResponse, Response
+  from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
   from starlette.routing import Route
 
   limits = limits or Limits()
@@ -315,6 +387,23 @@ def create_app(translator=None, limits: Limits | None = None, info: dict | None 
   async def health(request):
     status, body = server.health()
     return JSONResponse(body, status_code=status)
+
+  async def translate_file(request):
+    try:
+      answer, status, headers = await server.translate_file(request), 200, {}
+    except RequestError as e:
+      answer, status, headers = {"error": str(e)}, e.status, e.headers
+    except Exception as e:  # noqa: BLE001 - a bug, answered and logged, never a hang
+      log.exception("translate_file failed")
+      answer, status, headers = {"error": f"internal error: {type(e).__name__}"}, 500, {}
+    return JSONResponse(answer, status_code=status, headers=headers)
+
+  async def download_file(request):
+    path = server.files.get(request.path_params["filename"])
+    if path is None:
+      return JSONResponse({"error": "no such file: translated files are kept for "
+                                    f"{limits.file_ttl_s:g} seconds"}, status_code=404)
+    return FileResponse(path, filename=path.name.split(".", 1)[1])
 
   def libretranslate_get(answer):
     """A LibreTranslate GET or /detect: the model's languages, once it has loaded."""
@@ -372,10 +461,14 @@ def create_app(translator=None, limits: Limits | None = None, info: dict | None 
       loading.cancel()
     if server.batcher is not None:
       await server.batcher.stop()
+    server.files.close()
 
   app = Starlette(routes=[Route("/", page, methods=["GET"]),
                           Route("/translate", translate, methods=["POST"]),
                           Route("/health", health, methods=["GET"]),
+                          Route("/translate_file", translate_file, methods=["POST"]),
+                          Route("/download_file/{filename}", download_file, methods=["GET"],
+                                name="download_file"),
                           Route("/metrics", metrics, methods=["GET"]),
                           Route("/openapi.json", schema, methods=["GET"]),
                           Route("/languages", libretranslate_get(

@@ -19,11 +19,8 @@ is translated (script and style left as they are). Errors are LibreTranslate's s
 
 from __future__ import annotations
 
-import html
 import json
-import re
 import urllib.parse
-from html.parser import HTMLParser
 from typing import Any
 
 from seq2seq.serving.http_api import Limits, RequestError, media_type
@@ -55,10 +52,14 @@ def languages(source: str, target: str) -> list[dict[str, Any]]:
           {"code": target, "name": language_name(target), "targets": []}]
 
 
+# The file extensions /translate_file takes (seq2seq.documents.FORMATS, less .text).
+FILE_FORMATS = (".txt", ".md", ".html", ".htm", ".srt", ".vtt", ".docx")
+
+
 def frontend_settings(source: str, target: str, limits: Limits, keys: bool) -> dict:
   return {"apiKeys": keys, "keyRequired": keys, "charLimit": limits.max_chars,
           "frontendTimeout": int(limits.timeout_s * 1000), "suggestions": False,
-          "filesTranslation": False, "supportedFilesFormat": [],
+          "filesTranslation": True, "supportedFilesFormat": list(FILE_FORMATS),
           "language": {"source": {"code": source, "name": language_name(source)},
                        "target": {"code": target, "name": language_name(target)}}}
 
@@ -146,78 +147,3 @@ def answer(translations: list[str], single: bool, params: dict, source: str,
     detected = {"language": source, "confidence": 100.0}
     out["detectedLanguage"] = detected if single else [detected] * len(translations)
   return out
-
-
-# ------------------------------------------------------------------------------- HTML
-
-
-class _Segments(HTMLParser):
-  """An HTML text as a list of markup and text pieces, in order, markup verbatim."""
-
-  RAW = ("script", "style")
-
-  def __init__(self):
-    super().__init__(convert_charrefs=False)
-    self.pieces: list[tuple[bool, str]] = []  # (is text to translate, source)
-    self.raw = 0
-
-  def handle_starttag(self, tag, attrs):
-    self.raw += tag in self.RAW
-    self.pieces.append((False, self.get_starttag_text()))
-
-  def handle_startendtag(self, tag, attrs):
-    self.pieces.append((False, self.get_starttag_text()))
-
-  def handle_endtag(self, tag):
-    self.raw -= tag in self.RAW and self.raw > 0
-    self.pieces.append((False, f"</{tag}>"))
-
-  def handle_data(self, data):
-    self._text(data)
-
-  def handle_entityref(self, name):
-    self._text(f"&{name};")
-
-  def handle_charref(self, name):
-    self._text(f"&#{name};")
-
-  def _text(self, data):
-    if not self.raw and self.pieces and self.pieces[-1][0]:
-      self.pieces[-1] = (True, self.pieces[-1][1] + data)
-    else:
-      self.pieces.append((not self.raw, data))
-
-  def handle_comment(self, data):
-    self.pieces.append((False, f"<!--{data}-->"))
-
-  def handle_decl(self, decl):
-    self.pieces.append((False, f"<!{decl}>"))
-
-
-def html_texts(document: str) -> tuple[list[tuple[bool, str]], list[str]]:
-  """(the document's pieces, the texts in it to translate: entities decoded, the spaces
-  around each kept out of it). Text without a letter or digit (punctuation between tags)
-  stays as it is."""
-  parser = _Segments()
-  parser.feed(document)
-  parser.close()
-  pieces = [(is_text and _wordy(source), source) for is_text, source in parser.pieces]
-  texts = [html.unescape(source).strip() for is_text, source in pieces if is_text]
-  return pieces, texts
-
-
-def _wordy(text: str) -> bool:
-  return any(c.isalnum() for c in html.unescape(text))
-
-
-def html_join(pieces: list[tuple[bool, str]], translations: list[str]) -> str:
-  """The document with each text piece replaced by its translation, escaped, in the
-  piece's own surrounding white space."""
-  out, it = [], iter(translations)
-  for is_text, source in pieces:
-    if is_text:
-      lead, trail = re.match(r"\s*", source).group(), re.search(r"\s*$", source).group()
-      out.append(lead + html.escape(next(it), quote=False) + trail)
-    else:
-      out.append(source)
-  return "".join(out)

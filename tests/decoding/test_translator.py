@@ -173,7 +173,7 @@ def test_translator_reuses_compiled_search(trained_run):
   assert t.search_programs == compiled
   longer = " ".join([first] * 4)
   assert bucket(longer) != bucket(first)
-  t.translate([longer], beam_size=2, batch_size=4)
+  t.translate([longer], beam_size=2, batch_size=4, split_sentences=False)  # one sequence
   assert t.search_programs == compiled + 1
   # 3 and 4 sentences both run 4 rows (rows: next power of two, at most batch_size)
   t.translate(same[:3], beam_size=2, batch_size=4)

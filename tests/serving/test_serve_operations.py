@@ -7,6 +7,7 @@ import shutil
 import signal
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -153,6 +154,57 @@ def test_the_page_translates_in_a_headless_browser_as_the_api_does(server_for_pa
   assert header.startswith("English → German · jax engine")  # from the run's en, de
   status, body = post(url, {"text": lines[0], "beam_size": 4, "attention": True})
   assert rows == len(body["attention"]["target"])
+
+
+def test_the_page_translates_a_file_in_a_headless_browser(server_for_page, tmp_path):
+  playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a test extra")
+  url, translator = server_for_page
+  source = tmp_path / "captions.srt"
+  source.write_text("1\n00:00:01,000 --> 00:00:02,000\nA dog runs.\n\n"
+                    "2\n00:00:03,000 --> 00:00:04,000\nTwo cats sleep.\n", "utf-8")
+  with playwright.sync_playwright() as p:
+    browser = p.chromium.launch(executable_path=chromium(), headless=True,
+                                args=["--no-sandbox"])
+    try:
+      page = browser.new_page()
+      page.goto(url + "/")
+      page.set_input_files("#file", str(source))
+      page.click("#go-file")
+      page.wait_for_selector("#download:not([hidden])", timeout=120_000)
+      href = page.get_attribute("#download", "href")
+      assert page.inner_text("#error") == ""
+    finally:
+      browser.close()
+  with urllib.request.urlopen(href) as answer:
+    got = answer.read().decode("utf-8")
+  assert got == translator.translate_document(source, progress=False)
+
+
+def test_translate_file_and_download_file_as_libretranslate(server_for_page, tmp_path):
+  import requests
+  url, translator = server_for_page
+  document = "<p>A dog <b>runs</b> in the park.</p>"
+  answer = requests.post(url + "/translate_file", files={"file": ("page.html", document)},
+                         data={"source": "en", "target": "de"}, timeout=120)
+  assert answer.status_code == 200, answer.text
+  download = answer.json()["translatedFileUrl"]
+  assert download.startswith(url + "/download_file/") and download.endswith(".page.html")
+  (tmp_path / "page.html").write_text(document, "utf-8")
+  got = requests.get(download, timeout=60)
+  assert got.status_code == 200 and got.text == translator.translate_document(
+      tmp_path / "page.html", progress=False)
+  assert 'filename="page.html"' in got.headers["content-disposition"]
+  for files, data, status, error in [
+      ({"file": ("a.pdf", b"%PDF")}, {"source": "en", "target": "de"}, 400, ".pdf files"),
+      ({"source": (None, "en"), "target": (None, "de")}, None, 400, "missing file"),
+      (None, {"source": "en", "target": "de"}, 400, "multipart/form-data"),
+      ({"file": ("a.txt", "A dog.")}, {"source": "fr", "target": "de"}, 400, "fr"),
+      ({"file": ("a.txt", b"\xff\xfe A dog")}, {"source": "en", "target": "de"}, 400, "UTF-8")]:
+    answer = requests.post(url + "/translate_file", files=files, data=data, timeout=60)
+    assert answer.status_code == status and error in answer.json()["error"], answer.text
+  assert requests.get(url + "/download_file/nothing.txt", timeout=60).status_code == 404
+  settings = requests.get(url + "/frontend/settings", timeout=60).json()
+  assert settings["filesTranslation"] and ".docx" in settings["supportedFilesFormat"]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,90 @@
+"""Documents: files translated whole, their structure and everything that is not prose
+kept, each format read and written with its own maintained library.
+
+    translate_document(translator, "report.docx", "bericht.docx")
+    translate_document(translator, "page.md", fmt="md")     # the translation as a string
+
+    inline.py     formatted runs of text translated whole, styles carried by alignment
+    blocks.py     blocks of runs translated in chunks with progress; runs written back
+    plain.py      .txt: paragraphs
+    markdown.py   .md: prose of blocks, inline markup; code, links and images kept
+    html.py       .html: text of elements, inline tags carried; script, style, code kept
+    subtitles.py  .srt and .vtt: cue texts; numbers, timings and settings kept
+    word.py       .docx: paragraphs of body, tables, headers, footers; run formatting kept
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from seq2seq.documents.blocks import BlockTranslator
+
+# Extension -> format name.
+FORMATS = {".txt": "txt", ".text": "txt", ".md": "md", ".markdown": "md", ".html": "html",
+           ".htm": "html", ".xhtml": "html", ".srt": "srt", ".vtt": "vtt", ".docx": "docx"}
+BINARY = frozenset({"docx"})
+
+
+def format_of(path: str | os.PathLike, fmt: str | None = None) -> str:
+  """The format named `fmt`, else the one of `path`'s extension.
+
+  Raises:
+    ValueError: naming the path and the formats known.
+  """
+  if fmt is not None:
+    if fmt not in set(FORMATS.values()):
+      raise ValueError(f"unknown document format {fmt!r}: expected one of "
+                       f"{', '.join(sorted(set(FORMATS.values())))}")
+    return fmt
+  suffix = Path(path).suffix.lower()
+  if suffix not in FORMATS:
+    raise ValueError(f"{path}: cannot tell the document format from {suffix or 'no'} "
+                     f"extension (known: {', '.join(sorted(FORMATS))}); give the format")
+  return FORMATS[suffix]
+
+
+def translate_bytes(translator, data: bytes, fmt: str, progress: bool = True,
+                    **options) -> bytes:
+  """A document's bytes translated (UTF-8 for the text formats, a BOM allowed).
+  `options`: translate()'s search settings and `split_sentences`."""
+  from seq2seq.documents import html, markdown, plain, subtitles, word
+  translate = BlockTranslator(translator, progress=progress, **options)
+  if fmt in BINARY:
+    return word.translate_docx(data, translate)
+  try:
+    text = data.decode("utf-8-sig")
+  except UnicodeDecodeError as e:
+    raise ValueError(f"not valid UTF-8 (byte {e.start}): a {fmt} document must be "
+                     "UTF-8 text") from None
+  text = text.replace("\r\n", "\n")
+  handler = {"txt": plain.translate_text, "md": markdown.translate_markdown,
+             "html": html.translate_html, "srt": subtitles.translate_srt,
+             "vtt": subtitles.translate_vtt}[fmt]
+  return handler(text, translate).encode("utf-8")
+
+
+def translate_document(translator, source: str | os.PathLike,
+                       target: str | os.PathLike | None = None, fmt: str | None = None,
+                       progress: bool = True, **options) -> str | None:
+  """Translates the document at `source` into `target` (same format; written whole or
+  not at all), or returns its translation (text formats) when no target is given.
+  `fmt`: the format, else from `source`'s extension (`FORMATS`)."""
+  fmt = format_of(source, fmt)
+  try:
+    data = Path(source).read_bytes()
+  except OSError as e:
+    raise ValueError(f"{source}: {e.strerror}") from None
+  try:
+    out = translate_bytes(translator, data, fmt, progress, **options)
+  except ValueError as e:
+    raise ValueError(f"{source}: {e}") from None
+  if target is None:
+    if fmt in BINARY:
+      raise ValueError(f"{source}: a {fmt} document is written to a file: give a target")
+    return out.decode("utf-8")
+  target = Path(target)
+  partial = target.with_name(target.name + ".partial")
+  partial.write_bytes(out)
+  os.replace(partial, target)
+  return None

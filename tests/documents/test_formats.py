@@ -1,0 +1,157 @@
+"""Each document format on the tiny run: a file written with the format's own library,
+translated, and read back with it: the structure and everything that is not prose kept,
+the prose translated."""
+
+import io
+import subprocess
+import sys
+
+import docx
+import pytest
+import srt
+import webvtt
+from bs4 import BeautifulSoup
+from markdown_it import MarkdownIt
+
+from seq2seq.decoding.translator import Translator
+from seq2seq.documents import format_of, translate_document
+
+from helpers import ROOT
+
+
+@pytest.fixture(scope="module")
+def translator(trained_run):
+  return Translator.load(trained_run)
+
+
+def test_plain_text_keeps_its_lines_and_paragraphs(translator, tmp_path):
+  path = tmp_path / "a.txt"
+  path.write_text("A man runs. Two dogs play.\nA cat sleeps.\n\n\nA woman sings.\n", "utf-8")
+  out = translate_document(translator, path)
+  paragraphs = out.split("\n\n\n")
+  assert len(paragraphs) == 2 and out.endswith("\n") and paragraphs[0].count("\n") == 1
+  assert paragraphs[1] == translator.translate("A woman sings.\n")
+
+
+def test_markdown_keeps_code_links_images_and_structure(translator, tmp_path):
+  source = ("# A dog runs\n\nA young **man** is riding a [red bike](https://x.org/b \"t\") "
+            "with `x = 1`.\n\n- A cat sleeps.\n- Two [women](y.html) sit.\n\n"
+            "```python\nprint('A dog runs.')\n```\n\n| A man | A woman |\n|---|---|\n"
+            "| A boy | A girl |\n\n![a dog](dog.png) A child plays.\n")
+  path = tmp_path / "a.md"
+  path.write_text(source, "utf-8")
+  out = translate_document(translator, path)
+  md = MarkdownIt("commonmark").enable("table")
+  kinds = lambda text: [t.type for t in md.parse(text)]  # noqa: E731
+  assert kinds(out) == kinds(source)  # the same blocks in the same order
+  assert "```python\nprint('A dog runs.')\n```\n" in out and "`x = 1`" in out
+  assert "](https://x.org/b \"t\")" in out and "](y.html)" in out
+  assert "![a dog](dog.png)" in out and "**" in out
+  assert out.count("|") == source.count("|")
+  heading = out.splitlines()[0]
+  assert heading.startswith("# ") and heading[2:] == translator.translate("A dog runs")
+
+
+def test_html_keeps_tags_attributes_and_what_is_not_prose(translator, tmp_path):
+  source = ('<!DOCTYPE html><html lang="en"><head><title>A dog</title>'
+            '<style>p { color: red }</style><script>var a = "A dog runs.";</script></head>'
+            '<body><!-- A note --><p class="x">A <b>young</b> man is riding a '
+            '<a href="https://x.org" title="t">red bike</a>.</p>'
+            '<ul><li>A cat sleeps.<br>A dog <code>runs()</code> fast.</li></ul>'
+            '<pre>A dog runs.</pre><p translate="no">A dog runs.</p></body></html>')
+  path = tmp_path / "a.html"
+  path.write_text(source, "utf-8")
+  out = translate_document(translator, path)
+  before, after = BeautifulSoup(source, "html.parser"), BeautifulSoup(out, "html.parser")
+  tags = lambda soup: [(t.name, dict(t.attrs)) for t in soup.find_all(True)]  # noqa: E731
+  assert tags(after) == tags(before)
+  for kept in ("<style>p { color: red }</style>", '<script>var a = "A dog runs.";</script>',
+               "<!-- A note -->", "<pre>A dog runs.</pre>", "<code>runs()</code>",
+               '<p translate="no">A dog runs.</p>'):
+    assert kept in out
+  paragraph = after.find("p", class_="x")
+  assert paragraph.get_text() == translator.translate(
+      "A young man is riding a red bike.")
+  assert after.title.get_text() == translator.translate("A dog")
+
+
+def test_subtitles_keep_numbers_timings_settings_and_line_counts(translator, tmp_path):
+  cues = [srt.Subtitle(1, srt.timedelta(seconds=1), srt.timedelta(seconds=3.5),
+                       "A young man is riding\na red bike down the street."),
+          srt.Subtitle(7, srt.timedelta(seconds=4), srt.timedelta(seconds=6),
+                       "<i>Two dogs</i> play.")]
+  path = tmp_path / "a.srt"
+  path.write_text(srt.compose(cues, reindex=False), "utf-8")
+  out = list(srt.parse(translate_document(translator, path)))
+  assert [(c.index, c.start, c.end) for c in out] == [(c.index, c.start, c.end) for c in cues]
+  assert out[0].content.count("\n") == 1
+  assert " ".join(out[0].content.split()) == translator.translate(
+      "A young man is riding a red bike down the street.")
+  assert out[1].content.startswith("<i>") and "</i>" in out[1].content
+
+  vtt = ("WEBVTT\n\nNOTE made by a test\n\nintro\n00:00:01.000 --> 00:00:03.500 align:start\n"
+         "<v Bob>A young man is riding\na red bike.\n\n00:00:04.000 --> 00:00:06.000\n"
+         "Two dogs play.\n")
+  path = tmp_path / "a.vtt"
+  path.write_text(vtt, "utf-8")
+  written = translate_document(translator, path)
+  before, after = (webvtt.from_buffer(io.StringIO(t)) for t in (vtt, written))
+  assert [(c.identifier, c.start, c.end) for c in after] == [
+      (c.identifier, c.start, c.end) for c in before]
+  assert "NOTE made by a test" in written and "align:start" in written
+  assert after.captions[0].raw_text.startswith("<v Bob>")
+  assert after.captions[1].text == translator.translate("Two dogs play.")
+
+
+def _docx(path):
+  d = docx.Document()
+  d.add_heading("A dog runs in the park.", 1)
+  p = d.add_paragraph("A young ")
+  p.add_run("man").bold = True
+  p.add_run(" is riding a red bike. Two dogs play in the snow.")
+  table = d.add_table(rows=1, cols=2)
+  table.cell(0, 0).text = "A cat sleeps."
+  table.cell(0, 1).text = "A woman sings."
+  d.sections[0].header.paragraphs[0].text = "A man is walking."
+  d.add_paragraph("A girl is reading.", style="List Bullet")
+  d.save(path)
+  return d
+
+
+def test_docx_keeps_styles_runs_tables_and_headers(translator, tmp_path):
+  source = _docx(tmp_path / "a.docx")
+  translate_document(translator, tmp_path / "a.docx", tmp_path / "b.docx")
+  out = docx.Document(tmp_path / "b.docx")
+  assert [p.style.name for p in out.paragraphs] == [p.style.name for p in source.paragraphs]
+  assert out.paragraphs[0].text == translator.translate("A dog runs in the park.")
+  runs = out.paragraphs[1].runs
+  assert [r.bold for r in runs if r.bold] == [True] and len(runs) >= 2
+  assert out.paragraphs[1].text == translator.translate(
+      "A young man is riding a red bike. Two dogs play in the snow.")
+  assert [c.text for c in out.tables[0].rows[0].cells] == translator.translate(
+      ["A cat sleeps.", "A woman sings."])
+  assert out.sections[0].header.paragraphs[0].text == translator.translate("A man is walking.")
+
+
+def test_the_command_line_translates_documents_and_refuses_what_it_cannot(trained_run, tmp_path):
+  _docx(tmp_path / "a.docx")
+  command = [sys.executable, str(ROOT / "translate.py"), "--workdir", str(trained_run)]
+  done = subprocess.run(command + ["--input", tmp_path / "a.docx", "--output",
+                                   tmp_path / "b.docx"], capture_output=True, text=True)
+  assert done.returncode == 0, done.stderr
+  assert docx.Document(tmp_path / "b.docx").paragraphs[0].text
+  refused = subprocess.run(command + ["--input", tmp_path / "a.docx"], capture_output=True,
+                           text=True)
+  assert refused.returncode == 2 and "give --output FILE" in refused.stderr
+  (tmp_path / "a.md").write_text("# A dog\n", "utf-8")
+  done = subprocess.run(command + ["--input", tmp_path / "a.md"], capture_output=True,
+                        text=True)
+  assert done.returncode == 0 and done.stdout.startswith("# ")
+
+
+def test_formats_are_named_by_extension_or_given():
+  assert format_of("a.HTM") == "html" and format_of("a.md", "txt") == "txt"
+  with pytest.raises(ValueError, match=r"a\.pdf: cannot tell the document format"):
+    format_of("a.pdf")
+  with pytest.raises(ValueError, match="unknown document format 'pdf'"):
+    format_of("a.txt", "pdf")
