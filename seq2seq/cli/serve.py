@@ -10,10 +10,12 @@ import dataclasses
 import logging
 import sys
 import threading
+from pathlib import Path
 
 from seq2seq import runtime
 from seq2seq.cli import parsing
 from seq2seq.rundir import checkpoint
+from seq2seq.serving import export
 from seq2seq.serving.http_api import Limits
 from seq2seq.serving.http_server import access_log, create_app, follow_checkpoint, log, warm_up
 
@@ -73,12 +75,13 @@ def main(argv=None) -> None:
       lines = open(args.api_keys, encoding="utf-8").read().splitlines()
     except OSError as e:
       sys.exit(f"error: --api-keys {args.api_keys}: {e.strerror}")
-    api_keys = frozenset(x.strip() for x in lines if x.strip() and not x.startswith("#"))
+    api_keys = frozenset(x.strip() for x in lines if x.strip() and not x.strip().startswith("#"))
     if not api_keys:
       sys.exit(f"error: --api-keys {args.api_keys} holds no key (one per line)")
   parsing.resolve_model(p, args)  # after the usage checks: a Hub model downloads here
-  info = {"engine": args.engine, "model": args.model or args.workdir,
-          "checkpoint": args.checkpoint}
+  # /health names the model (its folder's or Hub name), never this machine's paths
+  shown = args.model if args.from_hub else Path(args.model or args.workdir).resolve().name
+  info = {"engine": args.engine, "model": shown, "checkpoint": args.checkpoint}
 
   def load():
     translator, settings = parsing.load_translator(args)
@@ -89,17 +92,23 @@ def main(argv=None) -> None:
                         threading.Event())
     return translator
 
-  if args.engine == "jax":  # a wrong directory is an error now, not a failed /health
-    try:
-      checkpoint.load_config(args.workdir)
-    except checkpoint.CheckpointError as e:
-      sys.exit(f"error: {e}")
+  try:  # a wrong directory is an error now, not a failed /health
+    cfg = (checkpoint.load_config(args.workdir) if args.engine == "jax"
+           else export.load_export(args.workdir)[1])
+  except (checkpoint.CheckpointError, ValueError, OSError) as e:
+    sys.exit(f"error: {e}")
+  beam = args.beam if args.beam is not None else cfg.decode.beam_size
+  if not 1 <= beam <= limits.max_beam:  # every request without beam_size would be refused
+    which = "--beam" if args.beam is not None else "the run's decode.beam_size"
+    sys.exit(f"error: {which} is {beam}, beyond --max-beam {limits.max_beam}: raise "
+             "--max-beam or lower the default beam")
   logging.getLogger("uvicorn").setLevel(logging.WARNING)
   logging.getLogger("uvicorn.access").disabled = True  # ours is seq2seq.serve.access
   uvicorn.run(create_app(None, limits, info, load=load, workers=args.decoders,
                          api_keys=api_keys),
               host=args.host, port=args.port, log_config=None,  # keep this logging setup
-              timeout_graceful_shutdown=max(1, int(limits.timeout_s)))
+              timeout_graceful_shutdown=max(1, int(limits.timeout_s)),
+              limit_concurrency=limits.max_connections, timeout_keep_alive=5)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import fcntl
 import json
 import os
@@ -61,6 +62,13 @@ def training_lock(workdir: str | os.PathLike) -> Iterator[None]:
         f"{Path(workdir)} is being trained by another process (pid {who.get('pid', '?')} "
         f"on {who.get('host', '?')}, started {who.get('started', '?')}); wait for it to "
         "finish or give another --workdir") from None
+  except OSError as e:
+    os.close(fd)
+    if e.errno in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+      raise RunLocked(f"{Path(workdir)}: this file system cannot lock files ({e.strerror}), "
+                      "so two writers could not be kept apart: give a --workdir on a local "
+                      "disk") from None
+    raise
   info = {"host": socket.gethostname(), "pid": os.getpid(),
           "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
   os.ftruncate(fd, 0)

@@ -73,6 +73,7 @@ class Batcher:
   def __init__(self, translate: Callable[..., list], limits: Limits, metrics: Metrics,
                workers: int = 2, quiet_ms: float = QUIET_MS):
     self.translate_fn, self.limits, self.metrics = translate, limits, metrics
+    self.alone = 0  # texts of run_alone requests waiting or running
     self.pending: collections.deque[tuple[Job, int]] = collections.deque()
     self.workers, self.busy = workers, 0
     self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="decode")
@@ -213,9 +214,26 @@ class Batcher:
         self.stats["requests"] += 1
         job.future.set_result(job.results)
 
-  async def run_alone(self, fn: Callable[[], Any]) -> Any:
-    """Runs `fn` (an attention request) on a decoding thread."""
-    return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
+  async def run_alone(self, fn: Callable[[], Any], texts: int = 1) -> Any:
+    """Runs `fn` (an attention request, an HTML document, a file) on a decoding thread,
+    within the queue's limit (`texts` count against `max_queue`: past it, 429) and its
+    timeout (503)."""
+    if self.closing:
+      raise RequestError(503, "the server is shutting down", {"Retry-After": "5"})
+    if len(self.pending) + self.alone + texts > self.limits.max_queue:
+      raise RequestError(429, f"{len(self.pending) + self.alone} texts are waiting, at most "
+                              f"{self.limits.max_queue}: try again later",
+                         {"Retry-After": str(self.retry_after())})
+    self.alone += texts
+    try:
+      return await asyncio.wait_for(
+          asyncio.get_running_loop().run_in_executor(self.executor, fn), self.limits.timeout_s)
+    except asyncio.TimeoutError:
+      raise RequestError(503, f"not answered within {self.limits.timeout_s:g} s (the server "
+                              "is busy): try again later",
+                         {"Retry-After": str(self.retry_after())}) from None
+    finally:
+      self.alone -= texts
 
 
 def engine_call(translator, batch_size: int

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import shutil
 import tempfile
 import time
@@ -186,6 +187,9 @@ def export_ctranslate2(workdir: str | Path, output: str | Path, checkpoint_name:
   output = Path(output)
   if output.exists() and any(output.iterdir()) and not force:
     raise ExportError(f"{output} exists and is not empty (add --force to replace it)")
+  if output.exists() and any(output.iterdir()) and not (output / EXPORT_FILE).is_file():
+    raise ExportError(f"{output} is not an export (it has no {EXPORT_FILE}): --force "
+                      "replaces an earlier export only; give another --output")
   cfg: Config = checkpoint.load_config(workdir)
   tok = checkpoint.load_tokenizer(workdir)
   params, meta = checkpoint.load_params(workdir, checkpoint_name, cfg.model)
@@ -225,6 +229,26 @@ def export_argos(workdir: str | Path, output: str | Path, checkpoint_name: str =
     raise ExportError(f"{output} exists (add --force to replace it)")
   cfg: Config = checkpoint.load_config(workdir)
   src, tgt = cfg.data.src_lang, cfg.data.tgt_lang
+  for code in (src, tgt):  # they name a folder inside the package
+    if not LANGUAGE_CODE.fullmatch(code or ""):
+      raise ExportError(f"{workdir}: language code {code!r} is not one: expected 2-3 "
+                        "letters with an optional region or script (e.g. en, pt-BR, zh_Hant)")
+  partial = output.with_name(output.name + ".partial")
+  try:
+    _write_argos(workdir, output, partial, cfg, src, tgt, checkpoint_name, quantization)
+  finally:
+    partial.unlink(missing_ok=True)  # a failed zip leaves nothing behind
+  log.info("wrote the Argos Translate package %s (%s → %s, %s checkpoint, %s)", output, src,
+           tgt, checkpoint_name, quantization)
+  return output
+
+
+# A language code as Argos and LibreTranslate take it, and nothing a path could use.
+LANGUAGE_CODE = re.compile(r"[a-z]{2,3}([-_][A-Za-z0-9]{2,8})?")
+
+
+def _write_argos(workdir, output: Path, partial: Path, cfg: Config, src: str, tgt: str,
+                 checkpoint_name: str, quantization: str) -> None:
   with tempfile.TemporaryDirectory(prefix="seq2seq-argos-") as tmp:
     folder = Path(tmp) / f"translate-{src}_{tgt}"
     export_ctranslate2(workdir, folder / "model", checkpoint_name, quantization)
@@ -252,15 +276,11 @@ def export_argos(workdir: str | Path, output: str | Path, checkpoint_name: str =
     if card.exists():
       shutil.copyfile(card, folder / "README.md")
     output.parent.mkdir(parents=True, exist_ok=True)
-    partial = output.with_name(output.name + ".partial")
     with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
       for path in sorted(folder.rglob("*")):
         if path.is_file():
           z.write(path, path.relative_to(tmp).as_posix())
     partial.replace(output)  # never a half-written package under the final name
-  log.info("wrote the Argos Translate package %s (%s → %s, %s checkpoint, %s)", output, src,
-           tgt, checkpoint_name, quantization)
-  return output
 
 
 def load_export(path: str | Path) -> tuple[dict, Config, Tokenizer]:

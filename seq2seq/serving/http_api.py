@@ -33,6 +33,9 @@ class Limits:
   timeout_s: float = _limit(60.0, "seconds after which an unanswered request gets 503")
   file_ttl_s: float = _limit(600.0, "seconds a translated file (/translate_file) stays to "
                              "be downloaded")
+  max_connections: int = _limit(256, "open connections; past it, 503")
+  read_timeout_s: float = _limit(10.0, "seconds a client may take to send a request body; "
+                                 "past it, 408")
 
 
 class RequestError(ValueError):
@@ -138,19 +141,27 @@ def _show(value: Any) -> str:
   return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _strings(value: Any, name: str, limits: Limits) -> list[str]:
+def _strings(value: Any, name: str, limits: Limits, statuses: tuple[int, int] = (422, 413)
+             ) -> list[str]:
+  """`value` checked as texts to translate (every API's): a list of strings, each within
+  `max_chars` and valid Unicode (a lone surrogate would fail the batch it joined).
+  `statuses`: of a wrong value and of a text too long (LibreTranslate's API: 400, 400)."""
+  wrong, too_long = statuses
   if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-    raise RequestError(422, f'"{name}" must be a list of strings')
+    raise RequestError(wrong, f'"{name}" must be a list of strings')
   for i, t in enumerate(value):
     if len(t) > limits.max_chars:
-      raise RequestError(413, f"{name} {i} has {len(t)} characters; at most "
-                              f"{limits.max_chars}")
+      raise RequestError(too_long, f"{name} {i} has {len(t)} characters; at most "
+                                   f"{limits.max_chars}")
     try:
       t.encode("utf-8")
     except UnicodeEncodeError as e:
-      raise RequestError(422, f"{name} {i} is not valid Unicode: a lone surrogate "
-                              f"{t[e.start]!a} at character {e.start}") from None
+      raise RequestError(wrong, f"{name} {i} is not valid Unicode: a lone surrogate "
+                                f"{t[e.start]!a} at character {e.start}") from None
   return value
+
+
+check_texts = _strings  # the shared check, by its public name
 
 
 def parse_request(body: Any, limits: Limits, defaults: DecodeConfig,

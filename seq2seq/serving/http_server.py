@@ -175,10 +175,16 @@ class Server:
     if length.isdigit() and int(length) > self.limits.max_body:
       raise RequestError(413, f"the body has {length} bytes; at most {self.limits.max_body}")
     body = bytearray()
-    async for chunk in request.stream():
-      body += chunk
-      if len(body) > self.limits.max_body:
-        raise RequestError(413, f"the body exceeds {self.limits.max_body} bytes")
+    async def read():
+      async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > self.limits.max_body:
+          raise RequestError(413, f"the body exceeds {self.limits.max_body} bytes")
+    try:  # a client that sends a byte now and then must not hold a connection for ever
+      await asyncio.wait_for(read(), self.limits.read_timeout_s)
+    except asyncio.TimeoutError:
+      raise RequestError(408, f"the body did not arrive within {self.limits.read_timeout_s:g} s"
+                         ) from None
     return bytes(body)
 
   async def translate(self, request) -> dict[str, Any]:
@@ -205,7 +211,7 @@ class Server:
     if req.attention:
       from seq2seq.decoding.attention import attention
       text, source, target, weights = await self.batcher.run_alone(
-          lambda: attention(self.translator, req.texts[0], req.search.beam_size))
+          lambda: attention(self.translator, req.texts[0], req.search.beam_size), 1)
       return {"translation": text, "attention": {
           "source": source, "target": target, "weights": weights.round(4).tolist()}}
     out = await self.batcher.submit(req)
@@ -453,7 +459,8 @@ def create_app(translator=None, limits: Limits | None = None, info: dict | None 
           server.ready(await asyncio.get_running_loop().run_in_executor(None, load))
           log.info("ready: %s", json.dumps(server.info))
         except Exception as e:  # noqa: BLE001 - reported by /health and every request
-          server.failed = f"the model failed to load: {e}"
+          # the log has the whole error; clients get its kind, not this machine's paths
+          server.failed = f"the model failed to load ({type(e).__name__}; see the server's log)"
           log.exception("loading failed")
       loading = asyncio.get_running_loop().create_task(load_then_serve())
     yield

@@ -19,11 +19,10 @@ is translated (script and style left as they are). Errors are LibreTranslate's s
 
 from __future__ import annotations
 
-import json
 import urllib.parse
 from typing import Any
 
-from seq2seq.serving.http_api import Limits, RequestError, media_type
+from seq2seq.serving.http_api import Limits, RequestError, check_texts, media_type, read_json
 
 # English names of the languages LibreTranslate offers (ISO 639-1); a code not here is its
 # own name.
@@ -80,9 +79,9 @@ def read_params(body: bytes, content_type: str | None, query: dict[str, str]) ->
     params.update({k: v if k == "q" and len(v) > 1 else v[-1] for k, v in form.items()})
   elif kind in ("application/json", ""):
     try:
-      value = json.loads(text)
-    except ValueError as e:
-      raise RequestError(400, f"Invalid request: the body is not valid JSON: {e}") from None
+      value = read_json(body, None)
+    except RequestError as e:
+      raise RequestError(400, f"Invalid request: {e}") from None
     if not isinstance(value, dict):
       raise RequestError(400, "Invalid request: the body must be a JSON object")
     params.update(value)
@@ -98,8 +97,9 @@ def is_libretranslate(params: dict) -> bool:
 
 
 def check_key(params: dict, keys: frozenset[str] | None) -> None:
-  if keys is not None and params.get("api_key") not in keys:
-    raise RequestError(403, "Invalid API key" if params.get("api_key") else
+  key = params.get("api_key")
+  if keys is not None and not (isinstance(key, str) and key in keys):
+    raise RequestError(403, "Invalid API key" if key else
                        "Please contact the server operator to get an API key")
 
 
@@ -115,10 +115,10 @@ def parse(params: dict, source: str, target: str, limits: Limits
     raise RequestError(400, "Invalid request: q must be a string or a list of strings")
   if len(texts) > limits.max_texts:
     raise RequestError(400, f"Invalid request: {len(texts)} texts; at most {limits.max_texts}")
-  for t in texts:
-    if len(t) > limits.max_chars:
-      raise RequestError(400, f"Invalid request: a text of {len(t)} characters; at most "
-                              f"{limits.max_chars} (char limit)")
+  try:
+    check_texts(texts, "q", limits, (400, 400))
+  except RequestError as e:
+    raise RequestError(400, f"Invalid request: {e} (char limit {limits.max_chars})") from None
   for name in ("source", "target"):
     if not params.get(name):
       raise RequestError(400, f"Invalid request: missing {name} parameter")
@@ -129,10 +129,11 @@ def parse(params: dict, source: str, target: str, limits: Limits
   fmt = params.get("format") or "text"
   if fmt not in FORMATS:
     raise RequestError(400, f"Invalid request: format {fmt!r}; expected text or html")
-  try:
-    alternatives = int(params.get("alternatives") or 0)
-  except (TypeError, ValueError):
-    raise RequestError(400, "Invalid request: alternatives must be an integer") from None
+  alternatives = params.get("alternatives") or 0
+  if isinstance(alternatives, str) and alternatives.strip().isdigit():
+    alternatives = int(alternatives)
+  if isinstance(alternatives, bool) or not isinstance(alternatives, int):
+    raise RequestError(400, "Invalid request: alternatives must be an integer")
   if not 0 <= alternatives <= limits.max_beam - 1:
     raise RequestError(400, f"Invalid request: alternatives must be 0 to {limits.max_beam - 1}")
   return texts, single, fmt, alternatives

@@ -197,3 +197,15 @@ def test_training_finishes_while_other_processes_load_its_checkpoints(tmp_path):
   assert set(best["steps"]) <= set(range(5, 61, 5)) and best["steps"][-1] == 60
   assert set(latest["steps"]) <= set(range(5, 61, 5)) and latest["steps"][-1] == 60
   assert averaged["steps"][-1:] == [60]  # written at the end
+
+
+def test_a_file_system_that_cannot_lock_is_one_line(tmp_path, monkeypatch):
+  import errno
+  import fcntl
+
+  def refuse(fd, operation):
+    raise OSError(errno.ENOLCK, "No locks available")
+  monkeypatch.setattr(fcntl, "flock", refuse)
+  with pytest.raises(lock.RunLocked, match="this file system cannot lock files"):
+    with lock.training_lock(tmp_path):
+      pass

@@ -97,3 +97,30 @@ def test_a_package_name_without_its_suffix_is_refused(trained_run, tmp_path):
   proc = run_cli("-m", "seq2seq.cli.export", "--workdir", trained_run, "--format", "argos",
                  "--output", tmp_path / "model.zip", check=False)
   assert proc.returncode == 1 and b".argosmodel" in proc.stderr
+
+
+def test_a_language_code_that_is_a_path_is_refused_and_nothing_is_left(trained_run, tmp_path):
+  import json
+  import shutil
+
+  from seq2seq.serving.export import ExportError, export_argos
+  run = tmp_path / "run"
+  shutil.copytree(trained_run, run)
+  config = json.loads((run / "config.json").read_text())
+  config["data"]["src_lang"] = "../../escape"
+  (run / "config.json").write_text(json.dumps(config))
+  with pytest.raises(ExportError, match="language code '../../escape' is not one"):
+    export_argos(run, tmp_path / "x.argosmodel")
+  assert not list(tmp_path.glob("x.argosmodel*"))  # no package, no .partial
+
+
+def test_force_replaces_an_export_only(trained_run, tmp_path):
+  from seq2seq.serving.export import ExportError, export_ctranslate2
+  (tmp_path / "mine").mkdir()
+  (tmp_path / "mine" / "notes.txt").write_text("keep me")
+  with pytest.raises(ExportError, match="is not an export"):
+    export_ctranslate2(trained_run, tmp_path / "mine", force=True)
+  assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+  with pytest.raises(ExportError, match="is not an export"):
+    export_ctranslate2(tmp_path / "x", trained_run, force=True)  # the run directory itself
+  assert (trained_run / "config.json").exists()
