@@ -62,7 +62,9 @@ def main(argv=None) -> None:
                       "test_2016_flickr (instead of --src/--ref)")
   parsing.add_search_flags(parser)
   parser.add_argument("--output", help="hypothesis file (default: "
-                      "RUN_DIR/hyps/NAME.beamN.txt, NAME the split or source file)")
+                      "hyps/RUN/NAME.beamN.txt in the current folder, RUN the run's folder "
+                      "name, NAME the split or source file); the run directory is only "
+                      "read, but for the score appended to its model card")
   parser.add_argument("--hyp", help="score this existing translation file against --ref, "
                       "without a model (no --workdir)")
   parser.add_argument("--sentence-level", metavar="FILE.tsv",
@@ -123,12 +125,16 @@ def main(argv=None) -> None:
     sys.exit(f"error: {args.split or args.src}: {e}")
   ensemble = ".ensemble" if len(args.workdir) > 1 else ""
   mbr_name = f".mbr-{c.mbr}-{c.mbr_weights}" if c.mbr else ""
-  # A Hub model's folder is huggingface_hub's cache, never written: its output goes here.
+  # Readers leave the run directory as they found it: the hypotheses go to a folder here.
   out = (Path(args.output) if args.output else
-         Path("." if args.from_hub else args.workdir[0]) / "hyps" /
+         Path("hyps") / Path(args.workdir[0]).resolve().name /
          f"{name}.beam{beam}{mbr_name}{ensemble}.txt")
-  out.parent.mkdir(parents=True, exist_ok=True)
-  out.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+  try:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+  except OSError as e:
+    log.warning("could not write the hypotheses to %s (%s); the score follows", out,
+                e.strerror)
   result = score(hypotheses, references, args.lowercase_tokenized, cfg.data.tgt_lang)
   if args.sentence_level:
     write_sentence_level(Path(args.sentence_level), sources, hypotheses, references)
@@ -142,8 +148,12 @@ def main(argv=None) -> None:
   # An ensemble's score belongs to no one run's card; an export is not a run directory;
   # a Hub model's card is the one published.
   if len(args.workdir) == 1 and args.engine == "jax" and not args.from_hub:
-    model_card.record_evaluation(args.workdir[0], dict(result, data=name))
-    model_card.write(args.workdir[0])
+    try:  # appended, and the card rewritten under its lock (model_card.card_lock)
+      model_card.record_evaluation(args.workdir[0], dict(result, data=name))
+      model_card.write(args.workdir[0])
+    except OSError as e:  # a read-only run: the score is printed above all the same
+      log.warning("the score was not recorded in %s's model card (%s)", args.workdir[0],
+                  e.strerror)
 
 
 if __name__ == "__main__":

@@ -84,12 +84,15 @@ def main(argv=None) -> None:
   info = {"engine": args.engine, "model": shown, "checkpoint": args.checkpoint}
 
   def load():
+    # what is loaded, looked up first: one written while it loads and compiles is newer
+    loaded = (checkpoint.checkpoint_path(args.workdir, args.checkpoint)
+              if args.reload_every else None)
     translator, settings = parsing.load_translator(args)
     translator.decode_cfg = settings  # the flags are the default of every request
     log.info("compiled the batch shapes in %.1f s", warm_up(translator, limits))
     if args.reload_every:
       follow_checkpoint(translator, args.workdir, args.checkpoint, args.reload_every, info,
-                        threading.Event())
+                        threading.Event(), loaded)
     return translator
 
   try:  # a wrong directory is an error now, not a failed /health

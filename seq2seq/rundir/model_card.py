@@ -8,6 +8,8 @@ generated from those files, config.json and spm.json, so it never disagrees with
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -70,10 +72,32 @@ def record_training(workdir: Path, cfg: Config, summary: dict[str, Any]) -> None
   write_atomic(Path(workdir) / TRAINING_FILE, json.dumps(record, indent=1))
 
 
+CARD_LOCK_FILE = "card.lock"
+
+
+@contextlib.contextmanager
+def card_lock(workdir: str | os.PathLike):
+  """Held while the card's records are read and the card written: two evaluations, or an
+  evaluation and the trainer's last card, write one after the other, the later from
+  everything the earlier recorded. Not the training lock: an evaluation of a run that is
+  still training must not wait for it to end."""
+  fd = os.open(Path(workdir) / CARD_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    yield
+  finally:
+    os.close(fd)  # closing releases the lock
+
+
 def record_evaluation(workdir: Path, result: dict[str, Any]) -> None:
-  path = Path(workdir) / EVALUATIONS_FILE
-  old = path.read_text() if path.exists() else ""
-  write_atomic(path, old + json.dumps(result) + "\n")
+  """Appends `result` to the run's evaluations: one write of one line to a file opened for
+  appending, so that evaluations at once each keep theirs."""
+  line = (json.dumps(result) + "\n").encode("utf-8")
+  fd = os.open(Path(workdir) / EVALUATIONS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+  try:
+    os.write(fd, line)
+  finally:
+    os.close(fd)
 
 
 def evaluations(workdir: str | os.PathLike) -> list[dict[str, Any]]:
@@ -183,7 +207,9 @@ def render(workdir: Path, name: str | None = None) -> str:
 
 
 def write(workdir: Path) -> Path:
+  """The card rendered from the run's records, written whole, under `card_lock`."""
   path = Path(workdir) / CARD_FILE
-  write_atomic(path, render(workdir))
+  with card_lock(workdir):
+    write_atomic(path, render(workdir))
   return path
 

@@ -245,19 +245,58 @@ def openapi(limits: Limits, engine: str, version: str, languages: dict | None = 
                                                  "items": {"type": "number"}}}}}}}
   json_answer = lambda schema, text: {"description": text, "content": {
       "application/json": {"schema": schema}}}
+  lt_key = {"type": "object", "properties": {"api_key": {"type": "string"}}}
+  lt_request = {"type": "object", "required": ["q", "source", "target"], "properties": {
+      "q": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"},
+                                           "maxItems": limits.max_texts}]},
+      "source": {"type": "string"}, "target": {"type": "string"},
+      "format": {"enum": ["text", "html"]}, "alternatives": {"type": "integer"},
+      "api_key": {"type": "string"}}}
+  lt_answer = {"type": "object", "required": ["translatedText"], "properties": {
+      "translatedText": {"anyOf": [{"type": "string"},
+                                   {"type": "array", "items": {"type": "string"}}]},
+      "alternatives": {"type": "array"}, "detectedLanguage": {}}}
+  lt_detect = {"type": "object", "required": ["q"], "properties": {
+      "q": {"type": "string"}, "api_key": {"type": "string"}}}
   return {
       "openapi": "3.1.0",
       "info": {"title": "seq2seq-serve", "version": version,
                "description": f"Translation {pair}with a seq2seq model ({engine} engine)."},
       "paths": {
           "/translate": {"post": {
-              "summary": "Translate one text or several",
-              "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                  "type": "object", "properties": fields, "additionalProperties": False,
-                  "oneOf": [{"required": ["text"]}, {"required": ["texts"]}]}}}},
+              "summary": "Translate one text or several (the native API); a body with `q` "
+                         "is LibreTranslate's, as JSON or a form",
+              "requestBody": {"required": True, "content": {
+                  "application/json": {"schema": {
+                      "type": "object", "properties": fields, "additionalProperties": False,
+                      "oneOf": [{"required": ["text"]}, {"required": ["texts"]}]}},
+                  "application/x-www-form-urlencoded": {"schema": lt_request}}},
               "responses": {
-                  "200": json_answer(answer, "the translations"),
-                  **{str(code): error for code in (400, 413, 415, 422, 429, 503)}}}},
+                  "200": json_answer({"anyOf": [answer, lt_answer]}, "the translations"),
+                  **{str(code): error for code in (400, 403, 408, 413, 415, 422, 429, 503)}}}},
+          "/languages": {method: {
+              "summary": "LibreTranslate's: the languages the model translates between",
+              **({"requestBody": {"content": {"application/json": {"schema": lt_key}}}}
+                 if method == "post" else {}),
+              "responses": {"200": json_answer({"type": "array", "items": {
+                  "type": "object", "properties": {
+                      "code": {"type": "string"}, "name": {"type": "string"},
+                      "targets": {"type": "array", "items": {"type": "string"}}}}},
+                  "the languages"), **{str(code): error for code in (400, 403, 408, 413, 503)}}}
+              for method in ("get", "post")},
+          "/detect": {"post": {
+              "summary": "LibreTranslate's: the language of q (the model's source language)",
+              "requestBody": {"required": True, "content": {
+                  "application/json": {"schema": lt_detect},
+                  "application/x-www-form-urlencoded": {"schema": lt_detect}}},
+              "responses": {"200": json_answer({"type": "array", "items": {
+                  "type": "object", "properties": {"language": {"type": "string"},
+                                                   "confidence": {"type": "number"}}}},
+                  "the language"), **{str(code): error for code in (400, 403, 408, 413, 503)}}}},
+          "/frontend/settings": {"get": {
+              "summary": "LibreTranslate's: what its web page needs to know",
+              "responses": {"200": json_answer({"type": "object"}, "the settings"),
+                            "503": error}}},
           "/health": {"get": {"summary": "Ready (200) once the model is loaded and compiled; "
                               "503 before", "responses": {
                                   "200": json_answer({"type": "object"}, "ready"),
@@ -281,7 +320,7 @@ def openapi(limits: Limits, engine: str, version: str, languages: dict | None = 
               "responses": {
                   "200": json_answer({"type": "object", "properties": {
                       "translatedFileUrl": {"type": "string"}}}, "where to download it"),
-                  **{str(code): error for code in (400, 403, 413, 503)}}}},
+                  **{str(code): error for code in (400, 403, 408, 413, 429, 503)}}}},
           "/download_file/{filename}": {"get": {
               "summary": f"A translated document, for {limits.file_ttl_s:g} seconds",
               "parameters": [{"name": "filename", "in": "path", "required": True,

@@ -27,6 +27,7 @@ import contextlib
 import functools
 import json
 import logging
+import re
 import secrets
 import shutil
 import tempfile
@@ -113,13 +114,16 @@ def add_row_sizes(translator, rows: Sequence[int], batch_size: int, longest: int
 
 
 def follow_checkpoint(translator, workdir, name: str, every_s: float, info: dict,
-                      stop: threading.Event) -> threading.Thread:
+                      stop: threading.Event, loaded=None) -> threading.Thread:
   """Every `every_s` seconds, swaps the newest complete checkpoint of kind `name` (a run
   that is training writes new ones) into `translator`: requests that started keep the
   parameters they started with, later ones get the new ones; none is dropped, and the
   compiled searches stay (the shapes are the same). `info["step"]` says which is served.
-  Reads only: a checkpoint being written is not complete, and is not seen."""
-  current = [checkpoint.checkpoint_path(workdir, name)]
+  `loaded`: the checkpoint the translator was loaded from (one written since, during the
+  warm-up, is loaded at the first look). Reads only: a checkpoint being written is not
+  complete, and is not seen. Any error keeps the checkpoint served, logged; the thread
+  goes on."""
+  current = [loaded or checkpoint.checkpoint_path(workdir, name)]
   info["step"] = int(current[0].name) if current[0].name.isdigit() else None
 
   def follow():
@@ -131,6 +135,9 @@ def follow_checkpoint(translator, workdir, name: str, every_s: float, info: dict
         params, _ = checkpoint.load_params(workdir, str(newest), translator.model_cfg)
       except checkpoint.CheckpointError as e:
         log.warning("--reload-every: keeping the checkpoint served: %s", e)
+        continue
+      except Exception:  # noqa: BLE001 - a reload that fails must not end the reloading
+        log.exception("--reload-every: keeping the checkpoint served")
         continue
       translator.params, current[0] = params, newest
       info["step"] = int(newest.name)
@@ -302,6 +309,9 @@ class Server:
                                             if self.batcher else 0, "batch_rows": rows}
 
 
+_STORED_NAME = re.compile(r"[0-9a-f]{32}\.[^/\\\x00]+")
+
+
 class TranslatedFiles:
   """Translated files kept for download in a temporary folder, each under a random name
   ending in its own, removed `ttl` seconds after it was written (at the next put or get)."""
@@ -311,14 +321,20 @@ class TranslatedFiles:
 
   def put(self, name: str, data: bytes) -> str:
     self.expire()
-    filename = f"{secrets.token_hex(16)}.{name}"
+    filename = f"{secrets.token_hex(16)}.{name[-100:]}"  # a name the file system takes
     (self.folder / filename).write_bytes(data)
     return filename
 
   def get(self, filename: str) -> Path | None:
+    """The file named `filename` (as `put` named it), or None."""
     self.expire()
-    path = self.folder / Path(filename).name
-    return path if filename == path.name and path.is_file() else None
+    if not _STORED_NAME.fullmatch(filename) or len(filename.encode()) > 255:
+      return None
+    path = self.folder / filename
+    try:
+      return path if path.is_file() else None
+    except OSError:  # a name the file system refuses
+      return None
 
   def expire(self) -> None:
     now = time.time()

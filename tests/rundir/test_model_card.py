@@ -11,7 +11,7 @@ from seq2seq import Translator, __version__
 from seq2seq.rundir import checkpoint, model_card
 from seq2seq.training import metrics
 
-from conftest import run_cli
+from conftest import in_process, run_cli
 from helpers import SAMPLE, tiny_config
 
 
@@ -74,3 +74,57 @@ def test_training_ends_with_the_commands_that_use_the_run_and_they_run(trained_r
   out = run_cli("-m", "seq2seq.cli.translate", *translate.split()[1:],
                 input_bytes=b"A dog runs through the snow.\n")
   assert len(out.stdout.decode().splitlines()) == 1 and out.stdout.strip()
+
+
+def _record_and_write(workdir: str, first: int, count: int) -> None:
+  """An evaluation's writes, `count` times: its row appended, the card written."""
+  for k in range(first, first + count):
+    model_card.record_evaluation(Path(workdir), {
+        "data": f"split{k}", "checkpoint": "best", "beam": 1, "alpha": 0.6, "bleu": float(k),
+        "chrf": 1.0, "bleu_signature": "nrefs:1|test"})
+    model_card.write(Path(workdir))
+
+
+def _write_cards(workdir: str, count: int) -> None:
+  """The trainer's last card, `count` times."""
+  for _ in range(count):
+    model_card.write(Path(workdir))
+
+
+def test_evaluations_and_the_trainer_s_card_at_once_lose_nothing(trained_run, tmp_path):
+  import multiprocessing
+  import shutil
+  run = tmp_path / "run"
+  shutil.copytree(trained_run, run)
+  before = len(model_card.evaluations(run))
+  context = multiprocessing.get_context("spawn")  # no JAX state shared with this process
+  jobs = [context.Process(target=_record_and_write, args=(str(run), 0, 30)),
+          context.Process(target=_record_and_write, args=(str(run), 100, 30)),
+          context.Process(target=_write_cards, args=(str(run), 30))]
+  for job in jobs:
+    job.start()
+  for job in jobs:
+    job.join(timeout=300)
+    assert job.exitcode == 0
+  rows = model_card.evaluations(run)
+  assert len(rows) == before + 60  # every row of both evaluations kept
+  assert {r["data"] for r in rows[before:]} == {f"split{k}" for k in (*range(30),
+                                                                      *range(100, 130))}
+  # the card on disk is the one the records give: the later writer saw everything
+  assert (run / model_card.CARD_FILE).read_text() == model_card.render(run)
+
+
+def test_evaluation_leaves_the_run_directory_as_it_found_it_but_for_the_card(trained_run,
+                                                                            tmp_path):
+  import shutil
+  run = tmp_path / "run"
+  shutil.copytree(trained_run, run)
+  before = {p.relative_to(run): p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
+  done = in_process("seq2seq.cli.evaluate", ["evaluate.py", "--workdir", str(run), "--split",
+                                            "test", "--beam", "2"], None, cwd=tmp_path)
+  assert done.returncode == 0, done.stderr.decode()[-2000:]
+  after = {p.relative_to(run): p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
+  changed = {p for p in after if before.get(p) != after[p]}
+  assert changed <= {Path(model_card.EVALUATIONS_FILE), Path(model_card.CARD_FILE),
+                     Path(model_card.CARD_LOCK_FILE)}
+  assert (tmp_path / "hyps" / "run" / "test.beam2.txt").exists()

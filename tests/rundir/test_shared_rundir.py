@@ -209,3 +209,22 @@ def test_a_file_system_that_cannot_lock_is_one_line(tmp_path, monkeypatch):
   with pytest.raises(lock.RunLocked, match="this file system cannot lock files"):
     with lock.training_lock(tmp_path):
       pass
+
+
+def test_averaging_takes_the_writer_lock(trained_run, tmp_path):
+  import shutil
+  run = tmp_path / "run"  # averaging writes into the run: a copy of the shared one
+  shutil.copytree(trained_run, run)
+  holder = subprocess.Popen(
+      [sys.executable, "-c", "import sys, time\nfrom seq2seq.rundir import lock\n"
+       f"with lock.training_lock({str(run)!r}):\n  print('held', flush=True)\n"
+       "  time.sleep(600)"], stdout=subprocess.PIPE, cwd=ROOT)
+  try:
+    assert holder.stdout.readline().strip() == b"held"
+    done = run_cli("-m", "seq2seq.cli.average", "--workdir", run, "--last", "2",
+                   check=False)
+    assert done.returncode == 1 and f"pid {holder.pid}".encode() in done.stderr
+  finally:
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+  assert run_cli("-m", "seq2seq.cli.average", "--workdir", run, "--last", "2").stdout

@@ -232,7 +232,8 @@ def test_openapi_schema_describes_what_the_server_accepts(server):
   status, schema = get(server + "/openapi.json")
   assert status == 200 and schema["openapi"].startswith("3.1")
   assert set(schema["paths"]) == {"/", "/translate", "/health", "/metrics", "/openapi.json",
-                                  "/translate_file", "/download_file/{filename}"}
+                                  "/translate_file", "/download_file/{filename}",
+                                  "/languages", "/detect", "/frontend/settings"}
   request = schema["paths"]["/translate"]["post"]["requestBody"]["content"][
       "application/json"]["schema"]
   assert set(request["properties"]) == set(http_api.FIELDS)

@@ -212,3 +212,39 @@ def server_for_page(trained_run):
   proc, url = start_server("--workdir", trained_run)
   yield url, Translator.load(trained_run)
   stop_server(proc)
+
+
+def test_reload_loads_what_landed_during_warm_up_and_survives_any_error(trained_run,
+                                                                        monkeypatch):
+  import threading
+  import types
+
+  from seq2seq.rundir import checkpoint
+  from seq2seq.serving import http_server
+  latest = trained_run / "checkpoints" / "latest"
+  older = latest / "200"
+  assert older.is_dir() and checkpoint.checkpoint_path(trained_run, "latest").name == "300"
+  translator = types.SimpleNamespace(params=None, model_cfg=checkpoint.load_config(
+      trained_run).model)
+  failures = iter([RuntimeError("a disk hiccup")])
+  load = checkpoint.load_params
+
+  def flaky(*args, **kwargs):
+    failure = next(failures, None)
+    if failure is not None:
+      raise failure
+    return load(*args, **kwargs)
+  monkeypatch.setattr(checkpoint, "load_params", flaky)
+  info, stop = {}, threading.Event()
+  # loaded from step 200 before the warm-up; step 300 landed meanwhile
+  thread = http_server.follow_checkpoint(translator, trained_run, "latest", 0.05, info, stop,
+                                         loaded=older)
+  try:
+    assert info["step"] == 200
+    deadline = time.time() + 60
+    while info["step"] != 300 and time.time() < deadline:
+      time.sleep(0.05)
+    assert info["step"] == 300 and translator.params is not None  # after the failure
+    assert thread.is_alive()
+  finally:
+    stop.set()
