@@ -33,7 +33,9 @@ class Limits:
   timeout_s: float = _limit(60.0, "seconds after which an unanswered request gets 503")
   file_ttl_s: float = _limit(600.0, "seconds a translated file (/translate_file) stays to "
                              "be downloaded")
-  max_connections: int = _limit(256, "open connections; past it, 503")
+  max_connections: int = _limit(4096, "open connections (keep it above --max-queue, so "
+                                "that an overload meets the queue's 429 first); past it, "
+                                "503")
   read_timeout_s: float = _limit(10.0, "seconds a client may take to send a request body; "
                                  "past it, 408")
 
