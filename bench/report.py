@@ -53,6 +53,9 @@ Paragraphs (`kind` "paragraphs", bench/paragraphs.py) carry `model`, `beam`,
 lone sentence's decoding under a bfloat16 row padding (`kind` "batch_rows",
 bench/lone_sentence.py) carries `padding` ("least:multiple"), `greedy_sentences_per_s`,
 `beam5_sentences_per_s`, `greedy_alone_equals_batch` and `beam5_alone_equals_batch`.
+Soaks of the server (`kind` "soak", bench/soak.py) carry `minutes`, `overload`,
+`capacity_requests_per_s`, `arrival_rate`, `sent`, `ok`, `refused_429`, `server_errors`,
+`429_without_retry_after`, `p50_ms`, `p99_ms` and `rss_mib_start` / `_peak` / `_end`.
 """
 
 import argparse
@@ -280,6 +283,19 @@ def paragraphs(runs):
                 "sentences/s by sentences", "paragraphs split exactly (%)"], rows)
 
 
+def soak(runs):
+  """Soaks of the server (bench/soak.py): arrivals beyond its capacity for a long time."""
+  rows = [[r["cpu"], fmt(r["minutes"], 0), fmt(r["capacity_requests_per_s"], 1),
+           fmt(r["arrival_rate"], 1), f"{r['sent']:,}", f"{r['refused_429']:,}",
+           r["429_without_retry_after"], r["server_errors"], fmt(r["p50_ms"], 0),
+           fmt(r["p99_ms"], 0),
+           f"{fmt(r['rss_mib_start'], 0)} / {fmt(r['rss_mib_peak'], 0)} / {fmt(r['rss_mib_end'], 0)}"]
+          for r in runs if r["kind"] == "soak"]
+  return table(["CPU", "minutes", "capacity (req/s)", "arrivals (req/s)", "requests", "429",
+                "429 without Retry-After", "5xx", "p50 of 200s (ms)", "p99 of 200s (ms)",
+                "server RSS start / peak / end (MiB)"], rows)
+
+
 def batch_rows(runs):
   """A lone sentence's decoding under each bfloat16 row padding (bench/lone_sentence.py):
   its speed, and whether its translation equals the one it gets in a batch of 64."""
@@ -418,7 +434,7 @@ TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, 
           "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now,
           "serving_now": serving_now, "decode_compile": decode_compile,
           "first_minutes": first_minutes, "decode_memory": decode_memory,
-          "paragraphs": paragraphs, "batch_rows": batch_rows}
+          "paragraphs": paragraphs, "batch_rows": batch_rows, "soak": soak}
 DOCS = [ROOT / "README.md", ROOT / "docs" / "recipe.md", ROOT / "docs" / "experiments.md",
         ROOT / "docs" / "serving.md", ROOT / "docs" / "translating.md",
         ROOT / "bench" / "README.md"]

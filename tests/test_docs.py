@@ -96,7 +96,7 @@ def test_results_rows_are_complete_and_consistent():
   for r in runs:
     assert r["kind"] in ("hour", "longer", "decode", "decode_compile", "setting", "proxy",
                          "serve", "auto", "auto_plan", "first_minutes", "decode_memory",
-                         "paragraphs", "batch_rows"), r["name"]
+                         "paragraphs", "batch_rows", "soak"), r["name"]
     assert r["commit"] and re.fullmatch(r"[0-9a-f]{7,40}", r["commit"]), r["name"]
     if r["kind"] == "decode":
       assert r["sentences_per_s"] > 0, r["name"]
@@ -109,6 +109,11 @@ def test_results_rows_are_complete_and_consistent():
       assert r["cpu"] and r["command"] and 0 <= r["boundary_accuracy"] <= 1, r["name"]
       assert r["bleu_paragraphs"] > 0 and r["bleu_sentences_joined"] > 0, r["name"]
       assert r["sentences_per_s_paragraphs"] > 0 and r["sentences_per_s_sentences"] > 0
+      continue
+    if r["kind"] == "soak":
+      assert r["cpu"] and r["command"] and r["sent"] == r["ok"] + r["refused_429"] + (
+          r["server_errors"]), r["name"]
+      assert r["rss_mib_start"] <= r["rss_mib_peak"] >= r["rss_mib_end"], r["name"]
       continue
     if r["kind"] == "batch_rows":
       assert r["cpu"] and r["command"] and re.fullmatch(r"\d+:\d+", r["padding"]), r["name"]

@@ -19,7 +19,7 @@ def main(argv=None) -> None:
       description="Publish a trained run to the Hugging Face Hub as a model repository: "
       "config, SentencePiece model, one checkpoint, evaluations and a model card whose "
       "metadata the Hub reads. Loads back with Translator.from_pretrained(ORG/NAME) or "
-      "--model ORG/NAME. The token is huggingface_hub's (huggingface-cli login, HF_TOKEN).",
+      "--model ORG/NAME. The token is huggingface_hub's (hf auth login, HF_TOKEN).",
       formatter_class=parsing.HelpFormatter)
   parser.add_argument("--workdir", required=True, help="run directory written by train.py")
   parser.add_argument("--repo", required=True, metavar="ORG/NAME",
@@ -31,8 +31,10 @@ def main(argv=None) -> None:
   parser.add_argument("--dataset", action="append", metavar="HUB_ID",
                       help="a Hub data set it was trained on, for the card (default: the "
                       "run's data.hub, if any); several times for several")
-  parser.add_argument("--private", action="store_true", help="create the repository private")
-  parser.add_argument("--branch", help="upload to this branch (default: main)")
+  parser.add_argument("--private", action="store_true",
+                      help="make the repository private (an existing one too)")
+  parser.add_argument("--branch", help="upload to this branch, made from main if missing "
+                      "(default: main)")
   parser.add_argument("--dry-run", action="store_true",
                       help="print the files and the model card, upload nothing")
   args = parser.parse_args(argv)

@@ -16,7 +16,7 @@ from seq2seq import runtime
 from seq2seq.cli import parsing
 from seq2seq.rundir import checkpoint
 from seq2seq.serving import export
-from seq2seq.serving.http_api import Limits
+from seq2seq.serving.http_api import Limits, check_defaults
 from seq2seq.serving.http_server import access_log, create_app, follow_checkpoint, log, warm_up
 
 
@@ -34,6 +34,13 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--api-keys", metavar="FILE", help="require an API key, one per line of "
                  "FILE: LibreTranslate's api_key field, or Authorization: Bearer KEY on the "
                  "native API (403 without a valid one); default: open")
+  p.add_argument("--require-api-key", action="store_true",
+                 help="with --api-keys: refuse requests without a key (400), as "
+                 "LibreTranslate's operators require one; without it a request may come "
+                 "without a key, and one with a key must have a valid one (403)")
+  p.add_argument("--cors-origins", default="*", metavar="ORIGINS",
+                 help="comma-separated origins whose pages may call the server from a "
+                 "browser (CORS); * any (LibreTranslate's default); '' none")
   p.add_argument("--decoders", type=int, default=2, help="batches of requests decoded at "
                  "once, each on a thread of its own (one per core suits XLA:CPU and "
                  "CTranslate2); each batch holds up to --max-batch sentences")
@@ -78,6 +85,8 @@ def main(argv=None) -> None:
     api_keys = frozenset(x.strip() for x in lines if x.strip() and not x.strip().startswith("#"))
     if not api_keys:
       sys.exit(f"error: --api-keys {args.api_keys} holds no key (one per line)")
+  if args.require_api_key and not args.api_keys:
+    p.error("--require-api-key needs --api-keys FILE")
   parsing.resolve_model(p, args)  # after the usage checks: a Hub model downloads here
   # /health names the model (its folder's or Hub name), never this machine's paths
   shown = args.model if args.from_hub else Path(args.model or args.workdir).resolve().name
@@ -100,15 +109,20 @@ def main(argv=None) -> None:
            else export.load_export(args.workdir)[1])
   except (checkpoint.CheckpointError, ValueError, OSError) as e:
     sys.exit(f"error: {e}")
-  beam = args.beam if args.beam is not None else cfg.decode.beam_size
-  if not 1 <= beam <= limits.max_beam:  # every request without beam_size would be refused
-    which = "--beam" if args.beam is not None else "the run's decode.beam_size"
-    sys.exit(f"error: {which} is {beam}, beyond --max-beam {limits.max_beam}: raise "
-             "--max-beam or lower the default beam")
+  try:  # the defaults in the same ranges as a request's own settings
+    check_defaults(
+        args.beam if args.beam is not None else cfg.decode.beam_size,
+        args.alpha if args.alpha is not None else cfg.decode.alpha, limits,
+        "--beam" if args.beam is not None else "the run's decode.beam_size",
+        "--alpha" if args.alpha is not None else "the run's decode.alpha")
+  except ValueError as e:
+    sys.exit(f"error: {e}")
   logging.getLogger("uvicorn").setLevel(logging.WARNING)
   logging.getLogger("uvicorn.access").disabled = True  # ours is seq2seq.serve.access
   uvicorn.run(create_app(None, limits, info, load=load, workers=args.decoders,
-                         api_keys=api_keys),
+                         api_keys=api_keys, require_key=args.require_api_key,
+                         cors_origins=[o.strip() for o in args.cors_origins.split(",")
+                                       if o.strip()]),
               host=args.host, port=args.port, log_config=None,  # keep this logging setup
               timeout_graceful_shutdown=max(1, int(limits.timeout_s)),
               limit_concurrency=limits.max_connections, timeout_keep_alive=5)

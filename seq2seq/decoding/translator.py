@@ -227,7 +227,7 @@ class Translator:
     """`load`, by the name Hugging Face users know, for a run directory, an export or a
     model on the Hugging Face Hub (`"org/name"`, at `revision`): downloaded once into
     huggingface_hub's cache, read from there offline (HF_HUB_OFFLINE=1), with the token
-    of `huggingface-cli login` for a private one."""
+    of `hf auth login` for a private one."""
     from seq2seq.rundir import hub
     return load_run(hub.resolve(name_or_path, revision), checkpoint_name, engine,
                     **decode_overrides)

@@ -14,7 +14,7 @@ base model of a fine-tune. `published.json` names the checkpoint, so `--checkpoi
 need not be given: 'best', the default, is the published one.
 
 Downloads and uploads go through huggingface_hub, with its cache (`HF_HUB_CACHE`), its
-token (`huggingface-cli login` or `HF_TOKEN`), its revisions and its progress bars.
+token (`hf auth login` or `HF_TOKEN`), its revisions and its progress bars.
 """
 
 from __future__ import annotations
@@ -44,8 +44,22 @@ class HubError(ValueError):
   """A Hub repository that cannot be resolved or a run that cannot be published."""
 
 
+HUB_PREFIX = "hf://"  # hf://ORG/NAME names a Hub model whatever folders exist here
+
+
 def is_repo_id(name: str) -> bool:
-  return bool(REPO_ID.fullmatch(name)) and not Path(name).exists()
+  """Whether `name` names a Hub model: `hf://ORG/NAME`, or `ORG/NAME` where neither that
+  path nor a folder `ORG` exists here (so that `runs/m30k-ct2`, not yet exported, is a
+  missing local folder, not a download from an account called `runs`)."""
+  if name.startswith(HUB_PREFIX):
+    return bool(REPO_ID.fullmatch(name[len(HUB_PREFIX):]))
+  return (bool(REPO_ID.fullmatch(name)) and not Path(name).exists()
+          and not Path(name.split("/", 1)[0]).is_dir())
+
+
+def repo_name(name: str) -> str:
+  """`ORG/NAME` of a Hub model name (without `hf://`)."""
+  return name.removeprefix(HUB_PREFIX)
 
 
 def resolve(name: str | os.PathLike, revision: str | None = None) -> Path:
@@ -55,11 +69,14 @@ def resolve(name: str | os.PathLike, revision: str | None = None) -> Path:
   if not isinstance(name, str) or not is_repo_id(name):
     if revision:
       raise HubError(f"--revision is for Hub models; {name} is a local directory")
+    if not Path(name).exists():
+      raise HubError(f"{name}: no such directory (a Hub model is ORG/NAME where no folder "
+                     f"ORG is here, or {HUB_PREFIX}ORG/NAME)")
     return Path(name)
   from huggingface_hub import snapshot_download
   from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
   try:
-    folder = snapshot_download(name, revision=revision, library_name=LIBRARY,
+    folder = snapshot_download(repo_name(name), revision=revision, library_name=LIBRARY,
                                library_version=__version__)
   except LocalEntryNotFoundError as e:
     raise HubError(f"{name}{'@' + revision if revision else ''} is neither a local directory "
@@ -80,8 +97,9 @@ def stage(workdir: str | os.PathLike, folder: str | os.PathLike, repo_id: str,
           datasets: list[str] | None = None) -> list[str]:
   """Writes to `folder` what `push` uploads; returns its files, relative, sorted."""
   workdir, folder = Path(workdir), Path(folder)
-  if not is_repo_id(repo_id):
+  if not REPO_ID.fullmatch(repo_name(repo_id)):
     raise HubError(f"--repo {repo_id!r}: expected a Hub repository name, ORG/NAME")
+  repo_id = repo_name(repo_id)
   if checkpoint_name not in checkpoint.KINDS:
     raise HubError(f"--checkpoint {checkpoint_name!r}: publish one of "
                    f"{', '.join(checkpoint.KINDS)}")
@@ -93,6 +111,13 @@ def stage(workdir: str | os.PathLike, folder: str | os.PathLike, repo_id: str,
   for name in INFERENCE_FILES:
     if (workdir / name).is_file():
       shutil.copy2(workdir / name, folder / name)
+      if name.endswith((".json", ".jsonl")):  # this machine's paths stay here
+        lines = (folder / name).read_text("utf-8").splitlines()
+        (folder / name).write_text("".join(
+            json.dumps(without_local_paths(json.loads(line)),
+                       indent=None if name.endswith(".jsonl") else 2) + "\n"
+            for line in ([("\n".join(lines))] if name.endswith(".json") else lines)
+            if line.strip()), "utf-8")
   shutil.copytree(step_dir, folder / "checkpoints" / checkpoint_name / step_dir.name)
   (folder / checkpoint.PUBLISHED_FILE).write_text(json.dumps(
       {"checkpoint": checkpoint_name, "step": int(step_dir.name), "repo_id": repo_id,
@@ -100,6 +125,34 @@ def stage(workdir: str | os.PathLike, folder: str | os.PathLike, repo_id: str,
   (folder / model_card.CARD_FILE).write_text(
       card(folder, cfg, repo_id, checkpoint_name, license, datasets), encoding="utf-8")
   return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def base_model(init_from: str | None) -> str | None:
+  """The Hub name of the model a run was fine-tuned from: its own name, or for a folder
+  the repository its `published.json` names (a Hub model's folder in the cache, as
+  `--model ORG/NAME` gives it to fine-tuning); None for a local run."""
+  if not init_from:
+    return None
+  if is_repo_id(init_from):
+    return repo_name(init_from)
+  try:
+    published = json.loads((Path(init_from) / checkpoint.PUBLISHED_FILE).read_text())
+  except (OSError, ValueError):
+    return None
+  name = published.get("repo_id") if isinstance(published, dict) else None
+  return name if isinstance(name, str) and REPO_ID.fullmatch(name) else None
+
+
+def without_local_paths(value):
+  """`value` (JSON) with every absolute path of this machine cut to its last part: a
+  published run names its data and checkpoints, not where they lay here."""
+  if isinstance(value, dict):
+    return {k: without_local_paths(v) for k, v in value.items()}
+  if isinstance(value, list):
+    return [without_local_paths(v) for v in value]
+  if isinstance(value, str) and os.path.isabs(value) and "\n" not in value:
+    return Path(value).name
+  return value
 
 
 def card(folder: Path, cfg, repo_id: str, checkpoint_name: str, license: str | None,
@@ -127,7 +180,7 @@ def card(folder: Path, cfg, repo_id: str, checkpoint_name: str, license: str | N
       language=[src, tgt], license=license or "unknown", library_name=LIBRARY,
       pipeline_tag="translation", tags=["translation", "jax", "haiku", "seq2seq"],
       datasets=datasets or ([cfg.data.hub] if cfg.data.hub else None),
-      base_model=base if base and is_repo_id(base) else None,
+      base_model=base_model(base),
       model_name=repo_id, eval_results=results or None)
   body = model_card.render(folder, name=repo_id)
   return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}").content
@@ -139,8 +192,9 @@ def push(workdir: str | os.PathLike, repo_id: str, checkpoint_name: str = "avera
          api=None) -> tuple[list[str], str]:
   """Publishes the run's `checkpoint_name` to the Hub model repository `repo_id` (created
   if missing). Returns (the files uploaded, the model card). `dry_run`: stage and return,
-  send nothing. `api`: a `huggingface_hub.HfApi` (its token: huggingface-cli login)."""
+  send nothing. `api`: a `huggingface_hub.HfApi` (its token: hf auth login)."""
   with tempfile.TemporaryDirectory(prefix="seq2seq-push-") as folder:
+    repo_id = repo_name(repo_id)
     files = stage(workdir, folder, repo_id, checkpoint_name, license, datasets)
     text = (Path(folder) / model_card.CARD_FILE).read_text(encoding="utf-8")
     if dry_run:
@@ -148,7 +202,14 @@ def push(workdir: str | os.PathLike, repo_id: str, checkpoint_name: str = "avera
     from huggingface_hub import HfApi
     api = api or HfApi(library_name=LIBRARY, library_version=__version__)
     api.create_repo(repo_id, private=private, exist_ok=True)
+    if private:  # an existing public repository is made private too
+      api.update_repo_settings(repo_id, private=True)
+    if revision:  # a new branch is made from main; an existing one is kept
+      api.create_branch(repo_id, branch=revision, exist_ok=True)
+    # what the repository held is replaced: `best` then loads what was pushed, not an
+    # earlier upload's checkpoint
     api.upload_folder(repo_id=repo_id, folder_path=folder, revision=revision,
+                      delete_patterns=["*"],
                       commit_message=f"seq2seq {checkpoint_name} checkpoint of "
                       f"{Path(workdir).name}")
     log.info("pushed %d files to https://huggingface.co/%s", len(files), repo_id)

@@ -12,6 +12,20 @@ from typing import Any
 from seq2seq.config import DecodeConfig
 from seq2seq.decoding.engine_io import Sampling
 
+MAX_ALPHA = 10.0  # the largest length penalty exponent a request (or a default) may set
+
+
+def check_defaults(beam_size: int, alpha: float, limits: "Limits", beam_from: str,
+                   alpha_from: str) -> None:
+  """Raises ValueError naming the flag or config field (`beam_from`, `alpha_from`) whose
+  default a request could not set itself: every request without it would be refused, or
+  LibreTranslate's, which takes the defaults, would run it unchecked."""
+  if not 1 <= beam_size <= limits.max_beam:
+    raise ValueError(f"{beam_from} is {beam_size}, beyond --max-beam {limits.max_beam}: "
+                     "raise --max-beam or lower the default beam")
+  if not (math.isfinite(alpha) and 0 <= alpha <= MAX_ALPHA):
+    raise ValueError(f"{alpha_from} is {alpha}, outside 0 to {MAX_ALPHA:g}")
+
 
 def _limit(default, unit: str):
   return dataclasses.field(default=default, metadata={"help": unit})
@@ -187,7 +201,7 @@ def parse_request(body: Any, limits: Limits, defaults: DecodeConfig,
   if len(texts) > limits.max_texts:
     raise RequestError(413, f"{len(texts)} texts in one request; at most {limits.max_texts}")
   beam = _integer(body, "beam_size", 1, limits.max_beam, defaults.beam_size)
-  alpha = _number(body, "alpha", 0, 10, defaults.alpha)
+  alpha = _number(body, "alpha", 0, MAX_ALPHA, defaults.alpha)
   sampling = parse_sampling(body["sampling"]) if "sampling" in body else None
   most = limits.max_beam if sampling else beam
   nbest = _integer(body, "nbest", 0, most, 0)

@@ -152,9 +152,11 @@ class Server:
   """The app's state: the translator (once loaded), its batcher and metrics."""
 
   def __init__(self, limits: Limits, info: dict[str, Any], workers: int,
-               api_keys: frozenset[str] | None = None):
+               api_keys: frozenset[str] | None = None, require_key: bool = False):
     self.limits, self.info, self.workers = limits, info, workers
-    self.api_keys = api_keys  # None: open; else LibreTranslate's api_key or a Bearer token
+    # None: open; else LibreTranslate's api_key or a Bearer token, one of these if given,
+    # and given always if `require_key`
+    self.api_keys, self.require_key = api_keys, require_key
     self.metrics = Metrics()
     self.translator = None
     self.batcher: Batcher | None = None
@@ -199,15 +201,13 @@ class Server:
     self.check_ready()
     body, content_type = await self.read_body(request), request.headers.get("content-type")
     query = dict(request.query_params)
-    if "q" in query or media_type(content_type) == "application/x-www-form-urlencoded":
-      return await self.libretranslate(lt.read_params(body, content_type, query))
+    if "q" in query or media_type(content_type) in FORMS:
+      return await self.libretranslate(await self.params(request, body))
     value = read_json(body, content_type)
     if isinstance(value, dict) and lt.is_libretranslate(value):
       return await self.libretranslate({**query, **value})
-    if self.api_keys is not None:
-      given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-      if given not in self.api_keys:
-        raise RequestError(403, "Invalid API key: send Authorization: Bearer KEY")
+    given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+    lt.check_key({"api_key": given}, self.api_keys, self.require_key)
     req = parse_request(value, self.limits, self.translator.decode_cfg, self.engine)
     self.check_cuttable(req.texts)
     if req.prefixes:  # checked here: a bad one must not fail the batch it would join
@@ -239,7 +239,7 @@ class Server:
 
   async def libretranslate(self, params: dict) -> dict[str, Any]:
     """LibreTranslate's /translate: texts or HTML documents, with alternatives."""
-    lt.check_key(params, self.api_keys)
+    lt.check_key(params, self.api_keys, self.require_key)
     source, target = self.translator.languages
     texts, single, fmt, alternatives = lt.parse(params, source, target, self.limits)
     self.check_cuttable(texts)
@@ -263,6 +263,19 @@ class Server:
       out = [found[0]["text"] if found else "" for found in out]
     return lt.answer(out, single, params, source, others)
 
+  async def params(self, request, body: bytes) -> dict:
+    """A LibreTranslate request's parameters: the query's, then the body's (JSON, a form,
+    or a multipart form as LibreTranslate's page sends it)."""
+    content_type = request.headers.get("content-type")
+    if media_type(content_type) != "multipart/form-data":
+      return lt.read_params(body, content_type, dict(request.query_params))
+    request._body = body  # size-checked; form() reads it from here
+    try:
+      form = await request.form(max_files=0, max_fields=64)
+    except Exception as e:  # noqa: BLE001 - the multipart parser's errors have no common class
+      raise RequestError(400, f"Invalid request: the form cannot be read ({e})") from None
+    return {**request.query_params, **{k: v for k, v in form.items() if isinstance(v, str)}}
+
   async def translate_file(self, request) -> dict[str, Any]:
     """LibreTranslate's POST /translate_file: a multipart form with `file`, `source`,
     `target` (and `api_key`); the translation is kept for `limits.file_ttl_s` seconds at
@@ -278,7 +291,7 @@ class Server:
       raise RequestError(400, f"Invalid request: the form cannot be read ({e})") from None
     upload = form.get("file")
     params = {k: v for k, v in form.items() if isinstance(v, str)}
-    lt.check_key(params, self.api_keys)
+    lt.check_key(params, self.api_keys, self.require_key)
     source, target = self.translator.languages
     lt.parse({**params, "q": "-"}, source, target, self.limits)  # languages checked
     if upload is None or isinstance(upload, str) or not upload.filename:
@@ -310,6 +323,9 @@ class Server:
 
 
 _STORED_NAME = re.compile(r"[0-9a-f]{32}\.[^/\\\x00]+")
+
+
+FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")  # LibreTranslate's
 
 
 class TranslatedFiles:
@@ -382,25 +398,33 @@ class AccessLog:
 
 def create_app(translator=None, limits: Limits | None = None, info: dict | None = None,
                load: Callable[[], Any] | None = None, workers: int = 2,
-               api_keys: frozenset[str] | None = None):
+               api_keys: frozenset[str] | None = None, require_key: bool = False,
+               cors_origins: Sequence[str] = ("*",)):
   """The Starlette app serving `translator`, or the one `load()` returns (called on a
-  thread at start-up; /health answers 503 until it has)."""
+  thread at start-up; /health answers 503 until it has). `cors_origins`: the origins
+  whose pages may call it (LibreTranslate's default: any); () for none."""
   from starlette.applications import Starlette
   from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
   from starlette.routing import Route
 
   limits = limits or Limits()
-  server = Server(limits, info if info is not None else {}, workers, api_keys)  # shared: --reload-every
+  server = Server(limits, info if info is not None else {}, workers, api_keys,
+                  require_key)  # shared: --reload-every
+
+  async def answered(handler, request) -> tuple[dict, int, dict]:
+    """(JSON answer, status, headers) of `handler(request)`: a RequestError's own, and a
+    bug's 500, logged, never a hang."""
+    try:
+      return await handler(request), 200, {}
+    except RequestError as e:
+      return {"error": str(e)}, e.status, e.headers
+    except Exception as e:  # noqa: BLE001 - a bug, answered and logged, never a hang
+      log.exception("%s failed", handler.__name__)
+      return {"error": f"internal error: {type(e).__name__}"}, 500, {}
 
   async def translate(request):
     started = time.perf_counter()
-    try:
-      answer, status, headers = await server.translate(request), 200, {}
-    except RequestError as e:
-      answer, status, headers = {"error": str(e)}, e.status, e.headers
-    except Exception as e:  # noqa: BLE001 - a bug, answered and logged, never a hang
-      log.exception("translate failed")
-      answer, status, headers = {"error": f"internal error: {type(e).__name__}"}, 500, {}
+    answer, status, headers = await answered(server.translate, request)
     server.metrics.latency.observe(time.perf_counter() - started)
     request.scope["texts"] = (len(answer["translations"]) if "translations" in answer
                               else int("translation" in answer))  # for the access log
@@ -411,13 +435,7 @@ def create_app(translator=None, limits: Limits | None = None, info: dict | None 
     return JSONResponse(body, status_code=status)
 
   async def translate_file(request):
-    try:
-      answer, status, headers = await server.translate_file(request), 200, {}
-    except RequestError as e:
-      answer, status, headers = {"error": str(e)}, e.status, e.headers
-    except Exception as e:  # noqa: BLE001 - a bug, answered and logged, never a hang
-      log.exception("translate_file failed")
-      answer, status, headers = {"error": f"internal error: {type(e).__name__}"}, 500, {}
+    answer, status, headers = await answered(server.translate_file, request)
     return JSONResponse(answer, status_code=status, headers=headers)
 
   async def download_file(request):
@@ -434,10 +452,8 @@ def create_app(translator=None, limits: Limits | None = None, info: dict | None 
         server.check_ready()
         params = {}
         if request.method == "POST":
-          params = lt.read_params(await server.read_body(request),
-                                  request.headers.get("content-type"),
-                                  dict(request.query_params))
-          lt.check_key(params, server.api_keys)
+          params = await server.params(request, await server.read_body(request))
+          lt.check_key(params, server.api_keys, server.require_key)
         return JSONResponse(answer(params, *server.translator.languages))
       except RequestError as e:
         return JSONResponse({"error": str(e)}, status_code=e.status, headers=e.headers)
@@ -500,10 +516,16 @@ def create_app(translator=None, limits: Limits | None = None, info: dict | None 
                           Route("/detect", libretranslate_get(detect), methods=["POST"]),
                           Route("/frontend/settings", libretranslate_get(
                               lambda _, source, target: lt.frontend_settings(
-                                  source, target, limits, server.api_keys is not None)),
+                                  source, target, limits, server.api_keys is not None,
+                                  server.require_key)),
                                 methods=["GET"])],
                   exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan)
 
   app.add_middleware(AccessLog, server=server)
+  if cors_origins:  # a browser page of another origin: preflights answered, answers shared
+    from starlette.middleware.cors import CORSMiddleware
+    app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins),
+                       allow_methods=["GET", "POST", "OPTIONS"], allow_headers=["*"],
+                       max_age=600)
   app.state.server = server
   return app

@@ -55,8 +55,9 @@ def languages(source: str, target: str) -> list[dict[str, Any]]:
 FILE_FORMATS = (".txt", ".md", ".html", ".htm", ".srt", ".vtt", ".docx")
 
 
-def frontend_settings(source: str, target: str, limits: Limits, keys: bool) -> dict:
-  return {"apiKeys": keys, "keyRequired": keys, "charLimit": limits.max_chars,
+def frontend_settings(source: str, target: str, limits: Limits, keys: bool,
+                      required: bool = False) -> dict:
+  return {"apiKeys": keys, "keyRequired": required, "charLimit": limits.max_chars,
           "frontendTimeout": int(limits.timeout_s * 1000), "suggestions": False,
           "filesTranslation": True, "supportedFilesFormat": list(FILE_FORMATS),
           "language": {"source": {"code": source, "name": language_name(source)},
@@ -96,11 +97,31 @@ def is_libretranslate(params: dict) -> bool:
   return "q" in params
 
 
-def check_key(params: dict, keys: frozenset[str] | None) -> None:
+def check_key(params: dict, keys: frozenset[str] | None, required: bool = False) -> None:
+  """LibreTranslate's rule: with keys, a key given must be one of them (403); none given
+  is served unless keys are `required` (400, as LibreTranslate asks for one)."""
   key = params.get("api_key")
-  if keys is not None and not (isinstance(key, str) and key in keys):
-    raise RequestError(403, "Invalid API key" if key else
-                       "Please contact the server operator to get an API key")
+  if keys is None:
+    return
+  if key in (None, ""):
+    if required:
+      raise RequestError(400, "Please contact the server operator to get an API key")
+    return
+  if not (isinstance(key, str) and key in keys):
+    raise RequestError(403, "Invalid API key")
+
+
+# LibreTranslate's codes that name another one (its languages' aliases), lower-cased.
+ALIASES = {"zh": "zh-hans", "zt": "zh-hant", "pb": "pt-br", "nb": "no"}
+
+
+def same_language(given: Any, code: str) -> bool:
+  """Whether a request's language code names `code`: compared as LibreTranslate does,
+  case-insensitively and through its aliases."""
+  if not isinstance(given, str):
+    return False
+  norm = lambda c: ALIASES.get(c.strip().lower(), c.strip().lower())  # noqa: E731
+  return norm(given) == norm(code)
 
 
 def parse(params: dict, source: str, target: str, limits: Limits
@@ -122,9 +143,9 @@ def parse(params: dict, source: str, target: str, limits: Limits
   for name in ("source", "target"):
     if not params.get(name):
       raise RequestError(400, f"Invalid request: missing {name} parameter")
-  if params["source"] not in (source, "auto"):
+  if not (same_language(params["source"], source) or same_language(params["source"], "auto")):
     raise RequestError(400, f"{params['source']} is not supported")
-  if params["target"] != target:
+  if not same_language(params["target"], target):
     raise RequestError(400, f"{params['target']} is not supported")
   fmt = params.get("format") or "text"
   if fmt not in FORMATS:
@@ -142,9 +163,11 @@ def parse(params: dict, source: str, target: str, limits: Limits
 def answer(translations: list[str], single: bool, params: dict, source: str,
            alternatives: list[list[str]] | None = None) -> dict[str, Any]:
   out: dict[str, Any] = {"translatedText": translations[0] if single else translations}
-  if alternatives is not None:
+  if alternatives is not None:  # each different from the translation and from the others
+    alternatives = [list(dict.fromkeys(a for a in found if a != best))
+                    for found, best in zip(alternatives, translations)]
     out["alternatives"] = alternatives[0] if single else alternatives
-  if params.get("source") == "auto":
+  if same_language(params.get("source"), "auto"):
     detected = {"language": source, "confidence": 100.0}
     out["detectedLanguage"] = detected if single else [detected] * len(translations)
   return out

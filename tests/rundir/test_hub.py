@@ -40,6 +40,12 @@ class CapturingApi:
   def create_repo(self, repo_id, **kwargs):
     self.calls.append(("create_repo", repo_id, kwargs))
 
+  def update_repo_settings(self, repo_id, **kwargs):
+    self.calls.append(("update_repo_settings", repo_id, kwargs))
+
+  def create_branch(self, repo_id, **kwargs):
+    self.calls.append(("create_branch", repo_id, kwargs))
+
   def upload_folder(self, repo_id, folder_path, **kwargs):
     self.calls.append(("upload_folder", repo_id, kwargs))
     for root, _, names in os.walk(folder_path):
@@ -144,3 +150,59 @@ def test_push_dry_run_prints_the_files_and_the_card(published_run):
                  "--dry-run")
   out = proc.stdout.decode()
   assert "published.json" in out and "pipeline_tag: translation" in out
+
+
+def test_a_local_looking_path_that_does_not_exist_is_an_error_naming_it(hub_cache, tmp_path):
+  (tmp_path / "runs").mkdir()  # a folder here, as runs/ is beside a user's runs
+  command = [sys.executable, str(ROOT / "translate.py"), "--model"]
+  run = lambda name: subprocess.run(command + [name], cwd=tmp_path, env=offline(hub_cache),  # noqa: E731
+                                    input="A dog.\n", capture_output=True, text=True,
+                                    timeout=300)
+  missing = run("runs/m30k-ct2")
+  assert missing.returncode == 1
+  assert missing.stderr.strip().splitlines()[-1].startswith(
+      "error: runs/m30k-ct2: no such directory")
+  hub_name = run("hf://runs/m30k-ct2")  # written as a Hub name, it is one: not cached here
+  assert hub_name.returncode == 1 and "is neither a local directory" in hub_name.stderr
+  cached = run(f"hf://{REPO}")
+  assert cached.returncode == 0, cached.stderr[-2000:]
+  assert cached.stdout.strip()
+
+
+def test_a_push_uploads_no_path_of_this_machine(published_run, tmp_path):
+  from seq2seq.rundir import hub
+  files = hub.stage(published_run, tmp_path / "staged", REPO, "averaged")
+
+  def absolute(value):
+    if isinstance(value, dict):
+      return any(absolute(v) for v in value.values())
+    if isinstance(value, list):
+      return any(absolute(v) for v in value)
+    return isinstance(value, str) and value.startswith("/")
+  for name in files:
+    if name.endswith((".json", ".jsonl")):
+      text = (tmp_path / "staged" / name).read_text("utf-8")
+      records = [json.loads(x) for x in text.splitlines() if x.strip()] if name.endswith(
+          ".jsonl") else [json.loads(text)]
+      assert not any(absolute(r) for r in records), name
+  assert str(published_run) not in (tmp_path / "staged" / "README.md").read_text("utf-8")
+
+
+def test_a_push_replaces_the_repository_makes_its_branch_and_applies_private(published_run):
+  api = CapturingApi()
+  hub.push(published_run, f"hf://{REPO}", "averaged", private=True, revision="v2", api=api)
+  assert [c[:2] for c in api.calls] == [("create_repo", REPO), ("update_repo_settings", REPO),
+                                       ("create_branch", REPO), ("upload_folder", REPO)]
+  settings, branch, upload = (c[2] for c in api.calls[1:])
+  assert settings == {"private": True} and branch == {"branch": "v2", "exist_ok": True}
+  assert upload["delete_patterns"] == ["*"] and upload["revision"] == "v2"
+
+
+def test_a_fine_tune_of_a_hub_model_names_it_as_base_model(published_run, tmp_path):
+  from seq2seq.rundir import hub
+  staged = tmp_path / "hub_model"
+  hub.stage(published_run, staged, REPO, "averaged")  # a Hub model's folder, as cached
+  assert hub.base_model(str(staged)) == REPO
+  assert hub.base_model(f"hf://{REPO}") == REPO
+  assert hub.base_model(str(published_run)) is None  # a local run is no Hub model
+  assert hub.base_model(None) is None

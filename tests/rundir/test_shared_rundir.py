@@ -80,13 +80,19 @@ def test_a_step_replaced_while_it_is_read_is_read_again_from_the_newest(tmp_path
   assert calls == ["10", "20"] and meta["step"] == 20
 
 
-def test_the_lock_names_its_holder_and_dies_with_it(tmp_path):
+def lock_holder(workdir) -> subprocess.Popen:
+  """Another process holding `workdir`'s writer lock (once this returns), until killed."""
   holder = subprocess.Popen(
       [sys.executable, "-c", "import sys, time\nfrom seq2seq.rundir import lock\n"
-       f"with lock.training_lock({str(tmp_path)!r}):\n  print('held', flush=True)\n"
+       f"with lock.training_lock({str(workdir)!r}):\n  print('held', flush=True)\n"
        "  time.sleep(600)"], stdout=subprocess.PIPE, cwd=ROOT)
+  assert holder.stdout.readline().strip() == b"held"
+  return holder
+
+
+def test_the_lock_names_its_holder_and_dies_with_it(tmp_path):
+  holder = lock_holder(tmp_path)
   try:
-    assert holder.stdout.readline().strip() == b"held"
     with pytest.raises(lock.RunLocked, match=f"pid {holder.pid} on "):
       with lock.training_lock(tmp_path):
         pass
@@ -215,12 +221,8 @@ def test_averaging_takes_the_writer_lock(trained_run, tmp_path):
   import shutil
   run = tmp_path / "run"  # averaging writes into the run: a copy of the shared one
   shutil.copytree(trained_run, run)
-  holder = subprocess.Popen(
-      [sys.executable, "-c", "import sys, time\nfrom seq2seq.rundir import lock\n"
-       f"with lock.training_lock({str(run)!r}):\n  print('held', flush=True)\n"
-       "  time.sleep(600)"], stdout=subprocess.PIPE, cwd=ROOT)
+  holder = lock_holder(run)
   try:
-    assert holder.stdout.readline().strip() == b"held"
     done = run_cli("-m", "seq2seq.cli.average", "--workdir", run, "--last", "2",
                    check=False)
     assert done.returncode == 1 and f"pid {holder.pid}".encode() in done.stderr

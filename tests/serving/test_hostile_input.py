@@ -137,6 +137,9 @@ def test_a_default_beam_beyond_the_limit_refuses_to_start(trained_run):
   done = subprocess.run(command + ["--beam", "32", "--max-beam", "16"], cwd=ROOT,
                         capture_output=True, text=True, timeout=300)
   assert done.returncode != 0 and "--beam is 32, beyond --max-beam 16" in done.stderr
+  done = subprocess.run(command + ["--alpha", "50"], cwd=ROOT, capture_output=True, text=True,
+                        timeout=300)
+  assert done.returncode != 0 and "--alpha is 50.0, outside 0 to 10" in done.stderr
   config = json.loads((trained_run / "config.json").read_text())
   done = subprocess.run(command + ["--max-beam", str(config["decode"]["beam_size"] - 1)],
                         cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -71,7 +71,10 @@ def test_a_list_alternatives_and_auto_as_libretranslate_answers_them(server):
                               nbest=3)
   assert status == 200
   assert body["translatedText"] == [h[0].text for h in best]
-  assert body["alternatives"] == [[h.text for h in hyps[1:]] for hyps in best]
+  # each alternative differs from the translation and from the others
+  assert body["alternatives"] == [list(dict.fromkeys(h.text for h in hyps[1:]
+                                                     if h.text != hyps[0].text))
+                                  for hyps in best]
   assert body["detectedLanguage"] == [{"language": "en", "confidence": 100.0}] * len(SOURCES)
 
 
@@ -98,9 +101,9 @@ def test_html_keeps_the_markup_and_translates_whole_sentences(server):
     ({"source": "en", "target": "de", "api_key": KEY, "q": ""}, 400, "missing q parameter"),
     ({"q": "A dog.", "source": "en", "target": "de", "format": "pdf", "api_key": KEY}, 400,
      "format"),
-    ({"q": "A dog.", "source": "en", "target": "de"}, 403, "API key"),
     ({"q": "A dog.", "source": "en", "target": "de", "api_key": "wrong"}, 403,
      "Invalid API key"),
+    ({"q": "A dog.", "source": "EN", "target": "fr", "api_key": KEY}, 400, "fr is not"),
 ])
 def test_libretranslate_errors_have_its_status_and_shape(server, params, status, error):
   url, _ = server
@@ -110,9 +113,49 @@ def test_libretranslate_errors_have_its_status_and_shape(server, params, status,
 
 def test_the_native_api_takes_the_key_as_a_bearer_token(server):
   url, translator = server
-  assert call(url, "/translate", {"text": SOURCES[0]})[0] == 403
-  status, body = call(url, "/translate", {"text": SOURCES[0]},
-                      headers={"Authorization": f"Bearer {KEY}"})
-  assert status == 200 and body == {"translation": translator.translate(SOURCES[0])}
+  assert call(url, "/translate", {"text": SOURCES[0]},
+              headers={"Authorization": "Bearer wrong"})[0] == 403
+  for headers in ({"Authorization": f"Bearer {KEY}"}, {}):  # a key is optional, as there
+    status, body = call(url, "/translate", {"text": SOURCES[0]}, headers=headers)
+    assert status == 200 and body == {"translation": translator.translate(SOURCES[0])}
+
+
+def test_keys_are_optional_unless_required_as_in_libretranslate(server, trained_run,
+                                                                 tmp_path):
+  url, translator = server
+  status, body = call(url, "/translate", {"q": SOURCES[0], "source": "En", "target": "DE"})
+  assert status == 200 and body["translatedText"] == translator.translate(SOURCES[0])
+  keys = tmp_path / "keys.txt"
+  keys.write_text(f"{KEY}\n")
+  proc, strict = start_server("--workdir", trained_run, "--api-keys", keys,
+                              "--require-api-key")
+  try:
+    assert call(strict, "/translate", {"q": "A dog.", "source": "en", "target": "de"}) == (
+        400, {"error": "Please contact the server operator to get an API key"})
+    assert call(strict, "/translate", {"text": "A dog."})[0] == 400
+    assert call(strict, "/translate", {"q": "A dog.", "source": "en", "target": "de",
+                                       "api_key": KEY})[0] == 200
+    assert call(strict, "/frontend/settings")[1]["keyRequired"] is True
+  finally:
+    stop_server(proc)
+
+
+def test_a_page_of_another_origin_may_call_it_with_libretranslate_s_form(server):
+  import requests
+  url, translator = server
+  preflight = requests.options(url + "/translate", timeout=60, headers={
+      "Origin": "http://elsewhere.example", "Access-Control-Request-Method": "POST",
+      "Access-Control-Request-Headers": "content-type"})
+  assert preflight.status_code == 200
+  assert preflight.headers["access-control-allow-origin"] in ("*", "http://elsewhere.example")
+  # what LibreTranslate's web page sends: a FormData body (multipart)
+  answer = requests.post(url + "/translate", timeout=120,
+                         headers={"Origin": "http://elsewhere.example"},
+                         files={k: (None, v) for k, v in {
+                             "q": SOURCES[1], "source": "en", "target": "de",
+                             "format": "text", "alternatives": "0", "api_key": KEY}.items()})
+  assert answer.status_code == 200, answer.text
+  assert answer.json()["translatedText"] == translator.translate(SOURCES[1])
+  assert answer.headers["access-control-allow-origin"] in ("*", "http://elsewhere.example")
 
 

@@ -2,6 +2,7 @@
 Retry-After, memory flat, healthy after), a graceful shutdown that answers what it
 accepted, and the page, driven in a real headless browser."""
 
+import contextlib
 import os
 import shutil
 import signal
@@ -117,6 +118,20 @@ def test_the_ctranslate2_engine_serves_what_its_translator_gives(exported):
     stop_server(proc)
 
 
+@contextlib.contextmanager
+def browser_page():
+  """A page of headless Chromium, driven through playwright (skips where either is
+  missing)."""
+  playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a test extra")
+  with playwright.sync_playwright() as p:
+    browser = p.chromium.launch(executable_path=chromium(), headless=True,
+                                args=["--no-sandbox"])
+    try:
+      yield browser.new_page()
+    finally:
+      browser.close()
+
+
 def chromium() -> str:
   path = os.environ.get("SEQ2SEQ_CHROMIUM") or shutil.which("chromium") or shutil.which(
       "chromium-browser")
@@ -126,28 +141,21 @@ def chromium() -> str:
 
 
 def test_the_page_translates_in_a_headless_browser_as_the_api_does(server_for_page):
-  playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a test extra")
   url, translator = server_for_page
   lines = [SOURCES[0], SOURCES[1]]
-  with playwright.sync_playwright() as p:
-    browser = p.chromium.launch(executable_path=chromium(), headless=True,
-                                args=["--no-sandbox"])
-    try:
-      page = browser.new_page()
-      page.goto(url + "/")
-      page.fill("#source", "\n".join(lines))
-      page.fill("#beam", "4")
-      page.fill("#nbest", "3")
-      page.check("#attention")
-      page.click("#go")
-      page.wait_for_selector("table.attention", timeout=120_000)
-      shown = page.inner_text("#output").split("\n")
-      header = page.inner_text("#model")
-      alternatives = page.locator("li.alternative").count()
-      rows = page.locator("table.attention tbody tr").count()
-      assert page.inner_text("#error") == ""
-    finally:
-      browser.close()
+  with browser_page() as page:
+    page.goto(url + "/")
+    page.fill("#source", "\n".join(lines))
+    page.fill("#beam", "4")
+    page.fill("#nbest", "3")
+    page.check("#attention")
+    page.click("#go")
+    page.wait_for_selector("table.attention", timeout=120_000)
+    shown = page.inner_text("#output").split("\n")
+    header = page.inner_text("#model")
+    alternatives = page.locator("li.alternative").count()
+    rows = page.locator("table.attention tbody tr").count()
+    assert page.inner_text("#error") == ""
   status, body = post(url, {"texts": lines, "beam_size": 4, "nbest": 3})
   assert shown == body["translations"] == translator.translate(lines, beam_size=4)
   assert alternatives == 6
@@ -157,24 +165,17 @@ def test_the_page_translates_in_a_headless_browser_as_the_api_does(server_for_pa
 
 
 def test_the_page_translates_a_file_in_a_headless_browser(server_for_page, tmp_path):
-  playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a test extra")
   url, translator = server_for_page
   source = tmp_path / "captions.srt"
   source.write_text("1\n00:00:01,000 --> 00:00:02,000\nA dog runs.\n\n"
                     "2\n00:00:03,000 --> 00:00:04,000\nTwo cats sleep.\n", "utf-8")
-  with playwright.sync_playwright() as p:
-    browser = p.chromium.launch(executable_path=chromium(), headless=True,
-                                args=["--no-sandbox"])
-    try:
-      page = browser.new_page()
-      page.goto(url + "/")
-      page.set_input_files("#file", str(source))
-      page.click("#go-file")
-      page.wait_for_selector("#download:not([hidden])", timeout=120_000)
-      href = page.get_attribute("#download", "href")
-      assert page.inner_text("#error") == ""
-    finally:
-      browser.close()
+  with browser_page() as page:
+    page.goto(url + "/")
+    page.set_input_files("#file", str(source))
+    page.click("#go-file")
+    page.wait_for_selector("#download:not([hidden])", timeout=120_000)
+    href = page.get_attribute("#download", "href")
+    assert page.inner_text("#error") == ""
   with urllib.request.urlopen(href) as answer:
     got = answer.read().decode("utf-8")
   assert got == translator.translate_document(source, progress=False)
@@ -248,3 +249,26 @@ def test_reload_loads_what_landed_during_warm_up_and_survives_any_error(trained_
     assert thread.is_alive()
   finally:
     stop.set()
+
+
+def test_the_page_sends_the_key_it_is_given(trained_run, tmp_path):
+  keys = tmp_path / "keys.txt"
+  keys.write_text("k-page\n")
+  proc, url = start_server("--workdir", trained_run, "--api-keys", keys, "--require-api-key")
+  try:
+    with browser_page() as page:
+      page.goto(url + "/")
+      page.fill("#source", SOURCES[0])
+      page.click("#go")
+      page.wait_for_function("document.getElementById('error').textContent !== ''",
+                             timeout=120_000)
+      refused = page.inner_text("#error")
+      page.fill("#key", "k-page")
+      page.click("#go")
+      page.wait_for_function("document.getElementById('output').textContent !== ''",
+                             timeout=120_000)
+      shown = page.inner_text("#output")
+  finally:
+    stop_server(proc)
+  assert "API key" in refused
+  assert shown == Translator.load(trained_run).translate(SOURCES[0], beam_size=5)
