@@ -132,7 +132,9 @@ def test_wmt14_recipe_runs_end_to_end_on_a_slice_of_the_hub_layout(tmp_path):
   saved_cfg = checkpoint.load_config(workdir)
   assert (saved_cfg.data.src_field, saved_cfg.data.tgt_field) == ("translation.en", "translation.de")
   assert saved_cfg.model.d_model == 32 and saved_cfg.train.learning_rate == 7e-4
-  out = run_cli("evaluate.py", "--workdir", workdir, "--split", "test", "--beam", "1").stdout
+  hyp = workdir.parent / "test.beam1.txt"
+  out = run_cli("evaluate.py", "--workdir", workdir, "--split", "test", "--beam", "1",
+                "--output", hyp).stdout
   assert "BLEU" in out.decode()
-  hyps = (workdir / "hyps" / "test.beam1.txt").read_text().splitlines()
+  hyps = hyp.read_text().splitlines()
   assert len(hyps) == len(textfiles.read_lines(ROOT / "data" / "sample" / "test.en"))
