@@ -118,12 +118,19 @@ def build_spec(cfg: ModelConfig, params, pieces: list[str]):
   def embedding(name):
     return _np(p(name)["embeddings"])
 
+  # CTranslate2 throws on a position past the table; Argos and LibreTranslate ask for up
+  # to POSITION_ROWS. Rows past model.max_len: sinusoids as any row, zeros with rotary,
+  # the last learned row repeated (the model never saw such lengths: a translation, not
+  # a 500). Inputs within model.max_len read the same rows as before.
+  rows = max(cfg.max_len, POSITION_ROWS)
+
   def positions(name):
     if cfg.positional == "learned":
-      return _np(p(name)["positions"])
+      learned = _np(p(name)["positions"])
+      return np.concatenate([learned, np.repeat(learned[-1:], rows - len(learned), 0)])
     if cfg.positional == "rotary":  # nothing added to the embeddings
-      return np.zeros((cfg.max_len, cfg.d_model), np.float32)
-    return sinusoidal_positions(cfg.max_len, cfg.d_model)
+      return np.zeros((rows, cfg.d_model), np.float32)
+    return sinusoidal_positions(rows, cfg.d_model)
 
   src_name = "shared_embedding" if cfg.tied_embeddings else "src_embedding"
   tgt_name = "shared_embedding" if cfg.tied_embeddings else "tgt_embedding"
@@ -243,6 +250,12 @@ def export_argos(workdir: str | Path, output: str | Path, checkpoint_name: str =
   return output
 
 
+# The longest input and output Argos Translate asks of CTranslate2 by default (its
+# translator's max_input_length and LibreTranslate's sentence lengths): the export's
+# position table holds this many rows at least.
+POSITION_ROWS = 1024
+
+
 # A language code as Argos and LibreTranslate take it, and nothing a path could use.
 LANGUAGE_CODE = re.compile(r"[a-z]{2,3}([-_][A-Za-z0-9]{2,8})?")
 
@@ -256,7 +269,10 @@ def _write_argos(workdir, output: Path, partial: Path, cfg: Config, src: str, tg
     shutil.move(folder / "model" / MODEL_FILE, folder / "sentencepiece.model")
     (folder / "model" / EXPORT_FILE).unlink()
     metadata = {
-        "package_version": "1.0", "argos_version": "1.0", "type": "translate",
+        # the export's date as a version: above the 1.x of the official packages, so
+        # that LibreTranslate's --update-models does not replace it with theirs
+        "package_version": time.strftime("%Y.%m.%d"), "argos_version": "1.0",
+        "type": "translate",
         "from_code": src, "from_name": language_name(src),
         "to_code": tgt, "to_name": language_name(tgt),
         "source_languages": [{"code": src, "name": language_name(src)}],

@@ -71,6 +71,9 @@ def test_the_package_is_one_folder_with_argos_metadata_and_the_run_s_facts(packa
   assert (metadata["from_name"], metadata["to_name"]) == ("English", "German")
   assert metadata["type"] == "translate" and metadata["seq2seq"]["checkpoint"] == "best"
   assert metadata["seq2seq"]["quantization"] == "int8"
+  # above the official packages' 1.x: LibreTranslate's --update-models keeps it
+  from packaging.version import Version
+  assert Version(metadata["package_version"]) > Version("1.9")
 
 
 def test_argostranslate_installs_the_package_and_translates_as_ctranslate2_does(

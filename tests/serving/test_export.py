@@ -108,6 +108,14 @@ def test_every_architecture_option_converts(tmp_path, option):
   np.testing.assert_allclose([x.logprob for x in jax_t.score(sources, targets)],
                              [x.logprob for x in ct2_t.score(sources, targets)], rtol=rtol,
                              atol=1e-3)
+  # Argos and LibreTranslate hand CTranslate2 inputs up to 1,024 pieces, past the model's
+  # max_len: the exported position table holds them (no "No position encodings ...").
+  import ctranslate2
+  tokens = ct2_t.tokenizer.pieces(ct2_t.tokenizer.encode([" ".join(SOURCES[:40])])[0])
+  assert cfg.model.max_len < len(tokens) <= export.POSITION_ROWS
+  found = ctranslate2.Translator(str(out)).translate_batch(
+      [tokens], beam_size=2, max_input_length=export.POSITION_ROWS, max_decoding_length=64)
+  assert found[0].hypotheses[0]
 
 
 @pytest.fixture(scope="module")
