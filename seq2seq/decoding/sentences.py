@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import unicodedata
 from typing import Callable, Sequence
 
 import sentencex
@@ -93,6 +94,13 @@ def _fitting_parts(sentence: str, fits: Callable[[str], bool]) -> list[str] | No
   return parts if all(fits(p) for p in parts) else None
 
 
+def surely_fits(text: str, limit: int) -> bool:
+  """Whether `text` has at most `limit` pieces with EOS, without tokenizing it: a piece
+  holds one UTF-8 byte at least of the NFKC-normalised text (SentencePiece's
+  normalisation, which can lengthen a character), plus the leading word marker."""
+  return len(unicodedata.normalize("NFKC", text).encode("utf-8")) + 2 <= limit
+
+
 def check_cuttable(texts: Sequence[str], count_pieces: Callable[[list[str]], list[int]],
                    limit: int) -> None:
   """Raises `TooLongError` naming the first text that `Plan.of` could not cut to fit:
@@ -100,7 +108,7 @@ def check_cuttable(texts: Sequence[str], count_pieces: Callable[[list[str]], lis
   runs that could be that long (a piece holds one UTF-8 byte at least): cheap enough to
   check a request before it joins a shared batch."""
   for i, text in enumerate(texts):
-    long_words = [w for w in _SPACE.split(text) if len(w.encode("utf-8")) + 2 > limit]
+    long_words = [w for w in _SPACE.split(text) if not surely_fits(w, limit)]
     for word, pieces in zip(long_words, count_pieces(long_words) if long_words else []):
       if pieces > limit:
         raise TooLongError(f"text {i + 1}: {word[:40]!r}... has no white space to cut at and "
@@ -167,11 +175,11 @@ class Plan:
     every part within `limit` pieces (`count_pieces` counts a list of strings' pieces).
     A text is cut only where the model cannot take it whole, so a one-sentence text of
     sentence-per-line data is searched as it is."""
-    def fits(part: str) -> bool:
-      return count_pieces([part])[0] <= limit
+    def fits(part: str) -> bool:  # tokenized only where it could be too long
+      return surely_fits(part, limit) or count_pieces([part])[0] <= limit
     plan = []
     for i, text in enumerate(texts):
-      if language is None and count_pieces([text])[0] <= limit:
+      if language is None and fits(text):
         plan.append(Segmented((text,), ("", "")))  # as given (its spacing included)
       else:
         plan.append(Segmented.of(text, language, fits, f"text {first_index + i + 1}"))
