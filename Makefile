@@ -13,7 +13,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 RUN ?= runs/tiny
 
-.PHONY: install demo lint test test-fast test-pyproject test-wheel bench clean
+.PHONY: install libretranslate demo lint test test-fast test-pyproject test-wheel bench clean
 
 # Bytecode is compiled once, after the installs, on every core and without the packages'
 # own test suites (pip compiles each file on one core: 51.9 s against 20.6 s + 11.9 s on 2
@@ -32,6 +32,17 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 
 install: $(VENV)/.installed
 
+# LibreTranslate itself in a virtual environment of its own (its pins are not ours), for
+# tests/serving/test_libretranslate_itself.py, which skips with the reason without it.
+LT_VENV ?= .venv-libretranslate
+$(LT_VENV)/.installed: requirements-libretranslate.lock
+	$(PYTHON) -m venv $(LT_VENV)
+	$(LT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LT_VENV)/bin/python -m pip install --quiet -r requirements-libretranslate.lock
+	touch $@
+
+libretranslate: $(LT_VENV)/.installed
+
 demo: install
 	$(PY) train.py --config tiny --workdir $(RUN)
 	printf 'A young man is running in the park.\nTwo dogs are playing in the snow.\n' \
@@ -46,7 +57,7 @@ lint: install
 # (the longest files first).
 PYTEST := -m pytest -q -n auto --dist loadfile --no-loadscope-reorder tests
 
-test: lint
+test: lint libretranslate
 	$(PY) $(PYTEST)
 
 # What neither trains, serves nor decodes a trained run (tests/conftest.py marks the rest).
@@ -78,4 +89,4 @@ test-wheel: install
 	cd $(WHEEL_TMP) && venv/bin/python -c "import seq2seq; print('installed', seq2seq.__version__, seq2seq.__file__)"
 
 clean:
-	rm -rf $(VENV) .venv-pyproject runs dist
+	rm -rf $(VENV) .venv-pyproject $(LT_VENV) runs dist

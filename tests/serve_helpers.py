@@ -1,6 +1,9 @@
 """Helpers of the server tests: start seq2seq-serve on a free loopback port, talk to it."""
 
+import contextlib
 import json
+import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -9,6 +12,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+
+import pytest
 
 from helpers import ROOT
 
@@ -97,3 +102,25 @@ def post(url, body, raw: bytes | None = None, content_type="application/json",
     if headers is not None:
       headers.update((k.lower(), v) for k, v in e.headers.items())
     return e.code, json.loads(e.read())
+
+
+@contextlib.contextmanager
+def browser_page():
+  """A page of headless Chromium, driven through playwright (skips where either is
+  missing)."""
+  playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a test extra")
+  with playwright.sync_playwright() as p:
+    browser = p.chromium.launch(executable_path=chromium(), headless=True,
+                                args=["--no-sandbox"])
+    try:
+      yield browser.new_page()
+    finally:
+      browser.close()
+
+
+def chromium() -> str:
+  path = os.environ.get("SEQ2SEQ_CHROMIUM") or shutil.which("chromium") or shutil.which(
+      "chromium-browser")
+  if not path:
+    pytest.skip("no chromium to drive (Debian: apt-get install chromium; .ci/run does)")
+  return path

@@ -19,8 +19,10 @@ What runs and what is checked only, by command:
 - `seq2seq-push`: run with `--dry-run` (what it would upload is staged, nothing is sent).
   The Hub model the docs name is that run published into a Hugging Face cache laid out as
   huggingface_hub lays out its own, read with HF_HUB_OFFLINE=1.
-- `seq2seq-serve` (it would not return) and `python bench/*.py` (benchmarks of long runs):
-  every flag must be one that the command's `--help` lists.
+- `seq2seq-serve` and `libretranslate` (they would not return) and `python bench/*.py`
+  (benchmarks of long runs): every flag must be one that the command's `--help` lists.
+- Python blocks of Argos Translate: run by the Python of LibreTranslate's environment
+  (`make libretranslate`), which has argostranslate, with every download refused.
 - `pip install` and `make`: the extras, files and targets named must exist.
 """
 
@@ -49,6 +51,7 @@ FENCE = re.compile(r"^```(bash|python)\n(.*?)^```", re.S | re.M)
 RUN_NAMES = ("multi30k", "m30k", "mine", "tiny", "m30k_ff1024")
 BIN = Path(sys.executable).parent
 HUB_MODEL = "your-name/multi30k-en-de"
+LT_BIN = ROOT / ".venv-libretranslate" / "bin"  # LibreTranslate's and Argos's commands
 CONSOLE_SCRIPTS = {name: target.split(":")[0] for name, target in tomllib.loads(
     (ROOT / "pyproject.toml").read_text())["project"]["scripts"].items()}
 
@@ -151,8 +154,21 @@ def server(trained_run):
 
 
 def environment(folder: Path) -> dict:
-  return {**os.environ, "PATH": f"{folder / 'bin'}:{BIN}:{os.environ['PATH']}",
+  return {**os.environ, "PATH": f"{folder / 'bin'}:{BIN}:{os.environ['PATH']}:{LT_BIN}",
           "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(folder / "hf-cache")}
+
+
+def in_libretranslate_venv(code: str, folder: Path, where: str) -> subprocess.CompletedProcess:
+  """A Python block of Argos Translate: run by the Python of LibreTranslate's virtual
+  environment (`make libretranslate`), which has argostranslate, with its data in
+  `folder` and every download refused."""
+  python = LT_BIN / "python"
+  assert python.exists(), f"{where}: needs {python} (make libretranslate)"
+  closed = "http://127.0.0.1:9"
+  env = {"PATH": "/usr/bin:/bin", "HOME": str(folder), "http_proxy": closed,
+         "https_proxy": closed, "ARGOS_PACKAGES_DIR": str(folder / "argos-packages")}
+  return subprocess.run([python, "-c", code], cwd=folder, capture_output=True, text=True,
+                        timeout=600, env=env)
 
 
 def help_text(program: list[str], folder: Path, cache: dict = {}) -> str:  # noqa: B006
@@ -294,6 +310,8 @@ def as_text(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
 def run_line(line: str, comment: str, folder: Path, server_url, where: str) -> None:
   words = shlex.split(line, comments=True)
   last = words[len(words) - words[::-1].index("|"):] if "|" in words else words
+  while re.fullmatch(r"[A-Z_]+=\S*", last[0]):  # VAR=value before the program
+    last = last[1:]
   program = last[:2] if last[0] == "python" else last[:1]
   if words[0] == "make":
     targets = re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.M)
@@ -304,7 +322,7 @@ def run_line(line: str, comment: str, folder: Path, server_url, where: str) -> N
     check = "--print-config" if program != ["seq2seq-push"] else "--dry-run"
     proc = run_command(shlex.join([*words, check]), [*words, check], folder)
     assert proc.returncode == 0, f"{where}: {line}:\n{proc.stderr[-2000:]}"
-  elif program[0] == "seq2seq-serve" or program[-1].startswith("bench/"):
+  elif program[0] in ("seq2seq-serve", "libretranslate") or program[-1].startswith("bench/"):
     check_flags(last, len(program), folder, where)
   elif words[0] == "curl":
     run_curl(line, server_url(), comment, folder, where)
@@ -334,6 +352,10 @@ def test_every_example_of_the_page_runs(page, sandbox, request):
 
   for language, lineno, code in blocks:
     where = f"{page}:{lineno}"
+    if language == "python" and "import argostranslate" in code:
+      proc = in_libretranslate_venv(code, sandbox, where)
+      assert proc.returncode == 0, f"{where}:\n{proc.stderr[-3000:]}"
+      continue
     if language == "python":
       if "localhost:8080" in code:  # a client of the server: the one started here
         code = code.replace("http://localhost:8080", server_url())

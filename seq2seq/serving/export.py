@@ -36,6 +36,7 @@ from seq2seq.data.tokenizer import MODEL_FILE, Tokenizer
 from seq2seq.model.layers import sinusoidal_positions
 from seq2seq.numerics.ops import LAYER_NORM_EPSILON
 from seq2seq.rundir import checkpoint, model_card
+from seq2seq.serving import minisbd_splitter
 from seq2seq.serving.libretranslate import language_name
 
 log = logging.getLogger(__name__)
@@ -227,8 +228,10 @@ def export_argos(workdir: str | Path, output: str | Path, checkpoint_name: str =
                  quantization: str = "int8", force: bool = False) -> Path:
   """Writes an Argos Translate package (`output`, ending in .argosmodel): a zip holding one
   folder with `metadata.json` (the languages, and the model card's facts under
-  "seq2seq"), the CTranslate2 model in `model/`, `sentencepiece.model` and the card as
-  `README.md`. `argospm install FILE` or LibreTranslate's package folder take it."""
+  "seq2seq"), the CTranslate2 model in `model/`, `sentencepiece.model`, the sentence
+  splitter in `minisbd/` (minisbd_splitter.py) and the card as `README.md`.
+  argostranslate's `package.install_from_path(FILE)` installs it; LibreTranslate reads
+  it unzipped in its packages folder."""
   output = Path(output)
   if output.suffix != ARGOS_SUFFIX:
     raise ExportError(f"{output}: an Argos package's name ends in {ARGOS_SUFFIX}")
@@ -268,6 +271,8 @@ def _write_argos(workdir, output: Path, partial: Path, cfg: Config, src: str, tg
     info = json.loads((folder / "model" / EXPORT_FILE).read_text())
     shutil.move(folder / "model" / MODEL_FILE, folder / "sentencepiece.model")
     (folder / "model" / EXPORT_FILE).unlink()
+    # the sentence splitter Argos and LibreTranslate would otherwise download
+    minisbd_splitter.write(folder / "minisbd" / f"{src}.onnx", src)
     metadata = {
         # the export's date as a version: above the 1.x of the official packages, so
         # that LibreTranslate's --update-models does not replace it with theirs

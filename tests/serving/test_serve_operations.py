@@ -2,9 +2,6 @@
 Retry-After, memory flat, healthy after), a graceful shutdown that answers what it
 accepted, and the page, driven in a real headless browser."""
 
-import contextlib
-import os
-import shutil
 import signal
 import threading
 import time
@@ -18,7 +15,14 @@ from seq2seq import Translator
 from seq2seq.data.textfiles import read_lines
 
 from helpers import SAMPLE
-from serve_helpers import get, post, start_server, stop_server, wait_for_all_batch_rows
+from serve_helpers import (
+  browser_page,
+  get,
+  post,
+  start_server,
+  stop_server,
+  wait_for_all_batch_rows,
+)
 
 pytestmark = pytest.mark.slow  # each test trains, kills or restarts processes
 
@@ -116,28 +120,6 @@ def test_the_ctranslate2_engine_serves_what_its_translator_gives(exported):
     assert get(url + "/health")[1]["engine"] == "ctranslate2"
   finally:
     stop_server(proc)
-
-
-@contextlib.contextmanager
-def browser_page():
-  """A page of headless Chromium, driven through playwright (skips where either is
-  missing)."""
-  playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a test extra")
-  with playwright.sync_playwright() as p:
-    browser = p.chromium.launch(executable_path=chromium(), headless=True,
-                                args=["--no-sandbox"])
-    try:
-      yield browser.new_page()
-    finally:
-      browser.close()
-
-
-def chromium() -> str:
-  path = os.environ.get("SEQ2SEQ_CHROMIUM") or shutil.which("chromium") or shutil.which(
-      "chromium-browser")
-  if not path:
-    pytest.skip("no chromium to drive (Debian: apt-get install chromium; .ci/run does)")
-  return path
 
 
 def test_the_page_translates_in_a_headless_browser_as_the_api_does(server_for_page):

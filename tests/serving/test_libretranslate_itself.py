@@ -1,0 +1,202 @@
+"""LibreTranslate itself (PyPI `libretranslate`, in `.venv-libretranslate`, which `make
+test` installs from requirements-libretranslate.lock) serving the Argos package that
+`seq2seq-export --format argos` writes, on the loopback and with no download: the
+package folder unzipped where LibreTranslate loads packages (ARGOS_PACKAGES_DIR), its
+model index a local empty file, and every proxy pointed at a closed port so that any
+download it tried would fail the request. Its web UI is driven in headless Chromium,
+once against LibreTranslate and once, from LibreTranslate's origin, against seq2seq-serve.
+"""
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from seq2seq import Translator
+
+from conftest import run_cli
+from helpers import ROOT, SAMPLE
+from serve_helpers import browser_page, free_port, get, post, start_server, stop_server
+
+pytestmark = pytest.mark.slow  # trains, exports and starts two servers
+
+LIBRETRANSLATE = Path(os.environ.get("SEQ2SEQ_LIBRETRANSLATE",
+                                     ROOT / ".venv-libretranslate" / "bin" / "libretranslate"))
+SOURCES = (SAMPLE / "test.en").read_text().splitlines()[:6]
+TWO_SENTENCES = f"{SOURCES[0]} {SOURCES[1]}"
+# Longer than the tiny model's max_len (128 pieces): Argos hands it to CTranslate2 whole.
+LONG = "A man in a red shirt and a woman in a blue dress walk with their dog, " * 12 + "and smile."
+
+
+@pytest.fixture(scope="module")
+def package(trained_run, tmp_path_factory):
+  pytest.importorskip("ctranslate2", reason="CTranslate2 is the optional [ctranslate2] extra")
+  out = tmp_path_factory.mktemp("argos") / "en_de.argosmodel"
+  run_cli("-m", "seq2seq.cli.export", "--workdir", trained_run, "--format", "argos",
+          "--output", out)
+  return out
+
+
+@pytest.fixture(scope="module")
+def libretranslate(package, tmp_path_factory):
+  """(url, home) of LibreTranslate serving the package."""
+  if not LIBRETRANSLATE.exists():
+    pytest.skip(f"LibreTranslate is not installed at {LIBRETRANSLATE} (make libretranslate)")
+  home = tmp_path_factory.mktemp("libretranslate")
+  with zipfile.ZipFile(package) as z:
+    z.extractall(home / "packages")
+  (home / "index").mkdir()
+  (home / "index" / "index.json").write_text("[]")
+  closed = f"http://127.0.0.1:{free_port()}"
+  env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "ARGOS_PACKAGES_DIR": str(home / "packages"),
+         "ARGOS_PACKAGE_INDEX": (home / "index").as_uri() + "/",
+         "http_proxy": closed, "https_proxy": closed, "HTTP_PROXY": closed, "HTTPS_PROXY": closed}
+  port = free_port()
+  with tempfile.TemporaryFile() as log:
+    proc = subprocess.Popen([LIBRETRANSLATE, "--host", "127.0.0.1", "--port", str(port),
+                             "--load-only", "en,de"], env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+      wait_until_up(url + "/languages", proc, log)
+      yield url, home
+    finally:
+      proc.terminate()
+      proc.wait(timeout=60)
+
+
+def wait_until_up(url, proc, log, timeout=120):
+  deadline = time.time() + timeout
+  while True:
+    with contextlib.suppress(OSError):
+      if get(url)[0] == 200:
+        return
+    if proc.poll() is not None or time.time() > deadline:
+      log.seek(0)
+      raise AssertionError("LibreTranslate did not start:\n" + log.read().decode()[-3000:])
+    time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def ct2(trained_run, tmp_path_factory):
+  from seq2seq.serving.export import export_ctranslate2
+  out = tmp_path_factory.mktemp("ct2") / "model"
+  return export_ctranslate2(trained_run, out, "best", "int8")
+
+
+def test_libretranslate_lists_the_package_s_pair_and_downloaded_nothing(libretranslate):
+  url, home = libretranslate
+  status, languages = get(url + "/languages")
+  assert status == 200
+  assert {"code": "en", "name": "English", "targets": ["de", "en"]} in languages
+  # MiniSBD keeps what it downloads under Argos's data folder: the package's splitter ran
+  post(url, {"q": TWO_SENTENCES, "source": "en", "target": "de"})
+  assert not (home / ".local" / "share" / "argos-translate" / "minisbd").exists() or not any(
+      (home / ".local" / "share" / "argos-translate" / "minisbd").iterdir())
+
+
+def test_libretranslate_translates_as_our_ctranslate2_engine_with_argos_settings(
+    libretranslate, ct2):
+  url, _ = libretranslate
+  texts = SOURCES + [TWO_SENTENCES]
+  status, body = post(url, {"q": texts, "source": "en", "target": "de"})
+  assert status == 200, body
+  # Argos: beam 4, length penalty 0.2, the package's sentences translated in one batch
+  ours = Translator.load(ct2, engine="ctranslate2").translate(texts, beam_size=4, alpha=0.2)
+  assert body["translatedText"] == ours
+
+
+def test_a_sentence_longer_than_the_model_s_maximum_is_translated_not_a_500(
+    libretranslate, ct2):
+  import ctranslate2
+  import sentencepiece as spm
+  url, _ = libretranslate
+  status, body = post(url, {"q": LONG, "source": "en", "target": "de"})
+  assert status == 200, body
+  # what Argos asks of CTranslate2 for it: the whole sentence, beam 4, length penalty 0.2
+  sp = spm.SentencePieceProcessor(model_file=str(ct2 / "spm.model"))
+  pieces = sp.encode(LONG, out_type=str)
+  assert len(pieces) > 128
+  result = ctranslate2.Translator(str(ct2)).translate_batch(
+      [pieces], beam_size=4, length_penalty=0.2, replace_unknowns=True)
+  assert body["translatedText"] == sp.decode(result[0].hypotheses[0]).lstrip(" ")
+
+
+def web_ui_translates(page, url, text) -> str:
+  """Types `text` into LibreTranslate's web UI at `url`, English to German, and returns
+  what it shows as the translation."""
+  page.goto(url + "/", wait_until="domcontentloaded")
+  page.wait_for_function("document.querySelectorAll('select.browser-default option')"
+                         ".length > 2", timeout=60_000)
+  selects = page.locator("select.browser-default")
+  selects.nth(0).select_option("en")
+  selects.nth(1).select_option("de")
+  page.fill("#textarea1", text)
+  page.wait_for_function("document.querySelector('#textarea2').value.length > 0",
+                         timeout=120_000)
+  return page.input_value("#textarea2")
+
+
+def only_loopback(page):
+  """Fonts and pictures the page links from the web are refused, not waited for."""
+  page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(
+      "http://127.0.0.1") else route.abort())
+
+
+def screenshot(page, tmp_path, name) -> Path:
+  """A PNG of the page, also copied to $SEQ2SEQ_SCREENSHOTS when set."""
+  path = tmp_path / name
+  page.screenshot(path=str(path), full_page=False)
+  if os.environ.get("SEQ2SEQ_SCREENSHOTS"):
+    shutil.copy(path, Path(os.environ["SEQ2SEQ_SCREENSHOTS"]) / name)
+  return path
+
+
+def test_libretranslate_s_web_ui_translates_with_the_package(libretranslate, tmp_path):
+  url, _ = libretranslate
+  with browser_page() as page:
+    only_loopback(page)
+    shown = web_ui_translates(page, url, TWO_SENTENCES)
+    png = screenshot(page, tmp_path, "libretranslate-web-ui.png")
+  status, body = post(url, {"q": TWO_SENTENCES, "source": "en", "target": "de"})
+  assert shown == body["translatedText"]
+  assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_libretranslate_s_web_ui_from_its_own_origin_works_against_our_server(
+    libretranslate, trained_run, tmp_path):
+  """LibreTranslate's own page and script, served by LibreTranslate, with its API address
+  pointed at seq2seq-serve (another origin): it reads /frontend/settings and /languages
+  and posts its FormData (q, source, target, format, alternatives, api_key) to us."""
+  lt_url, _ = libretranslate
+  proc, our_url = start_server("--workdir", trained_run)
+  try:
+    with browser_page() as page:
+      sent = []
+      page.on("request", lambda r: sent.append((r.method, r.url, r.headers.get("origin"))))
+
+      def our_api(route):
+        script = route.fetch().text()
+        start = script.index("var BaseUrl")
+        end = script.index(";", start)
+        route.fulfill(body=script[:start] + f"var BaseUrl = {json.dumps(our_url)}"
+                      + script[end:], content_type="application/javascript")
+
+      only_loopback(page)
+      page.route(lambda u: "/js/app.js" in u, our_api)  # LibreTranslate adds ?v=VERSION
+      shown = web_ui_translates(page, lt_url, TWO_SENTENCES)
+      screenshot(page, tmp_path, "libretranslate-web-ui-on-seq2seq-serve.png")
+    status, body = post(our_url, {"q": TWO_SENTENCES, "source": "en",
+                                                 "target": "de", "alternatives": 3})
+    assert status == 200 and shown == body["translatedText"]
+    posts = [(url, origin) for method, url, origin in sent if method == "POST"]
+    assert (our_url + "/translate", lt_url) in posts  # cross-origin, with its Origin
+  finally:
+    stop_server(proc)
