@@ -39,7 +39,7 @@ from seq2seq.decoding import decode
 from seq2seq.decoding.translator import Translator
 from seq2seq.model import kv_cache
 from seq2seq.numerics import row_select
-from seq2seq.serving import export
+from seq2seq.rundir import ctranslate2_model
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID
 
 from common import alternate, machine, report
@@ -112,8 +112,8 @@ def main():
   variants["argmax_rows"] = part(lambda x: row_select.argmax_rows(x)[:, None].astype(x.dtype))
   if args.compare_ctranslate2:
     tmp = tempfile.TemporaryDirectory()
-    path = export.export_ctranslate2(args.workdir, Path(tmp.name) / "float32", args.checkpoint)
-    ct2 = export.import_ctranslate2().Translator(str(path), device="cpu", compute_type="float32",
+    path = ctranslate2_model.export_ctranslate2(args.workdir, Path(tmp.name) / "float32", args.checkpoint)
+    ct2 = ctranslate2_model.import_ctranslate2().Translator(str(path), device="cpu", compute_type="float32",
                                                   intra_threads=os.cpu_count())
     pieces = [translator.tokenizer.pieces(row) for row in src]
 

@@ -39,8 +39,8 @@ import sacrebleu
 
 from seq2seq.data.textfiles import read_lines
 from seq2seq.decoding.translator import Translator
+from seq2seq.rundir import ctranslate2_model
 from seq2seq.runtime import enable_compilation_cache
-from seq2seq.serving import export
 
 from common import MULTI30K, alternate, machine, peak_rss_mib, report
 
@@ -151,7 +151,7 @@ def main():
     for q in engines:
       timed = dict(firsts) if q in (None, "float32") else {}
       if q is not None:
-        path = export.export_ctranslate2(args.workdir, Path(tmp) / q, args.checkpoint, q)
+        path = ctranslate2_model.export_ctranslate2(args.workdir, Path(tmp) / q, args.checkpoint, q)
         ct2 = Translator.load(path, engine="ctranslate2")
         for name, beam in (("greedy", 1), (f"beam{args.beam}", args.beam)):
           alpha = 0.0 if beam == 1 else args.ct2_alpha

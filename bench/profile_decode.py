@@ -26,7 +26,6 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                            + f" --xla_dump_to={DUMP} --xla_dump_hlo_pass_re=NONE")
 
 import jax  # noqa: E402 (XLA_FLAGS is read when JAX starts)
-from jax._src.lib import _profile_data  # noqa: E402
 
 from seq2seq.data.textfiles import read_lines  # noqa: E402
 from seq2seq.decoding.translator import Translator  # noqa: E402
@@ -67,7 +66,7 @@ def main():
   jax.profiler.start_trace(trace)
   translator.translate(lines, beam_size=args.beam, batch_size=64)
   jax.profiler.stop_trace()
-  data = _profile_data.ProfileData.from_file(
+  data = jax.profiler.ProfileData.from_file(
       glob.glob(os.path.join(trace, "**", "*.xplane.pb"), recursive=True)[-1])
   by_op, calls = collections.Counter(), collections.Counter()
   for plane in data.planes:

@@ -11,8 +11,8 @@ Shape glossary (tensor names end in these letters, einsums use them too):
 """
 
 from seq2seq.config import Config, ModelConfig
+from seq2seq.version import __version__
 
-__version__ = "0.2.0"
 __all__ = ["Config", "ModelConfig", "Translator", "__version__", "train"]
 
 

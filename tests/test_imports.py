@@ -1,16 +1,24 @@
-"""The package's import graph, read from the source: arrows point one way between the
-subpackages (shared/STYLE.md), and no module imports itself back."""
+"""The package's import graph, read from the source, lazy imports included: the layers in
+one order, every arrow pointing down it (shared/STYLE.md), no module importing itself
+back, each package's docstring naming its modules, and no private JAX import anywhere."""
 
 import ast
+import re
 from pathlib import Path
 
 import seq2seq
 
 PACKAGE = Path(seq2seq.__file__).parent
+ROOT = PACKAGE.parent
 SUBPACKAGES = {"cli", "data", "decoding", "documents", "model", "numerics", "rundir", "serving",
                "training"}
 # The modules of the top level, shared by every stage.
-TOP = {"config", "recipes", "runtime", "scoring", "vocab"}
+TOP = {"config", "recipes", "runtime", "scoring", "version", "vocab"}
+# The layers, lowest first: a module imports from its own layer or from those before it,
+# never from one after it (a function-level or PEP 562 lazy import counts as much as one
+# at the top). `seq2seq` is the package itself, the public API over all of them.
+LAYERS = ("version", "vocab", "config", "recipes", "runtime", "numerics", "data", "model",
+          "rundir", "scoring", "decoding", "documents", "training", "serving", "cli", "seq2seq")
 
 
 def _module(path: Path) -> str:
@@ -18,28 +26,26 @@ def _module(path: Path) -> str:
   return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _imports(path: Path) -> list[tuple[str, int]]:
+  """(seq2seq module, line) of each import in the file, at any depth of its code (a name
+  imported from a package counts as its module where one has that name)."""
+  found = []
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "seq2seq":
+      for alias in node.names:
+        name = f"{node.module}.{alias.name}"
+        as_module = PACKAGE.parent / name.replace(".", "/")
+        found.append((name if as_module.with_suffix(".py").exists() or as_module.is_dir()
+                      else node.module, node.lineno))
+    elif isinstance(node, ast.Import):
+      found += [(a.name, node.lineno) for a in node.names if a.name.startswith("seq2seq.")]
+  return found
+
+
 def _graph() -> dict[str, set[str]]:
-  """module -> the seq2seq modules it imports, at any depth of its code (a name imported
-  from a package counts as its module where one has that name). A module's lazy
-  attributes (PEP 562 `__getattr__`, as `seq2seq.train`) import when they are used, not
-  with the module: test_importing_the_package_and_translator_loads_no_training_code."""
-  graph = {}
-  for path in PACKAGE.rglob("*.py"):
-    deps = set()
-    tree = ast.parse(path.read_text())
-    tree.body = [n for n in tree.body if not (isinstance(n, ast.FunctionDef)
-                                              and n.name == "__getattr__")]
-    for node in ast.walk(tree):
-      if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "seq2seq":
-        for alias in node.names:
-          name = f"{node.module}.{alias.name}"
-          as_module = PACKAGE.parent / name.replace(".", "/")
-          deps.add(name if as_module.with_suffix(".py").exists() or as_module.is_dir()
-                   else node.module)
-      elif isinstance(node, ast.Import):
-        deps |= {a.name for a in node.names if a.name.startswith("seq2seq.")}
-    graph[_module(path)] = deps - {_module(path)}
-  return graph
+  """module -> the seq2seq modules it imports."""
+  return {_module(path): {m for m, _ in _imports(path)} - {_module(path)}
+          for path in PACKAGE.rglob("*.py")}
 
 
 def _reachable(graph, start):
@@ -62,8 +68,44 @@ def _modules(*stages: str) -> list[str]:
 
 def test_the_graph_reads_every_module_and_finds_the_layout():
   graph = _graph()
-  assert {_stage(m) for m in graph} == SUBPACKAGES | TOP | {"seq2seq"}
+  assert {_stage(m) for m in graph} == SUBPACKAGES | TOP | {"seq2seq"} == set(LAYERS)
   assert "seq2seq.model.transformer" in graph["seq2seq.decoding.model_search"]
+  # the package's lazy attributes are read too
+  assert "seq2seq.training.trainer" in graph["seq2seq"]
+
+
+def test_every_import_points_down_the_layers():
+  upward = []
+  for path in sorted(PACKAGE.rglob("*.py")):
+    module = _module(path)
+    for dep, line in _imports(path):
+      if LAYERS.index(_stage(dep)) > LAYERS.index(_stage(module)):
+        upward.append(f"{path.relative_to(ROOT)}:{line}: {module} ({_stage(module)}) imports "
+                      f"{dep} ({_stage(dep)})")
+  assert not upward, "imports that point up the layers:\n" + "\n".join(upward)
+
+
+def test_a_lazy_import_in_a_function_is_an_arrow_too(tmp_path):
+  (tmp_path / "m.py").write_text("def f():\n  from seq2seq.serving import http_server\n")
+  assert _imports(tmp_path / "m.py") == [("seq2seq.serving.http_server", 2)]
+
+
+def test_each_package_docstring_names_its_modules():
+  for init in sorted(PACKAGE.glob("*/__init__.py")):
+    doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+    missing = [p.name for p in sorted(init.parent.glob("*.py"))
+               if p.name != "__init__.py" and not re.search(rf"\b{re.escape(p.name)}\b", doc)]
+    assert not missing, f"{init.relative_to(ROOT)}: its docstring does not name {missing}"
+
+
+def test_no_private_jax_import_anywhere():
+  for path in sorted([*ROOT.glob("*.py"), *(ROOT / "seq2seq").rglob("*.py"),
+                      *(ROOT / "bench").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]):
+    for node in ast.walk(ast.parse(path.read_text())):
+      names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+               else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+      assert not any(n.startswith(("jax._src", "jaxlib._")) for n in names), (
+          f"{path.relative_to(ROOT)}:{node.lineno}: private JAX module {names}")
 
 
 def test_no_import_cycles_between_modules():
@@ -122,7 +164,8 @@ def test_only_the_command_lines_import_the_command_lines():
 
 def test_the_shared_top_level_imports_no_stage():
   graph = _graph()
-  for module in ("seq2seq.config", "seq2seq.vocab", "seq2seq.runtime", "seq2seq.recipes"):
+  for module in ("seq2seq.config", "seq2seq.vocab", "seq2seq.runtime", "seq2seq.recipes",
+                 "seq2seq.version"):
     assert not {_stage(m) for m in _reachable(graph, module)} & SUBPACKAGES, module
 
 

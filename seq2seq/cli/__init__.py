@@ -8,4 +8,5 @@ is in the library.
     average.py    seq2seq-average
     serve.py      seq2seq-serve
     export.py     seq2seq-export
+    push.py       seq2seq-push
 """

@@ -11,10 +11,9 @@ from typing import Sequence
 from seq2seq.cli import parsing
 from seq2seq.data import data_source, textfiles
 from seq2seq.data.textfiles import one_line
-from seq2seq.rundir import checkpoint, model_card
+from seq2seq.rundir import checkpoint, ctranslate2_model, model_card
 from seq2seq.runtime import Progress
 from seq2seq.scoring import ScoreError, score, write_sentence_level
-from seq2seq.serving import export
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +102,7 @@ def main(argv=None) -> None:
   setup_cli_logging()
   parsing.resolve_model(parser, args)
   try:
-    cfg = (export.load_export(args.workdir[0])[1] if args.engine == "ctranslate2"
+    cfg = (ctranslate2_model.load_export(args.workdir[0])[1] if args.engine == "ctranslate2"
            else checkpoint.load_config(args.workdir[0]))
     if args.split:
       ds = data_source.load_split(cfg.data, args.split, args.workdir[0])

@@ -14,8 +14,7 @@ from pathlib import Path
 
 from seq2seq import runtime
 from seq2seq.cli import parsing
-from seq2seq.rundir import checkpoint
-from seq2seq.serving import export
+from seq2seq.rundir import checkpoint, ctranslate2_model
 from seq2seq.serving.http_api import Limits, check_defaults
 from seq2seq.serving.http_server import access_log, create_app, follow_checkpoint, log, warm_up
 
@@ -106,7 +105,7 @@ def main(argv=None) -> None:
 
   try:  # a wrong directory is an error now, not a failed /health
     cfg = (checkpoint.load_config(args.workdir) if args.engine == "jax"
-           else export.load_export(args.workdir)[1])
+           else ctranslate2_model.load_export(args.workdir)[1])
   except (checkpoint.CheckpointError, ValueError, OSError) as e:
     sys.exit(f"error: {e}")
   try:  # the defaults in the same ranges as a request's own settings

@@ -3,6 +3,7 @@
 
     decode.py        greedy search, sampling and beam search (model-agnostic)
     model_search.py  the searches over a `Model` or `Ensemble`, and forced decoding
+    sentences.py     texts cut into sentences (and too-long ones into parts), joined back
     engine_io.py     what a translation engine takes (settings, checked requests) and gives
     mbr.py           minimum Bayes risk choice among candidates
     translator.py    `Translator`: text in, detokenized text out, batched and bucketed

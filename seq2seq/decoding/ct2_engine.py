@@ -38,7 +38,7 @@ from seq2seq.decoding.engine_io import (
   source_limit,
 )
 from seq2seq.decoding.sentences import Plan
-from seq2seq.serving import export
+from seq2seq.rundir import ctranslate2_model
 from seq2seq.vocab import cut_at_eos
 
 
@@ -50,9 +50,9 @@ class CTranslate2Translator:
   def __init__(self, path: str | os.PathLike, device: str = "cpu", compute_type: str = "default",
                threads: int = 0, **decode_overrides):
     """`threads`: CTranslate2's intra-op threads (0 = one per core)."""
-    ct2 = export.import_ctranslate2()
+    ct2 = ctranslate2_model.import_ctranslate2()
     self.path = Path(path)
-    self.info, cfg, self.tokenizer = export.load_export(path)
+    self.info, cfg, self.tokenizer = ctranslate2_model.load_export(path)
     self.model_cfg = cfg.model
     self.languages = (cfg.data.src_lang, cfg.data.tgt_lang)
     self.decode_cfg = dataclasses.replace(cfg.decode, **decode_overrides)

@@ -345,14 +345,6 @@ class Translator:
       give_back_freed_memory()  # server's single batches are not)
     return out
 
-  def translate_document(self, source: str | os.PathLike, target: str | os.PathLike | None = None,
-                         fmt: str | None = None, progress: bool = True, **options):
-    """Translates a document file (.txt, .md, .html, .srt, .vtt, .docx) into `target`, or
-    returns the translation of a text format: `seq2seq.documents.translate_document`,
-    which needs the `documents` extra. `options`: translate()'s search settings."""
-    from seq2seq.documents import translate_document  # the formats' libraries, when used
-    return translate_document(self, source, target, fmt, progress, **options)
-
   def score_ids(self, src_ids: Sequence[np.ndarray], tgt_ids: Sequence[np.ndarray],
                 batch_size: int | None = None) -> list[PairScore]:
     """Forced decoding: the model's log-probability of each target (ids ending in EOS)."""

@@ -1,6 +1,9 @@
 """A run directory: its config, SentencePiece model, atomic checkpoints and model card.
 Training writes it; evaluation, translation, serving and export read it.
 
-    checkpoint.py  self-describing run directories, orbax checkpoints, averaging
-    model_card.py  the run's README.md
+    checkpoint.py         self-describing run directories, orbax checkpoints, averaging
+    model_card.py         the run's README.md
+    ctranslate2_model.py  a run as a CTranslate2 model directory: writer and reader
+    hub.py                runs and exports on the Hugging Face Hub: download, upload
+    lock.py               one writer at a time in a run directory
 """

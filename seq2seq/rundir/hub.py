@@ -27,9 +27,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from seq2seq import __version__
 from seq2seq.data import tokenizer
 from seq2seq.rundir import checkpoint, model_card
+from seq2seq.version import __version__
 
 log = logging.getLogger(__name__)
 

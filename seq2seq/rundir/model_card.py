@@ -20,12 +20,12 @@ from typing import Any
 
 import jax
 
-from seq2seq import __version__
 from seq2seq.config import PRESETS, Config, DataConfig
 from seq2seq.data import data_source, textfiles
 from seq2seq.data.tokenizer import META_FILE
 from seq2seq.rundir import checkpoint
 from seq2seq.runtime import write_atomic
+from seq2seq.version import __version__
 
 CARD_FILE = "README.md"
 TRAINING_FILE = "training.json"

@@ -40,7 +40,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from seq2seq import __version__
 from seq2seq.decoding.engine_io import source_limit
 from seq2seq.decoding.sentences import TooLongError, check_cuttable
 from seq2seq.rundir import checkpoint
@@ -56,6 +55,7 @@ from seq2seq.serving.http_api import (
   parse_request,
   read_json,
 )
+from seq2seq.version import __version__
 from seq2seq.vocab import EOS_ID
 
 log = logging.getLogger("seq2seq.serve")

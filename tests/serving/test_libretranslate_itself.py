@@ -86,7 +86,7 @@ def wait_until_up(url, proc, log, timeout=120):
 
 @pytest.fixture(scope="module")
 def ct2(trained_run, tmp_path_factory):
-  from seq2seq.serving.export import export_ctranslate2
+  from seq2seq.rundir.ctranslate2_model import export_ctranslate2
   out = tmp_path_factory.mktemp("ct2") / "model"
   return export_ctranslate2(trained_run, out, "best", "int8")
 

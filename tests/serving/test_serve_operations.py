@@ -13,6 +13,7 @@ import pytest
 
 from seq2seq import Translator
 from seq2seq.data.textfiles import read_lines
+from seq2seq.documents import translate_document
 
 from helpers import SAMPLE
 from serve_helpers import (
@@ -101,8 +102,8 @@ def test_sigterm_answers_every_accepted_request_then_exits(trained_run):
 @pytest.fixture(scope="module")
 def exported(trained_run, tmp_path_factory):
   pytest.importorskip("ctranslate2", reason="CTranslate2 is the optional [ctranslate2] extra")
-  from seq2seq.serving import export
-  return export.export_ctranslate2(trained_run, tmp_path_factory.mktemp("ct2") / "model")
+  from seq2seq.rundir import ctranslate2_model
+  return ctranslate2_model.export_ctranslate2(trained_run, tmp_path_factory.mktemp("ct2") / "model")
 
 
 def test_the_ctranslate2_engine_serves_what_its_translator_gives(exported):
@@ -160,7 +161,7 @@ def test_the_page_translates_a_file_in_a_headless_browser(server_for_page, tmp_p
     assert page.inner_text("#error") == ""
   with urllib.request.urlopen(href) as answer:
     got = answer.read().decode("utf-8")
-  assert got == translator.translate_document(source, progress=False)
+  assert got == translate_document(translator, source, progress=False)
 
 
 def test_translate_file_and_download_file_as_libretranslate(server_for_page, tmp_path):
@@ -174,8 +175,8 @@ def test_translate_file_and_download_file_as_libretranslate(server_for_page, tmp
   assert download.startswith(url + "/download_file/") and download.endswith(".page.html")
   (tmp_path / "page.html").write_text(document, "utf-8")
   got = requests.get(download, timeout=60)
-  assert got.status_code == 200 and got.text == translator.translate_document(
-      tmp_path / "page.html", progress=False)
+  assert got.status_code == 200 and got.text == translate_document(
+      translator, tmp_path / "page.html", progress=False)
   assert 'filename="page.html"' in got.headers["content-disposition"]
   for files, data, status, error in [
       ({"file": ("a.pdf", b"%PDF")}, {"source": "en", "target": "de"}, 400, ".pdf files"),

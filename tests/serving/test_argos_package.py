@@ -72,7 +72,7 @@ def test_argostranslate_installs_the_package_and_translates_as_ctranslate2_does(
     pytest.skip("argostranslate is not installed (make install: pip install --no-deps "
                 "argostranslate)")
   from seq2seq import Translator
-  from seq2seq.serving.export import export_ctranslate2
+  from seq2seq.rundir.ctranslate2_model import export_ctranslate2
   closed = "http://127.0.0.1:9"  # any download would fail
   env = {"HOME": str(tmp_path), "ARGOS_PACKAGES_DIR": str(tmp_path / "packages"),
          "PATH": "/usr/bin:/bin", "http_proxy": closed, "https_proxy": closed}
@@ -97,7 +97,7 @@ def test_a_language_code_that_is_a_path_is_refused_and_nothing_is_left(trained_r
   import json
   import shutil
 
-  from seq2seq.serving.export import ExportError, export_argos
+  from seq2seq.serving.argos_package import ExportError, export_argos
   run = tmp_path / "run"
   shutil.copytree(trained_run, run)
   config = json.loads((run / "config.json").read_text())
@@ -109,7 +109,7 @@ def test_a_language_code_that_is_a_path_is_refused_and_nothing_is_left(trained_r
 
 
 def test_force_replaces_an_export_only(trained_run, tmp_path):
-  from seq2seq.serving.export import ExportError, export_ctranslate2
+  from seq2seq.rundir.ctranslate2_model import ExportError, export_ctranslate2
   (tmp_path / "mine").mkdir()
   (tmp_path / "mine" / "notes.txt").write_text("keep me")
   with pytest.raises(ExportError, match="is not an export"):

@@ -10,8 +10,7 @@ import sacrebleu
 
 from seq2seq.data.textfiles import read_lines
 from seq2seq.decoding.translator import Translator
-from seq2seq.rundir import checkpoint
-from seq2seq.serving import export
+from seq2seq.rundir import checkpoint, ctranslate2_model
 from seq2seq.training.trainer import Trainer, train
 
 from conftest import run_cli
@@ -27,7 +26,7 @@ REFERENCES = read_lines(SAMPLE / "test.de")
 def exported(trained_run, tmp_path_factory):
   """The trained tiny run exported as float32 and int8."""
   root = tmp_path_factory.mktemp("ct2")
-  return {q: export.export_ctranslate2(trained_run, root / q, quantization=q)
+  return {q: ctranslate2_model.export_ctranslate2(trained_run, root / q, quantization=q)
           for q in ("float32", "int8")}
 
 
@@ -98,7 +97,7 @@ def test_every_architecture_option_converts(tmp_path, option):
   run.state = run.state._replace(params=jax.tree_util.tree_unflatten(tree, [
       x + 0.05 * jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, keys)]))
   run.save()
-  out = export.export_ctranslate2(tmp_path / "run", tmp_path / "ct2", checkpoint_name="latest")
+  out = ctranslate2_model.export_ctranslate2(tmp_path / "run", tmp_path / "ct2", checkpoint_name="latest")
   jax_t = Translator.load(tmp_path / "run", "latest")
   ct2_t = Translator.load(out, engine="ctranslate2")
   sources, targets = SOURCES[:16], REFERENCES[:16]
@@ -112,9 +111,9 @@ def test_every_architecture_option_converts(tmp_path, option):
   # max_len: the exported position table holds them (no "No position encodings ...").
   import ctranslate2
   tokens = ct2_t.tokenizer.pieces(ct2_t.tokenizer.encode([" ".join(SOURCES[:40])])[0])
-  assert cfg.model.max_len < len(tokens) <= export.POSITION_ROWS
+  assert cfg.model.max_len < len(tokens) <= ctranslate2_model.POSITION_ROWS
   found = ctranslate2.Translator(str(out)).translate_batch(
-      [tokens], beam_size=2, max_input_length=export.POSITION_ROWS, max_decoding_length=64)
+      [tokens], beam_size=2, max_input_length=ctranslate2_model.POSITION_ROWS, max_decoding_length=64)
   assert found[0].hypotheses[0]
 
 
@@ -125,7 +124,7 @@ def rotary_run(tmp_path_factory):
   cfg = tiny_config(SAMPLE, max_steps=300, checkpoint_every=100)
   train(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, positional="rotary")),
         root / "run")
-  return root / "run", export.export_ctranslate2(root / "run", root / "ct2", "latest")
+  return root / "run", ctranslate2_model.export_ctranslate2(root / "run", root / "ct2", "latest")
 
 
 @pytest.mark.slow
@@ -146,16 +145,16 @@ def test_options_without_a_conversion_are_refused_by_name():
   @dataclasses.dataclass(frozen=True)
   class Future(type(tiny_config(SAMPLE).model)):
     rotary: bool = True
-  with pytest.raises(export.ExportError, match="rotary"):
-    export.check_supported(Future())
+  with pytest.raises(ctranslate2_model.ExportError, match="rotary"):
+    ctranslate2_model.check_supported(Future())
   cfg = dataclasses.replace(tiny_config(SAMPLE).model)
   object.__setattr__(cfg, "positional", "alibi")  # what a newer config could hold
-  with pytest.raises(export.ExportError, match="positional='alibi'"):
-    export.check_supported(cfg)
+  with pytest.raises(ctranslate2_model.ExportError, match="positional='alibi'"):
+    ctranslate2_model.check_supported(cfg)
 
 
 def test_the_export_records_its_source(trained_run, exported):
-  info = json.loads((exported["int8"] / export.EXPORT_FILE).read_text())
+  info = json.loads((exported["int8"] / ctranslate2_model.EXPORT_FILE).read_text())
   assert info["quantization"] == "int8" and info["checkpoint"] == "best"
   assert info["spm_fingerprint"] == checkpoint.load_tokenizer(trained_run).fingerprint()
   assert (exported["int8"] / "spm.model").read_bytes() == (trained_run / "spm.model").read_bytes()
