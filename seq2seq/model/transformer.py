@@ -149,13 +149,18 @@ class DecoderLayer(hk.Module):
 
 class Transformer(hk.Module):
   """Encoder-decoder with shared (tied) or separate embeddings. `drop`: the dropout rates
-  of a training trace, None in inference."""
+  of a training trace, None in inference.
+
+  A variant replaces a building block in a subclass (docs/model.md):
+  `embedding_module`, the token embedding with its positional encoding."""
+
+  embedding_module = Embedding
 
   def __init__(self, cfg: ModelConfig, numerics: Numerics, name: str | None = "transformer"):
     super().__init__(name=name)
     self.cfg, self.numerics = cfg, numerics
     dtype = jnp.dtype(cfg.dtype)
-    emb = lambda n: Embedding(cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.positional,
+    emb = lambda n: self.embedding_module(cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.positional,
                               dtype, numerics, name=n)
     if cfg.tied_embeddings:
       self.src_embed = self.tgt_embed = emb("shared_embedding")
@@ -303,7 +308,10 @@ class Apply(NamedTuple):
 
 
 class Model:
-  """The Haiku transforms of `Transformer`, with an explicit, checked rng policy."""
+  """The Haiku transforms of `Transformer`, with an explicit, checked rng policy. A
+  subclass setting `transformer_module` is the model of a variant (docs/model.md)."""
+
+  transformer_module = Transformer
 
   def __init__(self, cfg: ModelConfig, numerics: Numerics | None = None):
     """`numerics`: how the products are computed (`seq2seq.numerics.resolve`); by default
@@ -312,7 +320,7 @@ class Model:
     self.numerics = numerics or resolve(cfg.matmul_dtype)
 
     def fns():
-      t = Transformer(cfg, self.numerics)
+      t = self.transformer_module(cfg, self.numerics)
       return t.__call__, Apply(t.__call__, t.features_and_output_weights, t.encode,
                                t.init_cache, t.decode_step, t.cross_attention)
 
@@ -322,13 +330,14 @@ class Model:
   # so that the programs jitted for one (the searches, the training steps) serve the
   # next one made in the process instead of being traced and compiled again.
   def __eq__(self, other) -> bool:
-    return type(other) is Model and (self.cfg, self.numerics) == (other.cfg, other.numerics)
+    return type(other) is type(self) and (self.cfg, self.numerics) == (other.cfg,
+                                                                       other.numerics)
 
   def __hash__(self) -> int:
-    return hash((self.cfg, self.numerics))
+    return hash((type(self).__name__, self.cfg, self.numerics))
 
   def __repr__(self) -> str:  # what __eq__ compares: the program store's name for the model
-    return f"Model({self.cfg!r}, {self.numerics!r})"
+    return f"{type(self).__name__}({self.cfg!r}, {self.numerics!r})"
 
   def dropout_rates(self, scale=None) -> Dropout:
     """The training trace's dropout rates, times `scale` (a float or traced scalar: the
@@ -351,7 +360,7 @@ class Model:
 
     def init_fn(ids_BT):
       with hk.custom_creator(zeros):
-        return Transformer(cfg, Numerics())(ids_BT, ids_BT)
+        return self.transformer_module(cfg, Numerics())(ids_BT, ids_BT)
 
     dummy = jax.ShapeDtypeStruct((1, 4), jnp.int32)
     return jax.eval_shape(hk.transform(init_fn).init, None, dummy)
