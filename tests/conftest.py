@@ -63,7 +63,7 @@ SLOW_FIXTURES = {"trained_run", "multi30k_dir", "multi30k_tokenizer"}
 # long file can leave the other core idle); these go out first, the rest as collected.
 # Measured, the suite's time stayed within the machine's spread (445 s before; 422-452 s).
 LONGEST_FIRST = ("training/test_distributed.py", "training/test_train_step.py",
-                 "serving/test_serve.py", "model/test_model.py", "training/test_resume.py")
+                 "serving/test_http_server.py", "model/test_transformer.py", "training/test_resume.py")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -155,7 +155,7 @@ def untraced():
   """Empties the process's caches of jitted programs (the training steps and the searches,
   shared by equal models), so that a test whose control counts tracing sees its programs
   traced whatever ran before it in this worker."""
-  from seq2seq.decoding.translator import compiled_functions
+  from seq2seq.decoding.programs import compiled_functions
   from seq2seq.training.train_step import jitted_programs
   jitted_programs.cache_clear()
   compiled_functions.cache_clear()

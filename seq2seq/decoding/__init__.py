@@ -6,7 +6,10 @@
     sentences.py     texts cut into sentences (and too-long ones into parts), joined back
     engine_io.py     what a translation engine takes (settings, checked requests) and gives
     mbr.py           minimum Bayes risk choice among candidates
-    translator.py    `Translator`: text in, detokenized text out, batched and bucketed
+    translator.py    `Translator`: text in, detokenized text out
+    loading.py       what a Translator is made of, read from run directories
+    batching.py      ids sorted, padded and batched by length; batches searched on threads
+    programs.py      the compiled searches of a model in this process, counted and logged
     program_store.py search programs exported once, loaded by later processes
     ct2_engine.py    the same API over a model exported to CTranslate2
     attention.py     one sentence's cross-attention weights and their heatmap

@@ -12,26 +12,26 @@ This module needs the model, the search and the tokenizer, never training code.
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import dataclasses
-import functools
-import itertools
 import logging
 import os
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from seq2seq.config import ENGINES, Config, DecodeConfig, ModelConfig
-from seq2seq.data.input_pipeline import LengthBuckets, pad_batch
+from seq2seq.config import DecodeConfig, ModelConfig
+from seq2seq.data.input_pipeline import LengthBuckets
 from seq2seq.data.textfiles import one_line  # noqa: F401 (part of this module's API)
 from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.decoding import loading
+from seq2seq.decoding.batching import (
+  bound_search,
+  encode_prefixes,
+  forced_scores,
+  ordered_map,
+  search_jobs,
+)
 from seq2seq.decoding.engine_io import (
   Hypothesis,
   PairScore,
@@ -44,117 +44,16 @@ from seq2seq.decoding.engine_io import (
   resolve_settings,
   source_limit,
 )
-from seq2seq.decoding.model_search import forced_logprob, max_steps_for, search
-from seq2seq.decoding.program_store import StoredPrograms, store_folder
+from seq2seq.decoding.programs import ShapeCompileLog, compiled_functions, counting_programs
 from seq2seq.decoding.sentences import Plan, TooLongError  # noqa: F401 (TooLongError: API)
 from seq2seq.model.ensemble import Ensemble
 from seq2seq.model.transformer import Model
-from seq2seq.numerics import LEAST_ROWS, resolve
+from seq2seq.numerics import resolve
 from seq2seq.rundir import checkpoint
 from seq2seq.runtime import give_back_freed_memory
-from seq2seq.vocab import EOS_ID, PAD_ID, cut_at_eos
+from seq2seq.vocab import cut_at_eos
 
 log = logging.getLogger(__name__)
-
-
-def batch_rows(sentences: int, batch_size: int, row_sizes: Sequence[int] = ()) -> int:
-  """Rows of a decoding batch of `sentences` inputs: the next power of two, at most
-  `batch_size`. A lone sentence (translate.py on one line) then runs a small search
-  (`search_jobs` pads it to 2 rows) instead of a `batch_size`-row one, at the cost of a
-  few more compiled shapes (at most log2(batch_size) + 1 per length bucket). With
-  `row_sizes`, the smallest that holds the batch (the server's (1, max_batch))."""
-  if row_sizes:
-    return min([r for r in row_sizes if r >= sentences] or [batch_size])
-  return min(batch_size, 1 << max(sentences - 1, 0).bit_length())
-
-
-def ordered_map(fn, jobs: Iterator, workers: int) -> Iterator:
-  """fn(job) for every job, up to `workers` of them running at once on threads; results
-  in the order of the jobs. The next job starts before a finished one is handed over, so
-  `workers` run while the caller uses a result. A lone job (a server's batch) runs on the
-  calling thread: no pool is started for it."""
-  jobs = iter(jobs)
-  first = next(jobs, None)
-  second = next(jobs, None) if first is not None else None
-  if second is None:
-    if first is not None:
-      yield fn(first)
-    return
-  jobs = itertools.chain((first, second), jobs)
-  if workers == 1:
-    yield from map(fn, jobs)
-    return
-  with ThreadPoolExecutor(workers, thread_name_prefix="seq2seq-search") as pool:
-    running = collections.deque()
-    try:
-      for job in jobs:
-        running.append(pool.submit(fn, job))
-        if len(running) == workers:
-          yield running.popleft().result()
-      while running:
-        yield running.popleft().result()
-    finally:  # the caller stopped early, or a search failed: start nothing more
-      for future in running:
-        future.cancel()
-
-
-
-
-class ShapeCompileLog:
-  """Runs searches, saying when one runs a batch shape for the first time: it compiles
-  then (or loads from the compilation cache), which can take a while."""
-
-  def __init__(self):
-    self.seen: set[tuple] = set()
-    self.lock = threading.Lock()
-
-  def run(self, shape: tuple[int, int], key: tuple, call) -> tuple[np.ndarray, np.ndarray]:
-    with self.lock:
-      first = (shape, key) not in self.seen
-      self.seen.add((shape, key))
-    if first:
-      log.info("first batch of %d x %d pieces: compiling its search", *shape)
-    start = time.perf_counter()
-    seqs, scores = (np.asarray(x) for x in call())
-    if first and time.perf_counter() - start > 2:
-      log.info("search for %d x %d pieces ready in %.0f s", *shape, time.perf_counter() - start)
-    return seqs, scores
-
-
-_building = threading.local()  # .translator: the Translator whose call is on this thread
-
-
-@contextlib.contextmanager
-def counting_programs(translator: Translator):
-  """Counts in `translator.search_programs` the searches built on this thread meanwhile."""
-  outer = getattr(_building, "translator", None)
-  _building.translator = translator
-  try:
-    yield
-  finally:
-    _building.translator = outer
-
-
-def _count_program() -> None:
-  translator = getattr(_building, "translator", None)
-  if translator is not None:
-    translator.search_programs += 1
-
-
-SEARCH_STATIC = ("beam_size", "alpha", "max_len_a", "max_len_b", "max_steps", "sampling",
-                 "nbest", "min_rows", "beam_stop")
-
-
-@functools.lru_cache(maxsize=16)
-def compiled_functions(models: Model | Ensemble) -> tuple[StoredPrograms, StoredPrograms]:
-  """The search and forced decoding of `models`, jitted and kept in the program store
-  (`program_store`): one pair per process for equal models (`Model.__eq__`), so that a
-  run loaded again, or the trainer's validation translator made anew, runs what an
-  earlier translator built; a later process loads them instead of tracing them."""
-  folder = store_folder()
-  return (StoredPrograms(functools.partial(search, models), repr(models), SEARCH_STATIC,
-                         folder, on_build=_count_program),
-          StoredPrograms(functools.partial(forced_logprob, models), repr(models), (), folder))
 
 
 class Translator:
@@ -218,8 +117,21 @@ class Translator:
   @classmethod
   def load(cls, workdir: str | os.PathLike | Sequence[str | os.PathLike],
            checkpoint_name: str = "best", engine: str = "jax", **decode_overrides):
-    """`load_run`: a run directory, a list of them (an ensemble), or an export."""
-    return load_run(workdir, checkpoint_name, engine, **decode_overrides)
+    """Loads a run directory written by train.py (config, tokenizer, parameters), or a
+    list of run directories as an ensemble (the first run's search settings are used;
+    all must share its SentencePiece model). `decode_overrides`: DecodeConfig fields.
+
+    `engine="ctranslate2"` loads a directory written by `seq2seq-export` instead and
+    returns a `ct2_engine.CTranslate2Translator` (same translate/score API)."""
+    workdirs = loading.workdir_list(workdir, engine, checkpoint_name)
+    if engine == "ctranslate2":
+      from seq2seq.decoding.ct2_engine import CTranslate2Translator
+      return CTranslate2Translator.load(workdirs[0], **decode_overrides)
+    run = loading.read_run(workdirs, checkpoint_name)
+    return cls(run.config.model, run.params, run.tokenizer,
+               dataclasses.replace(run.config.decode, **decode_overrides), None, run.ensemble,
+               numerics_use="decoding",
+               languages=(run.config.data.src_lang, run.config.data.tgt_lang))
 
   @classmethod
   def from_pretrained(cls, name_or_path: str | os.PathLike, checkpoint_name: str = "best",
@@ -229,7 +141,7 @@ class Translator:
     huggingface_hub's cache, read from there offline (HF_HUB_OFFLINE=1), with the token
     of `hf auth login` for a private one."""
     from seq2seq.rundir import hub
-    return load_run(hub.resolve(name_or_path, revision), checkpoint_name, engine,
+    return cls.load(hub.resolve(name_or_path, revision), checkpoint_name, engine,
                     **decode_overrides)
 
   def settings(self, beam_size: int | None = None, alpha: float | None = None,
@@ -404,132 +316,3 @@ class Translator:
     return hyps
 
 
-def load_run(workdir: str | os.PathLike | Sequence[str | os.PathLike],
-         checkpoint_name: str = "best", engine: str = "jax", **decode_overrides):
-  """Loads a run directory written by train.py (config, tokenizer, parameters), or a
-  list of run directories as an ensemble (the first run's search settings are used;
-  all must share its SentencePiece model).
-
-  `engine="ctranslate2"` loads a directory written by `seq2seq-export` instead and
-  returns a `ct2_engine.CTranslate2Translator` (same translate/score API)."""
-  workdirs = [workdir] if isinstance(workdir, (str, os.PathLike)) else list(workdir)
-  if not workdirs:
-    raise ValueError("no run directory given")
-  if engine not in ENGINES:
-    raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-  if engine == "ctranslate2":
-    from seq2seq.decoding.ct2_engine import CTranslate2Translator
-    if len(workdirs) > 1:
-      raise ValueError("ensembles need the JAX engine (--engine jax)")
-    if checkpoint_name != "best":
-      raise ValueError("an exported model holds one checkpoint, chosen at export "
-                       "(seq2seq-export --checkpoint); --checkpoint is for the JAX engine")
-    return CTranslate2Translator.load(workdirs[0], **decode_overrides)
-  cfg: Config = checkpoint.load_config(workdirs[0])
-  tok = checkpoint.load_tokenizer(workdirs[0])
-  params, _ = checkpoint.load_params(workdirs[0], checkpoint_name, cfg.model)
-  ensemble = []
-  for other in workdirs[1:]:
-    other_tok = checkpoint.load_tokenizer(other)
-    if other_tok.fingerprint() != tok.fingerprint():
-      raise checkpoint.CheckpointError(
-          f"{other} and {workdirs[0]} have different SentencePiece models (fingerprints "
-          f"{other_tok.fingerprint()} and {tok.fingerprint()}): an ensemble needs one "
-          "shared vocabulary (train with --config.data.spm_model=FIRST_RUN/spm.model)")
-    other_cfg = checkpoint.load_config(other)
-    ensemble.append((other_cfg.model,
-                     checkpoint.load_params(other, checkpoint_name, other_cfg.model)[0]))
-  decode_cfg = dataclasses.replace(cfg.decode, **decode_overrides)
-  return Translator(cfg.model, params, tok, decode_cfg, None, ensemble,
-                    numerics_use="decoding", languages=(cfg.data.src_lang, cfg.data.tgt_lang))
-
-
-def encode_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], rows: Sequence[int],
-                    max_len: int, numbers: Sequence[int] | None = None) -> list[np.ndarray]:
-  """Pieces (no EOS) of the forced prefixes of texts `rows`; a prefix must leave room.
-  `numbers[k]`: the 0-based line of `rows[k]` that an error names (default: `rows[k]`)."""
-  pieces = tokenizer.encode([prefixes[i] for i in rows])
-  for k, (i, ids) in enumerate(zip(rows, pieces)):
-    if len(ids) >= max_len - 1:
-      line = (i if numbers is None else numbers[k]) + 1
-      raise ValueError(f"line {line}: the prefix has {len(ids)} pieces; the model's "
-                       f"outputs are at most {max_len - 1}")
-  return [np.asarray(ids, np.int32) for ids in pieces]
-
-
-def search_jobs(src_ids: Sequence[np.ndarray], c: DecodeConfig, buckets: LengthBuckets,
-                model_max_len: int,
-                 sampling: Sampling | None, key_indices: Sequence[int] | None,
-                 prefix_ids: Sequence[np.ndarray] | None, row_sizes: Sequence[int] = ()
-                 ) -> Iterator[tuple[list[int], dict]]:
-  """(input indices, the search's array arguments) of each batch, shortest first:
-  sources padded to their length bucket in `batch_rows` rows, with the batch's step
-  limit, sampling keys and forced prefixes."""
-  if sampling is not None and len(src_ids):
-    base = jax.random.PRNGKey(sampling.seed)
-    keys = sampling_keys(base, np.arange(len(src_ids)) if key_indices is None
-                         else np.asarray(key_indices))
-  order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
-  for start in range(0, len(order), c.batch_size):
-    chunk = order[start:start + c.batch_size]
-    length = buckets.length_for(max(len(src_ids[i]) for i in chunk))
-    rows = max(LEAST_ROWS, batch_rows(len(chunk), c.batch_size, row_sizes))
-    src = np.full((rows, length), PAD_ID, np.int32)
-    src[:, 0] = EOS_ID  # filler rows: a one-token source, discarded below
-    for row, i in enumerate(chunk):
-      src[row, :] = PAD_ID
-      src[row, :len(src_ids[i])] = src_ids[i]
-    max_steps = max_steps_for(length, c.max_len_a, c.max_len_b, model_max_len)
-    prefix = None
-    if prefix_ids is not None:
-      width = buckets.length_for(max(max(len(prefix_ids[i]) for i in chunk), 1))
-      prefix = np.full((rows, width), PAD_ID, np.int32)
-      for row, i in enumerate(chunk):
-        prefix[row, :len(prefix_ids[i])] = prefix_ids[i]
-      max_steps = max(max_steps, min(model_max_len, width + c.max_len_b))
-    keys_B = None
-    if sampling is not None:
-      key_rows = np.zeros(rows, np.int32)  # filler rows reuse a key; discarded
-      key_rows[:len(chunk)] = chunk
-      keys_B = keys[key_rows]
-    yield chunk, dict(src_BS=src, max_steps=max_steps, keys_B=keys_B, prefix_BP=prefix)
-
-
-def sampling_keys(base: jax.Array, index: np.ndarray) -> jax.Array:
-  """One key per input: fold_in(base, i) for an index i; for a pair (i, j), sentence j of
-  text i, the same for j = 0 and fold_in(fold_in(base, i), j) for the text's later ones."""
-  index = jnp.asarray(index, jnp.int32).reshape(len(index), -1)
-
-  def key(ij):
-    k = jax.random.fold_in(base, ij[0])
-    if ij.shape[0] == 1:
-      return k
-    return jnp.where(ij[1] > 0, jax.random.fold_in(k, ij[1]), k)
-  return jax.vmap(key)(index)
-
-
-def forced_scores(logprob_fn, src_ids: Sequence[np.ndarray], tgt_ids: Sequence[np.ndarray],
-                  rows: int, buckets: LengthBuckets) -> list[PairScore]:
-  """`logprob_fn(src, tgt)` over padded batches of `rows` pairs, shortest targets first."""
-  order = sorted(range(len(src_ids)), key=lambda i: (len(tgt_ids[i]), len(src_ids[i])))
-  results: list = [None] * len(src_ids)
-  for start in range(0, len(order), rows):
-    chunk = order[start:start + rows]
-    batch = pad_batch([src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk], rows,
-                      buckets.length_for(max(len(src_ids[i]) for i in chunk)),
-                      buckets.length_for(max(len(tgt_ids[i]) for i in chunk)))
-    logprob = np.asarray(logprob_fn(batch.src, batch.tgt))
-    for row, i in enumerate(chunk):
-      results[i] = PairScore(float(logprob[row]), len(tgt_ids[i]))
-  return results
-
-
-def bound_search(search_fn, params, c: DecodeConfig, sampling: Sampling | None, nbest: int):
-  """The jitted search (or its `.lower`) with the static settings of `c` bound: call it
-  with one job's arguments (`search_jobs`)."""
-  # The seed is in the keys; a compiled search serves every seed.
-  unseeded = None if sampling is None else dataclasses.replace(sampling, seed=0)
-  return functools.partial(search_fn, params, beam_size=c.beam_size, alpha=c.alpha,
-                           max_len_a=c.max_len_a, max_len_b=c.max_len_b, sampling=unseeded,
-                           nbest=min(nbest, c.beam_size), min_rows=c.min_rows,
-                           beam_stop=c.beam_stop)

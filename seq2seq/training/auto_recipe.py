@@ -1,12 +1,10 @@
 """`--config auto`: a recipe chosen for the corpus, the training minutes and the machine.
 
-`plan` turns three measurements into settings by the rules of docs/recipe.md ("The
+`plan` turns three measurements into settings by the table `RULES` (docs/recipe.md, "The
 automatic recipe"): the training pairs (after cleaning) and their mean target length,
 the minutes (`train.max_minutes`, 60 when not given), and the machine's speed: one
 update of the `compact` model at 2,048 tokens, compiled and timed here (`time_update`),
-from which it estimates the updates the minutes buy. The rules start from the Multi30k
-recipe (29,000 pairs, measured in dozens of runs) and scale what the measurements showed
-to depend on the run's length and the corpus's size. A field given on the command line
+from which it estimates the updates the minutes buy. A field given on the command line
 is never changed; a resumed run reuses the plan saved in its directory (`recipe.json`).
 """
 
@@ -18,45 +16,38 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from seq2seq import numerics
 from seq2seq.config import PRESETS, Config, DataConfig
+from seq2seq.data import corpus
+from seq2seq.data.input_pipeline import Batch, LengthBuckets, rows_for
 from seq2seq.model import flops
+from seq2seq.model.transformer import Model
 from seq2seq.runtime import write_atomic
+from seq2seq.training import distributed
+from seq2seq.training.train_step import DataParallelSteps
 
 log = logging.getLogger("seq2seq.train")
 
 PLAN_FILE = "recipe.json"
 DEFAULT_MINUTES = 60.0
 TIMED_TOKENS = 2048  # the timed update's batch: the recipe's
-# A run's seconds per update over the timed update's: the run's batches (every bucket,
-# less padding on average), its loop (metrics, a checkpoint every hundredth of the
-# updates) and its validations, against one bucket's fastest update timed alone. Fitted
-# on two AVX2 10-minute runs (bench/results.jsonl, kind `auto_plan`): 0.545 and 0.598 s
-# per update from the second logged update on, against ~0.46 s timed.
-UPDATE_FACTOR = 1.24
-# The same with packed rows (`data.pack_length`), where every batch has the timed shape:
-# fitted on three AVX-512 BF16 10-minute runs (kind `auto_plan`, pack_length 48), which
-# made 1,975, 2,174 and 2,041 updates where this factor plans 1,976, 2,250 and 1,986.
-PACKED_UPDATE_FACTOR = 1.17
-# Seconds of updates lost to compiling the run's other programs while it trains (on the
-# same cores), per length bucket per second the timed program took to compile: the same
-# runs lost ~101 and ~107 s of updates to 11 buckets at 11.1 and 16.3 s.
-COMPILE_SHARE = 0.7
+# How the constants below were fitted, on which runs: docs/experiments.md, "The automatic
+# recipe's constants".
+UPDATE_FACTOR = 1.24  # a run's seconds per update over the timed one's, length buckets
+PACKED_UPDATE_FACTOR = 1.17  # the same with packed rows (`data.pack_length`)
+COMPILE_SHARE = 0.7  # update seconds lost per second of compiling, per update program
 NOMINAL_UPDATE_SECONDS = 0.25  # the first plan's guess, before the timing
 CHARS_PER_PIECE = 4.4  # a joint unigram vocabulary of ~8,000 pieces on English/German
 REAL_FRACTION = 0.86  # real (unpadded) tokens of a bucketed batch
-# of a packed one: 0.90-0.93 of the target side in the runs PACKED_UPDATE_FACTOR was fitted on
-PACKED_REAL_FRACTION = 0.92
-# Packed rows hold every pair up to this quantile of lengths (the longer side's): on
-# Multi30k 197.5 characters, 46 pieces by CHARS_PER_PIECE, so rows of 48, the hand
-# recipe's, which leave out 11 of 28,995 pairs.
-PACK_QUANTILE = 99.95
+PACKED_REAL_FRACTION = 0.92  # of a packed one
+PACK_QUANTILE = 99.95  # packed rows hold every pair up to this quantile of lengths
 
 
 @dataclasses.dataclass
@@ -115,81 +106,111 @@ def planned_epochs(m: Measurements, updates: int, max_tokens: int) -> float:
   return updates * max_tokens * real / pieces
 
 
-def plan(m: Measurements) -> tuple[dict[str, Any], dict[str, str]]:
-  """({"section.field": value}, {"section.field": why}) for the measurements."""
-  preset, why_preset = "compact", ("below 300,000 pairs (on 29,000 pairs `small` trained "
-                                   "1.7x slower per token and lost)")
+@dataclasses.dataclass(frozen=True)
+class Basis:
+  """What the rules read: the measurements and what follows from them."""
+  m: Measurements
+  preset: str  # compact, small or base
+  max_tokens: int
+  updates: int  # the updates the minutes buy
+  epochs: float
+
+  @property
+  def model(self):
+    return PRESETS[self.preset]
+
+  @property
+  def small_data(self) -> bool:  # the recipe's regularisation: `compact`, below 300,000 pairs
+    return self.preset == "compact"
+
+
+def choose_preset(m: Measurements) -> str:
+  """`compact`; `small` from 300,000 pairs where the minutes buy 20,000 of its updates;
+  `base` from 3 million pairs and 100,000 updates."""
   if m.pairs >= 3_000_000 and estimated_updates(m, "base", 4096) >= 100_000:
-    preset, why_preset = "base", "3 million pairs or more and 100,000 updates in the time"
-  elif m.pairs >= 300_000 and estimated_updates(m, "small", 4096) >= 20_000:
-    preset, why_preset = "small", "300,000 pairs or more and 20,000 updates in the time"
-  model = PRESETS[preset]
+    return "base"
+  if m.pairs >= 300_000 and estimated_updates(m, "small", 4096) >= 20_000:
+    return "small"
+  return "compact"
+
+
+def vocabulary(b: Basis) -> int:
+  """8,000 x sqrt(pairs / 29,000), to 1,000, within 2,000-32,000, and at most twice the
+  corpus's distinct words (SentencePiece cannot make more pieces than a corpus has)."""
+  vocab = min(max(_round_to(8000 * math.sqrt(b.m.pairs / 29_000), 1000), 2000), 32_000)
+  return min(vocab, max(100 * (2 * b.m.word_types // 100), 100))
+
+
+def checkpoint_every(b: Basis) -> int:
+  return min(max(_round_to(b.updates / 100, 25), 100), 1000)
+
+
+def warmup(b: Basis) -> int:
+  low, high = (200, 800) if b.small_data else (800, 4000)
+  return min(max(_round_to(b.updates / 5, 25), low), high)
+
+
+# The rules: each setting, how it follows from the measurements, and why. docs/recipe.md
+# shows them as a table with what each was measured on; docs/experiments.md how.
+RULES: tuple[tuple[str, Callable[[Basis], Any], str], ...] = (
+    ("model.d_model", lambda b: b.model.d_model, "the `{preset}` preset ({preset_rule})"),
+    ("model.num_heads", lambda b: b.model.num_heads, "the `{preset}` preset"),
+    ("model.d_ff", lambda b: b.model.d_ff, "the `{preset}` preset"),
+    ("model.encoder_layers", lambda b: b.model.encoder_layers, "the `{preset}` preset"),
+    ("model.decoder_layers", lambda b: b.model.decoder_layers, "the `{preset}` preset"),
+    ("model.vocab_size", vocabulary,
+     "8,000 x sqrt(pairs / 29,000) within 2,000-32,000: 8,000 was best on 29,000 pairs"),
+    ("model.positional", lambda b: "rotary", "more learned per update than sinusoidal"),
+    ("model.matmul_dtype", lambda b: "auto", "bfloat16 operands where this CPU runs them faster"),
+    ("model.dropout", lambda b: 0.2 if b.small_data else 0.1,
+     "0.2 for `compact` on small corpora, 0.1 for larger models; {epochs:.0f} planned epochs"),
+    ("train.label_smoothing", lambda b: 0.2 if b.small_data else 0.1, "as dropout"),
+    ("train.dropout_ramp_steps", lambda b: max(_round_to(0.3 * b.updates, 25), 3000),
+     "30 % of the planned updates, at least 3,000"),
+    ("data.sampling_alpha", lambda b: 0.5 if b.m.pairs <= 500_000 else 0.0,
+     "subword sampling up to 500,000 pairs (it holds the text in memory)"),
+    ("data.max_tokens", lambda b: b.max_tokens, "2,048 for `compact`, 4,096 for larger models"),
+    ("data.pack_length", lambda b: packed_row_length(b.m),
+     "rows of several pairs, long enough for " + str(PACK_QUANTILE) + " % of them: one "
+     "update program, so the first minutes train at full speed"),
+    ("train.loss_chunk", lambda b: 512, "the same loss, faster"),
+    ("train.learning_rate", lambda b: round(4e-3 * math.sqrt(128 / b.model.d_model), 5),
+     "4e-3 at width 128, scaled by 1 / sqrt(width)"),
+    ("train.warmup_steps", warmup, "a fifth of the planned updates, within bounds"),
+    ("train.lr_schedule", lambda b: "inverse_sqrt", "linear decay tied, at a fixed length"),
+    ("train.max_steps", lambda b: 1_000_000, "the minutes end the run"),
+    ("train.max_minutes", lambda b: b.m.minutes, "the time given"),
+    ("train.checkpoint_every", checkpoint_every,
+     "a hundredth of the planned updates, 100-1,000 (a save costs ~0.5 s)"),
+    ("train.keep_checkpoints", lambda b: 10, "the last 10 are averaged"),
+    ("train.average_last", lambda b: 10, "averaging 5, 20, 30 or 40 tied or lost"),
+    ("train.eval_every",
+     lambda b: checkpoint_every(b) * max(round(b.updates / 6 / checkpoint_every(b)), 1),
+     "about 6 validations per run, at checkpoints"),
+    ("decode.beam_size", lambda b: 5, "beams 8 and 12 tied at up to 2.4x the time"),
+    ("decode.alpha", lambda b: 1.3, "tuned on Multi30k val; bench/tune_decoding.py tunes yours"),
+)
+
+PRESET_RULES = {"compact": "below 300,000 pairs, or too few updates for a larger model",
+                "small": "300,000 pairs or more and 20,000 updates in the time",
+                "base": "3 million pairs or more and 100,000 updates in the time"}
+
+
+def plan(m: Measurements) -> tuple[dict[str, Any], dict[str, str]]:
+  """({"section.field": value}, {"section.field": why}) for the measurements, by RULES."""
+  preset = choose_preset(m)
   max_tokens = 2048 if preset == "compact" else 4096
   updates = estimated_updates(m, preset, max_tokens)
-  epochs = planned_epochs(m, updates, max_tokens)
-  vocab = min(max(_round_to(8000 * math.sqrt(m.pairs / 29_000), 1000), 2000), 32_000)
-  # SentencePiece cannot make more pieces than a small corpus has: at most twice its words
-  vocab = min(vocab, max(100 * (2 * m.word_types // 100), 100))
-  strong = preset == "compact"  # the recipe's regularisation below 300,000 pairs
-  # a save and a validation each cost seconds: in 10-minute runs, saving every 25 and
-  # validating every 175 updates cost 8 % of the updates (bench/results.jsonl, kind auto)
-  checkpoint_every = min(max(_round_to(updates / 100, 25), 100), 1000)
-  eval_every = checkpoint_every * max(round(updates / 6 / checkpoint_every), 1)
-  short = (800, 200) if preset == "compact" else (4000, 800)
-  choices: dict[str, tuple[Any, str]] = {
-      "model.d_model": (model.d_model, f"the `{preset}` preset: {why_preset}"),
-      "model.num_heads": (model.num_heads, f"the `{preset}` preset"),
-      "model.d_ff": (model.d_ff, f"the `{preset}` preset"),
-      "model.encoder_layers": (model.encoder_layers, f"the `{preset}` preset"),
-      "model.decoder_layers": (model.decoder_layers, f"the `{preset}` preset"),
-      "model.vocab_size": (vocab, "8,000 x sqrt(pairs / 29,000), to 1,000, within 2,000-"
-                           "32,000 and at most twice the distinct words (8,000 was best on "
-                           "29,000 pairs; 4,000 and 6,000 lost)"),
-      "model.positional": ("rotary", "more learned per update than sinusoidal"),
-      "model.matmul_dtype": ("auto", "bfloat16 operands where this CPU runs them faster"),
-      "model.dropout": (0.2 if strong else 0.1, "the recipe's 0.2 for `compact` (0.1 lost "
-                        "to it in 10-minute runs at 7-25 epochs), the usual 0.1 for larger "
-                        f"models and corpora; {epochs:.0f} planned epochs"),
-      "train.label_smoothing": (0.2 if strong else 0.1, "as dropout"),
-      "train.dropout_ramp_steps": (max(_round_to(0.3 * updates, 25), 3000),
-                                   "30 % of the planned updates, at least the recipe's "
-                                   "3,000: a short run never reaches full dropout"),
-      "data.sampling_alpha": (0.5 if m.pairs <= 500_000 else 0.0,
-                              "subword sampling up to 500,000 pairs (it holds the text "
-                              "in memory)"),
-      "data.max_tokens": (max_tokens, "2,048 for `compact` (1,024 and 4,096 lost), 4,096 "
-                          "for larger models"),
-      "data.pack_length": (packed_row_length(m), f"rows of several pairs, long enough for "
-                           f"{PACK_QUANTILE} % of them: one update program instead of one "
-                           "per length bucket, so the first minutes train at full speed "
-                           "(r8: 86-88 % of the steady rate against 53 %) and the hour "
-                           "makes more updates"),
-      "train.loss_chunk": (512, "the same loss, faster"),
-      "train.learning_rate": (round(4e-3 * math.sqrt(128 / model.d_model), 5),
-                              "4e-3 at width 128, scaled by 1 / sqrt(width)"),
-      "train.warmup_steps": (min(max(_round_to(updates / 5, 25), short[1]), short[0]),
-                             f"a fifth of the planned updates, within {short[1]}-"
-                             f"{short[0]}"),
-      "train.lr_schedule": ("inverse_sqrt", "linear decay tied, at a fixed length"),
-      "train.max_steps": (1_000_000, "the minutes end the run"),
-      "train.max_minutes": (m.minutes, "the time given"),
-      "train.checkpoint_every": (checkpoint_every, "a hundredth of the planned updates, "
-                                  "100 at least (a save costs ~0.5 s)"),
-      "train.keep_checkpoints": (10, "the last 10 are averaged"),
-      "train.average_last": (10, "averaging 5, 20, 30 or 40 tied or lost"),
-      "train.eval_every": (eval_every, "about 6 validations per run (each a greedy "
-                           "pass over the validation set)"),
-      "decode.beam_size": (5, "beams 8 and 12 tied at up to 2.4x the time"),
-      "decode.alpha": (1.3, "tuned on Multi30k val; bench/tune_decoding.py tunes yours"),
-  }
-  return ({k: v for k, (v, _) in choices.items()}, {k: w for k, (_, w) in choices.items()})
+  basis = Basis(m, preset, max_tokens, updates, planned_epochs(m, updates, max_tokens))
+  facts = {"preset": preset, "preset_rule": PRESET_RULES[preset], "epochs": basis.epochs}
+  return ({name: value(basis) for name, value, _ in RULES},
+          {name: why.format(**facts) for name, _, why in RULES})
 
 
 def measure_corpus(cfg: Config, workdir: Path) -> tuple[int, float, int, float]:
   """(training pairs after cleaning; of up to 20,000 of them, the mean target characters,
   the distinct words of both sides and the PACK_QUANTILE of the longer side's
   characters)."""
-  from seq2seq.data import corpus
   ds = corpus.training_pairs(cfg, workdir)
   rows = np.random.default_rng([cfg.data.seed, 3]).choice(len(ds), min(len(ds), 20_000),
                                                           replace=False)
@@ -209,9 +230,6 @@ def time_update(cfg: Config, length: int, rounds: int = 10) -> tuple[float, floa
   1.6x slower than the rest in one process out of three; the fastest varied by 5 %).
   The program is the one the trainer runs for that shape (`train_step.jitted_programs`),
   so a run of these settings in this process does not compile it again."""
-  from seq2seq.data.input_pipeline import Batch, rows_for
-  from seq2seq.model.transformer import Model
-  from seq2seq.training.train_step import DataParallelSteps
   devices = jax.local_devices()
   steps = DataParallelSteps(cfg, Model(cfg.model), devices)
   rng = np.random.default_rng(0)
@@ -262,9 +280,6 @@ def measure_speed(cfg: ml_collections.ConfigDict, given: set[str], m: Measuremen
   0 times it; every process takes its figures. Where the final plan keeps the first
   one's warmup and dropout ramp, the run trains with the program timed here; otherwise
   the timing cost one compilation more (16 s on a 2-core AVX2 machine, empty cache)."""
-  from seq2seq import numerics
-  from seq2seq.data.input_pipeline import LengthBuckets
-  from seq2seq.training import distributed
   first, _ = plan(dataclasses.replace(m, update_seconds=NOMINAL_UPDATE_SECONDS))
   timed = _with_choices(cfg, first, given)
   compact = PRESETS["compact"]
@@ -293,7 +308,6 @@ def complete(cfg: ml_collections.ConfigDict, given: set[str], workdir: Path) -> 
     saved = json.loads(path.read_text())
     choices, reasons, summary = saved["choices"], saved["reasons"], "this run's plan"
   else:
-    from seq2seq.training import distributed
     minutes = cfg.train.max_minutes if "train.max_minutes" in given else DEFAULT_MINUTES
     pairs, chars, words, long_chars = measure_corpus(Config.from_dict(cfg), Path(workdir))
     m = measure_speed(cfg, given, Measurements(pairs, chars, minutes, NOMINAL_UPDATE_SECONDS,

@@ -15,7 +15,7 @@ import numpy as np
 
 from seq2seq import Translator
 from seq2seq.data.textfiles import read_lines
-from seq2seq.decoding import program_store, translator
+from seq2seq.decoding import program_store, programs
 from seq2seq.decoding.program_store import SUFFIX, StoredPrograms
 
 from conftest import run_cli, xla_flags
@@ -122,13 +122,13 @@ def test_without_a_folder_nothing_is_stored(tmp_path):
 
 def test_a_translator_made_anew_loads_its_searches_and_translates_alike(
     trained_run, tmp_path, monkeypatch, untraced):
-  monkeypatch.setattr(translator, "store_folder", lambda: tmp_path)
+  monkeypatch.setattr(programs, "store_folder", lambda: tmp_path)
   lines = read_lines(SAMPLE / "test.en")[:10]
   first = Translator.load(trained_run)
   expected = first.translate(lines, beam_size=3, batch_size=4)
   scores = first.score(lines, expected, batch_size=4)
   assert first._search.traced == first.search_programs > 0 and files(tmp_path)
-  translator.compiled_functions.cache_clear()  # as in a new process
+  programs.compiled_functions.cache_clear()  # as in a new process
   again = Translator.load(trained_run)
   assert again.translate(lines, beam_size=3, batch_size=4) == expected
   assert again.score(lines, expected, batch_size=4) == scores
@@ -139,7 +139,7 @@ def test_a_translator_made_anew_loads_its_searches_and_translates_alike(
 def test_a_translator_keeping_one_search_translates_as_one_keeping_all(trained_run):
   lines = read_lines(SAMPLE / "test.en")[:12]
   lines += [" ".join(lines[:3]), " ".join(lines[3:9])]  # longer: batches of other shapes
-  translator.compiled_functions.cache_clear()  # none built yet in this process
+  programs.compiled_functions.cache_clear()  # none built yet in this process
   all_kept = Translator.load(trained_run, programs=0)
   expected = all_kept.translate(lines, beam_size=3, batch_size=4)
   assert all_kept.search_programs >= 2 and all_kept._search.dropped == 0

@@ -3,19 +3,13 @@ lists, early stops equal to the full search, compiled searches reused."""
 
 import json
 import shutil
-import threading
 
 import numpy as np
 import pytest
 
 from seq2seq.data.textfiles import read_lines
-from seq2seq.decoding.translator import (
-  Sampling,
-  Translator,
-  batch_rows,
-  encode_prefixes,
-  ordered_map,
-)
+from seq2seq.decoding.batching import encode_prefixes
+from seq2seq.decoding.translator import Sampling, Translator
 from seq2seq.numerics import speed_probe
 
 from helpers import SAMPLE
@@ -89,23 +83,6 @@ def test_shrinking_batches_change_no_translation(trained_run):
       np.testing.assert_allclose(a[0][1], b[0][1], rtol=1e-5, atol=1e-6)
   with pytest.raises(ValueError, match=r"decode.min_rows=-1: expected an integer >= 0"):
     Translator.load(trained_run, min_rows=-1).translate("A dog.")
-
-
-def test_ordered_map_keeps_the_order_of_jobs_that_finish_out_of_order():
-  import time
-  # Job k sleeps longer the smaller k is, so with 3 running at once later ones finish first.
-  slow_first = lambda k: (time.sleep(0.02 * (6 - k)), k)[1]
-  assert list(ordered_map(slow_first, iter(range(6)), 3)) == list(range(6))
-  assert list(ordered_map(slow_first, iter(range(6)), 1)) == list(range(6))
-
-
-def test_ordered_map_runs_a_lone_job_on_the_calling_thread_and_more_on_its_pool():
-  here = threading.current_thread()
-  where = lambda job: (job, threading.current_thread())  # noqa: E731
-  assert list(ordered_map(where, iter([7]), 2)) == [(7, here)]
-  assert list(ordered_map(where, iter([]), 2)) == []
-  both = list(ordered_map(where, iter([1, 2]), 2))
-  assert [job for job, _ in both] == [1, 2] and all(t is not here for _, t in both)
 
 
 def test_nbest_is_sorted_and_consistent_with_one_best(trained_run):
@@ -218,10 +195,3 @@ def test_decoding_buckets_set_the_programs_not_the_translations(trained_run):
     assert fine.translate(lines, beam_size=beam, batch_size=8) == coarse.translate(
         lines, beam_size=beam, batch_size=8)
   assert fine.search_programs > coarse.search_programs
-
-
-def test_batch_rows_are_powers_of_two_up_to_the_batch_size():
-  assert [batch_rows(n, 64) for n in (1, 2, 3, 5, 8, 9, 33, 64)] == [1, 2, 4, 8, 8, 16, 64, 64]
-  assert batch_rows(5, 6) == 6 and batch_rows(1, 6) == 1
-  # the server's two sizes: a lone sentence, else a full batch
-  assert [batch_rows(n, 64, (1, 64)) for n in (1, 2, 33, 64)] == [1, 64, 64, 64]
