@@ -3,7 +3,8 @@
     layers.py       dense, layer norm, embedding + positions, attention, feed-forward
     masks.py        attention masks from token ids (True = may attend)
     kv_cache.py     the decoder's self-attention cache: layouts, reordering, attention
-    transformer.py  `Transformer` and `Model`: the `hk.multi_transform` and its apply functions
+    transformer.py  `Transformer` (teacher-forced) and `Model`: the `hk.multi_transform`
+    incremental.py  the decoder one token at a time, in the layouts decoding runs fast in
     ensemble.py     several models as one: the mean of their log-probabilities
     flops.py        the architecture's FLOPs
 

@@ -19,7 +19,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from seq2seq.model import kv_cache
 from seq2seq.numerics import Numerics
 
 
@@ -151,24 +150,11 @@ class Embedding(hk.Module):
     logits_NV = self.numerics.einsum("nd,vd->nv", x_ND, table_VD)  # x_ND @ table_VD.T
     return logits_NV.reshape(*x_BTD.shape[:-1], -1).astype(jnp.float32)
 
-  def step_logits(self, x_BTD: jnp.ndarray) -> jnp.ndarray:
-    """`logits` for a decoding step: the table as `[D, V]` in the operand dtype
-    (`Numerics.transposed_weights`, made once per search instead of at every step), and
-    one form of the product for any number of rows, so that a sentence's translation
-    does not depend on its batch."""
-    table_DV = self.numerics.transposed_weights(self.table())  # table_VD.T
-    return self.numerics.matmul(x_BTD, table_DV).astype(jnp.float32)  # x_BTD @ table_DV
-
 
 class MultiHeadAttention(hk.Module):
-  """Multi-head scaled dot-product attention (self, causal self, or cross).
-
-  Keys and values come in one of two layouts. Teacher forcing uses `[B, S, H, K]`
-  straight from the projection (head-major keys were not faster to train on XLA:CPU).
-  Cross-attention's keys while decoding are head-major, `[B, H, S, K]`: a decoding step
-  then contracts them in place instead of transposing all of them for every new token.
-  The self-attention cache has its own layout (`kv_cache`).
-  """
+  """Multi-head scaled dot-product attention (self, causal self, or cross), keys and
+  values `[B, S, H, K]` straight from the projections. Decoding one position at a time
+  computes the same in other layouts (`incremental.py`)."""
 
   def __init__(self, num_heads: int, head_dim: int, numerics: Numerics,
                name: str | None = None):
@@ -181,75 +167,25 @@ class MultiHeadAttention(hk.Module):
   def _split(self, x_BTD: jnp.ndarray) -> jnp.ndarray:
     return x_BTD.reshape(*x_BTD.shape[:-1], self.num_heads, self.head_dim)
 
-  def project_kv(self, kv_BSD: jnp.ndarray, head_major: bool = False
-                 ) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """Keys and values `[B, S, H, K]`, or `[B, H, S, K]` with `head_major` (the cache)."""
-    k, v = self._split(self.key(kv_BSD)), self._split(self.value(kv_BSD))
-    if head_major:
-      k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
-    return k, v
+  def project_kv(self, kv_BSD: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """Keys and values `[B, S, H, K]`."""
+    return self._split(self.key(kv_BSD)), self._split(self.value(kv_BSD))
 
-  def project_qkv(self, x_BTD: jnp.ndarray, rotation: tuple | None = None
-                  ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
-    """Self-attention's queries `[B, T, H, K]` and head-major keys and values
-    `[B, H, T, K]` from one matmul with the three projections side by side (a decoding
-    step: one `[rows, D] x [D, 3D]` matmul runs faster on XLA:CPU than three `[D, D]`).
-    With `rotation` (`rotary_tables`), queries and keys are rotated (`rotary`)."""
-    d_in, inner = x_BTD.shape[-1], self.num_heads * self.head_dim
-    (wq, bq), (wk, bk), (wv, bv) = (m.params(d_in) for m in (self.query, self.key, self.value))
-    w = jnp.concatenate([wq, wk, wv], axis=1)
-    b = jnp.concatenate([bq, bk, bv]).astype(x_BTD.dtype)
-    qkv = self.numerics.matmul(x_BTD, w) + b.reshape((1,) * (x_BTD.ndim - 1) + b.shape)
-    q, k, v = (self._split(qkv[..., i * inner:(i + 1) * inner]) for i in range(3))
-    if rotation is not None:
-      q, k = rotary(q, rotation), rotary(k, rotation)
-    return q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
-
-  def attend_cache(self, x_R1D: jnp.ndarray, cache: dict, index: jnp.ndarray,
-                   holders_RL: jnp.ndarray | None, rotation: tuple | None = None
-                   ) -> tuple[jnp.ndarray, dict]:
-    """One decoding position's self-attention over a layer's cache (`kv_cache.attend`:
-    each position read from the row `holders_RL` names, if given). Returns `[R, 1, D]`
-    and the cache."""
-    q_R1HK, k_RH1K, v_RH1K = self.project_qkv(x_R1D, rotation)
-    out_RHK, cache = kv_cache.attend(q_R1HK[:, 0] * (self.head_dim ** -0.5), k_RH1K[:, :, 0],
-                                     v_RH1K[:, :, 0], cache, index, holders_RL)
-    return self.out(out_RHK.reshape(out_RHK.shape[0], 1, -1)), cache
-
-  def attend(self, q_BTD: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray,
-             mask: jnp.ndarray, rate: float | jax.Array | None = None,
-             probs_sink: list | None = None, head_major: bool = False) -> jnp.ndarray:
-    """Attends queries over given keys/values (laid out as `project_kv` gives them);
-    mask broadcasts to `[B, H, T, S]`; `rate`: attention dropout.
-
-    `probs_sink`, if given, receives the attention probabilities `[B, H, T, S]` (for plots).
-    """
-    return self.attend_heads(self._split(self.query(q_BTD)), k, v, mask, rate, probs_sink,
-                             head_major)
-
-  def attend_heads(self, q_BTHK: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray,
+  def attend_heads(self, q_BTHK: jnp.ndarray, k_BSHK: jnp.ndarray, v_BSHK: jnp.ndarray,
                    mask: jnp.ndarray, rate: float | jax.Array | None = None,
-                   probs_sink: list | None = None, head_major: bool = False) -> jnp.ndarray:
-    """`attend` for queries already projected and split into heads, `[B, T, H, K]`."""
-    kv = "bhsk" if head_major else "bshk"
-    # Decoding (head-major keys) multiplies float32 operands: its few queries per sentence
-    # make these products too small for bfloat16 to pay for converting them (kv_cache).
-    einsum = self.numerics.einsum_float32 if head_major else self.numerics.einsum
+                   probs_sink: list | None = None) -> jnp.ndarray:
+    """Attention of queries already projected and split into heads, `[B, T, H, K]`, over
+    keys and values `[B, S, H, K]`; mask broadcasts to `[B, H, T, S]`; `rate`: attention
+    dropout; `probs_sink`, if given, receives the probabilities `[B, H, T, S]` (plots)."""
     q_BTHK = q_BTHK * (self.head_dim ** -0.5)
-    scores_BHTS = einsum(f"bthk,{kv}->bhts", q_BTHK, k).astype(jnp.float32)  # q . k
+    scores_BHTS = self.numerics.einsum("bthk,bshk->bhts", q_BTHK, k_BSHK).astype(jnp.float32)
     # finfo.min instead of -inf: a fully masked row gives a uniform distribution, not NaN.
     scores_BHTS = jnp.where(mask, scores_BHTS, jnp.finfo(jnp.float32).min)
     probs_BHTS = Numerics.rowwise(jax.nn.softmax, scores_BHTS)  # softmax over S
     if probs_sink is not None:
       probs_sink.append(probs_BHTS)
-    probs_BHTS = dropout(probs_BHTS, rate).astype(v.dtype)
-    if head_major:
-      # Decoding: with the output head-major, XLA:CPU runs the cross-attention product as
-      # one batched matmul instead of a slow strided one (beam 5 at 320 hypotheses: -6 %
-      # per step); the same sums, in another order of rounding.
-      out_BTHK = einsum("bhts,bhsk->bhtk", probs_BHTS, v).transpose(0, 2, 1, 3)
-    else:
-      out_BTHK = einsum("bhts,bshk->bthk", probs_BHTS, v)  # probs @ v
+    probs_BHTS = dropout(probs_BHTS, rate).astype(v_BSHK.dtype)
+    out_BTHK = self.numerics.einsum("bhts,bshk->bthk", probs_BHTS, v_BSHK)  # probs @ v
     return self.out(out_BTHK.reshape(*out_BTHK.shape[:2], -1))
 
   def __call__(self, q_BTD: jnp.ndarray, kv_BSD: jnp.ndarray, mask: jnp.ndarray,

@@ -1,13 +1,16 @@
 """Transformer encoder-decoder (Vaswani et al., 2017) in Haiku.
 
-`Model` wraps one `hk.multi_transform` whose apply functions (`Apply`, by name) share
-a parameter tree: teacher-forced logits, `encode`, `init_cache` and `decode_step` (one
-token per sequence with an explicit KV cache). All submodules are built in
-constructors so that every apply function finds them under the same names.
+The teacher-forced model: `Transformer` computes logits `[B, T, V]` from source and
+target ids, each layer the function docs/model.md walks through. `Model` wraps one
+`hk.multi_transform` whose apply functions (`Apply`, by name) share a parameter tree:
+teacher-forced logits, `encode`, and incremental decoding's `init_cache` and
+`decode_step` (incremental.py: the same decoder one token at a time). All submodules
+are built in constructors so that every apply function finds them under the same names.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple
 
 import haiku as hk
@@ -15,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from seq2seq.config import ModelConfig
-from seq2seq.model import kv_cache, layers, masks
+from seq2seq.model import incremental, kv_cache, layers, masks
 from seq2seq.model.layers import (
   Dense,
   Dropout,
@@ -112,41 +115,6 @@ class DecoderLayer(hk.Module):
                                               probs_sink), drop)
     return self.res_ff(x_BTD, lambda h: self.feed_forward(h, residual), drop)
 
-  def init_cache(self, memory_BSD: jnp.ndarray, max_len: int, beam_size: int
-                 ) -> tuple[Cache, Cache]:
-    """An empty self-attention cache (`kv_cache.init_layer`, `B * W` rows), and the
-    encoder's keys/values `[B, H, S, K]`, once per sentence."""
-    cache = kv_cache.init_layer(memory_BSD.shape[0] * beam_size, self.cfg.num_heads, max_len,
-                                self.cfg.head_dim, memory_BSD.dtype, moves=beam_size > 1)
-    cross_k, cross_v = self.cross_attention.project_kv(memory_BSD, head_major=True)
-    return cache, {"k": cross_k, "v": cross_v}
-
-  def step(self, x_B1D, cache: Cache, source: Cache, index, src_mask, holders_RL=None,
-           rotation=None) -> tuple[jnp.ndarray, Cache]:
-    """One decoding position: writes its key/value at `index` and attends to 0..index,
-    each position read from the row `holders_RL` names if given (`kv_cache.attend`; with
-    `rotation`, the position's `rotary_tables`, the cached keys are stored rotated)."""
-    new_cache = {}
-
-    def self_attend(h_B1D):
-      out_B1D, new_cache["layer"] = self.self_attention.attend_cache(h_B1D, cache, index,
-                                                                     holders_RL, rotation)
-      return out_B1D
-
-    def cross_attend(h_R1D):
-      # The W beams of a sentence (consecutive rows) are W query positions over the
-      # sentence's one copy of the encoder keys: a [W, S] attention, not W [1, S] ones.
-      h_BWD = h_R1D.reshape(source["k"].shape[0], -1, h_R1D.shape[-1])
-      out_BWD = self.cross_attention.attend(h_BWD, source["k"], source["v"], src_mask,
-                                            head_major=True)
-      return out_BWD.reshape(h_R1D.shape)
-
-    x_B1D = self.res_self(x_B1D, self_attend, None)
-    x_B1D = self.res_cross(x_B1D, cross_attend, None)
-    x_B1D = self.res_ff(x_B1D, self.feed_forward, None)
-    return x_B1D, new_cache["layer"]
-
-
 class Transformer(hk.Module):
   """Encoder-decoder with shared (tied) or separate embeddings. `drop`: the dropout rates
   of a training trace, None in inference.
@@ -164,13 +132,13 @@ class Transformer(hk.Module):
                               dtype, numerics, name=n)
     if cfg.tied_embeddings:
       self.src_embed = self.tgt_embed = emb("shared_embedding")
-      self.output, self.step_output = self.tgt_embed.logits, self.tgt_embed.step_logits
+      self.output = self.tgt_embed.logits
       self.output_weights = lambda: (self.tgt_embed.table(),
                                      jnp.zeros((cfg.vocab_size,), jnp.float32))
     else:
       self.src_embed, self.tgt_embed = emb("src_embedding"), emb("tgt_embedding")
       projection = Dense(cfg.vocab_size, numerics, name="output_projection")
-      self.output = self.step_output = lambda x: projection(x).astype(jnp.float32)
+      self.output = lambda x: projection(x).astype(jnp.float32)
       self.output_weights = lambda: (lambda w, b: (w.T, b))(*projection.params(cfg.d_model))
     self.encoder_layers = [EncoderLayer(cfg, numerics, name=f"encoder_layer_{i}")
                            for i in range(cfg.encoder_layers)]
@@ -185,7 +153,7 @@ class Transformer(hk.Module):
       return masks.segment_positions(segments_BT)
     return jnp.broadcast_to(jnp.arange(ids_BT.shape[1]), ids_BT.shape)
 
-  def _rotation(self, positions_BT):
+  def rotation_tables(self, positions_BT):
     """The self-attention layers' `rotary_tables` for these positions, once per stack;
     None where positions are added to the embeddings instead."""
     if self.cfg.positional != "rotary":
@@ -203,7 +171,7 @@ class Transformer(hk.Module):
       mask = masks.padding_mask(src_BS)
     else:
       mask = masks.segment_mask(src_segments_BS, src_segments_BS)
-    rotation = self._rotation(positions_BS)
+    rotation = self.rotation_tables(positions_BS)
     for layer in self.encoder_layers:
       x_BSD = layer(x_BSD, mask, drop, rotation)
     return self.encoder_norm(x_BSD)
@@ -221,7 +189,7 @@ class Transformer(hk.Module):
       self_mask = (masks.causal_mask(tgt_in_BT.shape[1])
                    & masks.segment_mask(tgt_segments_BT, tgt_segments_BT))
       cross_mask = masks.segment_mask(tgt_segments_BT, src_segments_BS)
-    rotation = self._rotation(positions_BT)
+    rotation = self.rotation_tables(positions_BT)
     for layer in self.decoder_layers:
       x_BTD = layer(x_BTD, memory_BSD, self_mask, cross_mask, drop, probs_sink, rotation)
     return self.decoder_norm(x_BTD)
@@ -254,48 +222,6 @@ class Transformer(hk.Module):
     self.output(self.decode_features(tgt_in_BT, self.encode(src_BS), src_BS, probs_sink=sink))
     return jnp.stack(sink)
 
-  def init_cache(self, memory_BSD, src_BS, max_len: int, beam_size: int = 1
-                 ) -> tuple[Cache, Cache]:
-    """The decoding state for `max_len` steps of `beam_size` hypotheses per sentence.
-
-    Returns:
-      cache: what each hypothesis owns, `B * W` rows (the W beams of a sentence
-        consecutive): `{"index": [] int32, "origins": [B*W, L] int32, "layers": [{"k",
-        "v": [B*W, L, H, K]}, ...]}`, L = `max_len` in whole blocks; with W = 1 no
-        origins and `[B, H, L, K]`, L = `max_len` (`kv_cache.init_layer`). A search
-        reorders the beams' histories as it chooses them (`reorder_cache`: the origins
-        only); the scalar index is shared.
-      source: what the hypotheses of a sentence share and no search reorders, `B` rows:
-        `{"mask": [B, 1, 1, S], "layers": [{"k", "v": [B, H, S, K]}, ...]}` (the encoder
-        keys/values of each layer's cross-attention).
-    """
-    layers, source = zip(*(layer.init_cache(memory_BSD, max_len, beam_size)
-                           for layer in self.decoder_layers))
-    return (kv_cache.init(list(layers), moves=beam_size > 1),
-            {"mask": masks.padding_mask(src_BS), "layers": list(source)})
-
-  def decode_step(self, ids_B: jnp.ndarray, cache: Cache, source: Cache
-                  ) -> tuple[jnp.ndarray, Cache]:
-    """Feeds one token per row at position `cache['index']`. Returns logits `[B, V]`
-    (float32) and the updated cache; `source` is read only. Each row reads its earlier
-    positions from the rows that `reorder_cache` left them in (`kv_cache.holding_rows`)."""
-    width = ids_B.shape[0] // source["mask"].shape[0]  # hypotheses per sentence
-    cache = kv_cache.claim(cache, width)
-    index, holders_BL = cache["index"], kv_cache.holding_rows(cache, width)
-    ids_B1 = ids_B[:, None]
-    positions_B1 = jnp.broadcast_to(index, ids_B1.shape)
-    x_B1D = self.tgt_embed(ids_B1, positions_B1)
-    rotation = self._rotation(index.reshape(1, 1))  # one position for every row
-    new_layers = []
-    for layer, layer_cache, layer_source in zip(self.decoder_layers, cache["layers"],
-                                                source["layers"]):
-      x_B1D, layer_cache = layer.step(x_B1D, layer_cache, layer_source, index, source["mask"],
-                                      holders_BL, rotation)
-      new_layers.append(layer_cache)
-    logits_B1V = self.step_output(self.decoder_norm(x_B1D))
-    return logits_B1V[:, 0], kv_cache.stepped(cache, new_layers)
-
-
 class Apply(NamedTuple):
   """The apply functions of `Model`'s one `hk.multi_transform`, by name."""
 
@@ -322,7 +248,9 @@ class Model:
     def fns():
       t = self.transformer_module(cfg, self.numerics)
       return t.__call__, Apply(t.__call__, t.features_and_output_weights, t.encode,
-                               t.init_cache, t.decode_step, t.cross_attention)
+                               functools.partial(incremental.init_cache, t),
+                               functools.partial(incremental.decode_step, t),
+                               t.cross_attention)
 
     self._transformed = hk.multi_transform(fns)
 
@@ -401,7 +329,7 @@ class Model:
 
   def init_cache(self, params: Params, memory_BSD, src_BS, max_len: int,
                  beam_size: int = 1) -> tuple[Cache, Cache]:
-    """(cache, source): see `Transformer.init_cache`."""
+    """(cache, source): see `incremental.init_cache`."""
     return self._transformed.apply.init_cache(params, None, memory_BSD, src_BS, max_len,
                                               beam_size)
 
