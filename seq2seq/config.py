@@ -65,7 +65,7 @@ class ModelConfig:
   # The dtype every matmul's operands are rounded to, forward and backward: "bfloat16"
   # keeps activations, layer norm, softmax and the products float32 (bfloat16 x bfloat16
   # -> float32, which CPUs with AMX or AVX-512 BF16 run 1.9-4.5x faster than float32;
-  # bench/README.md).
+  # docs/experiments.md).
   matmul_dtype: str = "float32"  # float32, bfloat16 operands (float32 products), or auto
 
   def __post_init__(self):
@@ -107,7 +107,7 @@ PRESETS: dict[str, ModelConfig] = {
                         encoder_layers=2, decoder_layers=2, max_len=128),
     # Multi30k recipe (configs/multi30k.py): the shape of Wu et al.'s (2021) text-only
     # `transformer_tiny`, d 128 and 4+4 layers. Per target token it costs ~3x less than
-    # `small`, so an hour on 2 CPU cores buys ~3x the epochs (bench/README.md).
+    # `small`, so an hour on 2 CPU cores buys ~3x the epochs (docs/experiments.md).
     "compact": ModelConfig(d_model=128, num_heads=4, d_ff=512,
                            encoder_layers=4, decoder_layers=4),
     "small": ModelConfig(d_model=256, num_heads=4, d_ff=1024,
@@ -252,7 +252,7 @@ class TrainConfig:
   label_smoothing: float = 0.1  # label smoothing of the training loss
   # Tokens per chunk of the output layer + loss (`loss.output_loss_sums`): the [tokens,
   # vocab] logits are never held whole; with bfloat16 operands 512 is also 1.13x faster
-  # for `compact` (bench/README.md).
+  # for `compact` (docs/experiments.md).
   loss_chunk: int = 0  # output layer + loss this many tokens at a time; 0 = all
   grad_accum_steps: int = 1  # micro-batches per optimizer update
   max_steps: int = 100_000  # optimizer updates
@@ -336,10 +336,10 @@ class DecodeConfig:
   max_len_b: int = 10  # see max_len_a
   batch_size: int = 64  # sentences per decoding batch
   # Batches searched at once, each on its own thread: XLA:CPU runs most of a search step
-  # on one core, so a second batch in flight uses the other (bench/README.md, "Decoding").
+  # on one core, so a second batch in flight uses the other (docs/experiments.md, "Decoding").
   workers: int = 2  # batches searched at once, on threads
   # A batch shrinks as its sentences finish: once the unfinished fit in a quarter of its
-  # rows it goes on with those, down to this many rows (0: never; bench/README.md, Decoding).
+  # rows it goes on with those, down to this many rows (0: never; docs/experiments.md, Decoding).
   min_rows: int = 8  # a batch shrinks to this many rows; 0 = never
   # Padded source lengths of decoding batches (with model.max_len the last): one compiled
   # search each, so coarser than training's buckets: a search compiles for seconds per
@@ -347,7 +347,7 @@ class DecodeConfig:
   # precision": 2.3-3.0x less compiling, half the peak memory).
   length_buckets: tuple[int, ...] = (16, 32, 64, 128)  # padded source lengths of batches
   # Compiled searches kept in memory: XLA:CPU keeps each program's HLO, which costs 30-45
-  # MB a program on the recipe's model (bench/README.md, decode_memory.py); beyond this
+  # MB a program on the recipe's model (docs/experiments.md, decode_memory.py); beyond this
   # many, the least recently used is dropped and loaded again from the caches if needed.
   programs: int = 8  # compiled searches kept in memory; 0 = all
   # Minimum Bayes risk: "" (off: the beam's best hypothesis), "bleu" or "chrf": of the

@@ -36,34 +36,6 @@ def test_the_modules_benchmarks_run_exist_and_run():
         f"python -m {name} runs nothing: it has no __main__ block"
 
 
-def test_first_minutes_share_counts_the_wait_and_leaves_validations_out(tmp_path, monkeypatch,
-                                                                         capsys):
-  """bench/first_minutes.py on a made-up run: 50 updates in its first 125 s (compiling),
-  then 2 updates a second of 1,000 target tokens each; after update 600 every other window
-  holds a 10 s validation, which the steady rate must leave out (with them, the median
-  window would be slower). By 300 s: 400 of the steady rate's 600 updates."""
-  import json
-  monkeypatch.syspath_prepend(str(ROOT / "bench"))
-  first_minutes = importlib.import_module("first_minutes")
-  records, elapsed = [], 100.0
-  for step in range(50, 2001, 50):
-    validated = step > 600 and step % 100 == 0
-    span = 25.0 + (10.0 if validated else 0.0) + (100.0 if step == 50 else 0.0)
-    elapsed += span - (100.0 if step == 50 else 0.0)
-    records.append({"kind": "train", "step": step, "elapsed": elapsed,
-                    "tgt_tokens_per_s": 50 * 1000 / span})
-    if validated:
-      records.append({"kind": "val", "step": step, "elapsed": elapsed})
-  (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-  monkeypatch.setattr("sys.argv", ["first_minutes.py", "--workdir", str(tmp_path)])
-  first_minutes.main()
-  result = json.loads(capsys.readouterr().out.splitlines()[-1])
-  assert result["steady_updates_per_s"] == 2.0 and result["steady_target_tokens_per_s"] == 2000
-  assert result["updates"] == pytest.approx(400.0)
-  assert result["share_of_updates"] == pytest.approx(400 / 600, abs=1e-3)
-  assert result["share_of_tokens"] == pytest.approx(400 / 600, abs=1e-3)
-
-
 def test_decode_memory_accounts_for_each_pass_within_the_programs_kept(trained_run, monkeypatch,
                                                                       capsys):
   """bench/decode_memory.py on the tiny run, keeping one compiled search: each pass needs

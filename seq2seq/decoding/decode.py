@@ -17,7 +17,7 @@ quarter of the rows (cache, source and all), down to `min_rows`. A step's cost g
 with its rows, and without this a batch pays for its longest sentence on every row. Each
 size is another copy of the step in the compiled search: quartering (64, 16 rows at
 `min_rows` 8) compiles half the copies that halving (64, 32, 16, 8) did, for a steady
-speed within the machine's drift (bench/README.md, Decoding). Each row's result is
+speed within the machine's drift (docs/experiments.md, Decoding). Each row's result is
 unchanged: rows never interact, and a row's computation does not depend on the others.
 
 Length limits are per sentence (`max_len_B`, EOS included) and bounded by the static
@@ -278,7 +278,7 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     ended at the next step (Hugging Face's `early_stopping=False`). Not a bound when
     alpha > 0: a longer continuation could still score higher. With a large alpha the
     exact rule keeps live beams running far past the best hypothesis' EOS; this one
-    stops them sooner, and the results may differ (bench/README.md: 1.2x faster beam 5
+    stops them sooner, and the results may differ (docs/experiments.md: 1.2x faster beam 5
     at alpha 1.6). The same as "exact" when alpha is 0.
   - "count": no bound; the search ends once W hypotheses have ended, counting the
     candidates that end in EOS among the W best of each step (fairseq's rule, and

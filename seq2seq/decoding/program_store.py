@@ -15,7 +15,7 @@ search computes the same whether this process traced it or loaded it.
 In memory, each compiled program costs far more than its code: XLA:CPU keeps the
 optimized HLO module, a protobuf copy of it and of its buffer assignment, and the
 buffer assignment's alias analysis (heaptrack, on the recipe's beam 5 search: about 30-45
-MB a program, the code itself 0.3 MB; bench/README.md, `decode_memory.py`). So a
+MB a program, the code itself 0.3 MB; docs/experiments.md, `decode_memory.py`). So a
 `StoredPrograms` keeps at most `limit` programs compiled: the least recently used beyond
 it is dropped and, when needed again, loaded from the store and XLA's cache (0.3-0.5 s).
 

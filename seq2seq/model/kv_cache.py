@@ -9,7 +9,7 @@ integers per row (`reorder`); a step reads each position from the row that holds
 one block of J positions at a time, over the blocks written so far. An ancestor
 table, in other words: before it, the next step took every written block
 from the parent's row and wrote it back (fairseq's `reorder_incremental_state` moves the
-whole cache first), and those moves were a fifth of beam 5's time (bench/README.md,
+whole cache first), and those moves were a fifth of beam 5's time (docs/experiments.md,
 Decoding: `profile_decode.py`).
 
 A search whose rows never move (greedy, sampling: one hypothesis per sentence) keeps

@@ -102,7 +102,7 @@ def einsum(spec: str, a: jnp.ndarray, b: jnp.ndarray, operand_dtype: str | None 
 # same rows in a larger call. Padded to a multiple of 4 rows, every block keeps 4 or more:
 # every row count from 1 to 339 then agrees (tests/numerics/test_ops.py sweeps them), and
 # a lone sentence decodes at 0.91x (beam 5) and 0.98x (greedy) of the speed with 2 rows,
-# where a multiple of 8 cost 0.87x (bench/lone_sentence.py; bench/README.md).
+# where a multiple of 8 cost 0.87x (bench/lone_sentence.py; docs/experiments.md).
 MATMUL_ROWS = {"float32": 64, "bfloat16": 4}
 MATMUL_ROW_MULTIPLE = {"float32": 1, "bfloat16": 4}
 REDUCTION_ELEMENTS = 4096

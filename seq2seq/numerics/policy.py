@@ -83,7 +83,7 @@ class Numerics:
     table that many larger operations read, such as the rotary cosines and sines. XLA:CPU
     fuses an element-wise producer into each consumer and evaluates it again for every
     element the consumer writes: each decoding step computed its position's cosine and
-    sine for every row, head and layer (bench/README.md, Decoding)."""
+    sine for every row, head and layer (docs/experiments.md, Decoding)."""
     if self.backend != "cpu":
       return x
     return ops.own_buffer(x, x.reshape(-1)[0].astype(jnp.float32))

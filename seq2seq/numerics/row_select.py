@@ -3,7 +3,7 @@ XLA:CPU: the arg-max of greedy search and the top-k of beam search.
 
 XLA:CPU runs `argmax` as a (value, index) reduction and `top_k` as a sort-like scan, each
 element by element on one thread; both here split each row into groups and work with
-plain max / min reductions and a top-k over a few groups (bench/beam_step_costs.py).
+plain max / min reductions and a top-k over a few groups (docs/experiments.md, Decoding).
 """
 
 import jax
@@ -27,7 +27,7 @@ def max_argmax_rows(x_RN: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
   quarter of a greedy step in a profile; here every pass is a plain max or min: the
   row's maximum over group maxima, the first group holding it, the first position in
   that group (320 rows of 8,000 pieces: 6.17 ms against 0.98 ms per step in
-  bench/beam_step_costs.py, AMD EPYC with AVX-512 BF16). A row holding NaN gives some
+  docs/experiments.md, AMD EPYC with AVX-512 BF16). A row holding NaN gives some
   index within the row."""
   rows, n = x_RN.shape
   group = _group_size(n, 16)
@@ -72,7 +72,7 @@ def max_top_k_rows(x_RN: jnp.ndarray, k: int
   keep the k groups with the largest maxima (every top-k element lies in one of them:
   a group outside them has k maxima above its own), and take the top k of those k
   groups only. Groups of about 64: 1.9 ms for 320 rows of 8,000 against 2.8 ms with
-  groups of 125 (bench/README.md). The k groups' candidates (640 for beam 5) are
+  groups of 125 (docs/experiments.md). The k groups' candidates (640 for beam 5) are
   narrowed the same way, in groups of about 8, while that leaves more than 4k groups.
   """
   return _max_top_k(x_RN, k, 64)

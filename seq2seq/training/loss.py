@@ -4,7 +4,7 @@
 layer's weights instead and never holds the `[tokens, vocab]` logits or their gradient:
 it computes them chunk by chunk, forward and again backward (a custom VJP, one extra
 matmul). Its peak memory is lower by the logits' size, and with bfloat16 operands
-XLA:CPU runs it faster (`train.loss_chunk`; bench/loss_chunk_ab.py).
+XLA:CPU runs it faster (`train.loss_chunk`; docs/experiments.md).
 """
 
 from __future__ import annotations
