@@ -1,0 +1,233 @@
+"""Lexically constrained beam search: every finished hypothesis contains each of its
+sentence's constraints, placed where the search finds best.
+
+A sentence's constraints are `cons_BCAL`: C constraints of A alternatives of at most L
+pieces each (padded with pad_id; `Hund|Hunde|Hundes` is one constraint of three
+alternatives), met when one alternative appears contiguously in the output. This is
+dynamic beam allocation (Post & Vilar, 2018) in the vectorized form of Hu et al. (2019),
+inside the one compiled loop of `decode.beam_search`:
+
+- Candidates: each beam's best 2W tokens, as in beam search, and the next piece of every
+  alternative it has not met yet (so that a constraint can start, or go on, even where
+  the model would not rank its piece among the best).
+- Progress: each beam keeps, per alternative, how many of its pieces the output ends
+  with (`advance`); a constraint is met when one alternative is complete, and stays met.
+- Banks: a candidate's bank is how many constraint pieces it has placed (a met
+  constraint counts its longest alternative's pieces, one under way the pieces it has
+  so far), as Post & Vilar count constraint tokens. The W live beams
+  are taken from the banks in turn, the best of each bank first (from the fullest bank
+  down), then the second best of each, and so on: a bank that has fewer candidates
+  leaves its turns to the others (`allocate`).
+- Only a hypothesis that has met all its constraints may end; the output limit grows by
+  the constraints' pieces so that one always can.
+
+Rows never interact, so a sentence's result does not depend on its batch. A sentence
+without constraints runs the plain `decode.beam_search` (the Translator never sends it
+here), so its translation is unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from seq2seq.decoding.decode import (
+  NEG_INF,
+  TokensToLogits,
+  _gather_beams,
+  gather_rows,
+  length_penalty,
+  shrink_sizes,
+  shrinking_while_loop,
+)
+from seq2seq.numerics.row_select import max_top_k_rows
+
+
+class ConstrainedState(NamedTuple):
+  step: jnp.ndarray  # [] int32
+  live_seqs: jnp.ndarray  # [B, W, T] int32
+  live_logprobs: jnp.ndarray  # [B, W] float32, sorted descending
+  progress: jnp.ndarray  # [B, W, C, A] int32: pieces of each alternative the output ends with
+  met: jnp.ndarray  # [B, W, C] bool
+  finished_seqs: jnp.ndarray  # [B, W, T] int32
+  finished_scores: jnp.ndarray  # [B, W] float32
+  cache: Any
+  rows: dict  # per sentence: limit, constraints and their lengths, source
+  done: jnp.ndarray  # [B] bool
+
+
+def constraint_lengths(cons_BCAL: jnp.ndarray, pad_id: int) -> jnp.ndarray:
+  """Pieces of each alternative, `[B, C, A]` (0: no such alternative)."""
+  return jnp.sum(cons_BCAL != pad_id, axis=-1).astype(jnp.int32)
+
+
+def extra_length(cons_BCAL: jnp.ndarray, pad_id: int) -> jnp.ndarray:
+  """`[B]`: the pieces a sentence's constraints may add, its longest alternative's each."""
+  return jnp.sum(jnp.max(constraint_lengths(cons_BCAL, pad_id), axis=-1), axis=-1)
+
+
+def next_pieces(cons_BCAL, lengths_BCA, progress_BKCA):
+  """The piece each alternative needs next, `[B, K, C, A]` (K beams or candidates)."""
+  at = jnp.minimum(progress_BKCA, cons_BCAL.shape[-1] - 1)
+  cons_BKCAL = jnp.broadcast_to(cons_BCAL[:, None], at.shape + cons_BCAL.shape[-1:])
+  return jnp.take_along_axis(cons_BKCAL, at[..., None], axis=-1)[..., 0]
+
+
+def advance(cons_BCAL, lengths_BCA, progress_BKCA, met_BKC, token_BK):
+  """Progress and met constraints after emitting `token_BK` (K candidates of a sentence,
+  each from the beam whose progress and met flags are given). An alternative goes on
+  where the token is its next piece, starts again where it is its first, else resets."""
+  token = token_BK[:, :, None, None]
+  real = lengths_BCA[:, None] > 0
+  goes_on = (next_pieces(cons_BCAL, lengths_BCA, progress_BKCA) == token) & real
+  starts = (cons_BCAL[:, None, :, :, 0] == token) & real
+  progress = jnp.where(goes_on, progress_BKCA + 1, jnp.where(starts, 1, 0))
+  complete = real & (progress >= lengths_BCA[:, None])
+  met = met_BKC | jnp.any(complete, axis=-1)
+  progress = jnp.where(complete | met[..., None], 0, progress)
+  return progress, met
+
+
+def placed(lengths_BCA, progress_BKCA, met_BKC) -> jnp.ndarray:
+  """`[B, K]`: the constraint pieces each candidate has placed, its bank."""
+  longest_BC = jnp.max(lengths_BCA, axis=-1)[:, None]
+  per_constraint = jnp.where(met_BKC, longest_BC, jnp.max(progress_BKCA, axis=-1))
+  return jnp.sum(per_constraint, axis=-1)
+
+
+def allocate(scores_BM: jnp.ndarray, banks_BM: jnp.ndarray, valid_BM: jnp.ndarray,
+             width: int, banks: int) -> jnp.ndarray:
+  """The W candidates of each sentence that the banks' turns pick (see the module
+  docstring), `[B, W]` indices, best score first. A candidate's turn is its rank within
+  its bank; at equal turns the fuller bank goes first; invalid candidates never."""
+  m = scores_BM.shape[1]
+  index = jnp.arange(m)
+  same_bank = banks_BM[:, :, None] == banks_BM[:, None, :]
+  better = (scores_BM[:, None, :] > scores_BM[:, :, None]) | (
+      (scores_BM[:, None, :] == scores_BM[:, :, None]) & (index[None, None, :] < index[None, :, None]))
+  rank_BM = jnp.sum(same_bank & better & valid_BM[:, None, :], axis=-1)
+  turn_BM = rank_BM * (banks + 1) + (banks - banks_BM)
+  turn_BM = jnp.where(valid_BM, turn_BM, jnp.iinfo(jnp.int32).max // 2 + index[None, :])
+  _, picked_BW = jax.lax.top_k(-turn_BM, width)
+  picked_scores = jnp.take_along_axis(jnp.where(valid_BM, scores_BM, NEG_INF), picked_BW,
+                                      axis=1)
+  order = jnp.argsort(-picked_scores, axis=1, stable=True)
+  return jnp.take_along_axis(picked_BW, order, axis=1)
+
+
+def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
+                max_steps: int, beam_size: int, alpha: float, cons_BCAL: jnp.ndarray, *,
+                bos_id: int, eos_id: int, pad_id: int, source: Any = None,
+                nbest: int | None = None, min_rows: int = 0,
+                reorder: Callable[[Any, jnp.ndarray], Any] = gather_rows
+                ) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """`decode.beam_search` (with its "exact" stop) whose finished hypotheses each contain
+  one alternative of every constraint of their sentence (`cons_BCAL`, module docstring).
+
+  Returns:
+    Finished sequences `[B, W, max_steps]` and scores `[B, W]`, best first.
+  """
+  batch, width = max_len_B.shape[0], beam_size
+  nbest = width if nbest is None else nbest
+  n_cons, n_alt, n_pieces = cons_BCAL.shape[1:]
+  lengths_BCA = constraint_lengths(cons_BCAL, pad_id)
+  wanted_B = jnp.sum(jnp.any(lengths_BCA > 0, axis=-1), axis=-1)  # real constraints
+  max_len_B = jnp.minimum(max_len_B + extra_length(cons_BCAL, pad_id), max_steps)
+  state = ConstrainedState(
+      step=jnp.zeros((), jnp.int32),
+      live_seqs=jnp.full((batch, width, max_steps), pad_id, jnp.int32),
+      live_logprobs=jnp.tile(jnp.array([0.0] + [NEG_INF] * (width - 1)), (batch, 1)),
+      progress=jnp.zeros((batch, width, n_cons, n_alt), jnp.int32),
+      met=jnp.zeros((batch, width, n_cons), bool),
+      finished_seqs=jnp.full((batch, width, max_steps), pad_id, jnp.int32),
+      finished_scores=jnp.full((batch, width), NEG_INF),
+      cache=cache,
+      rows=dict(max_len=max_len_B, best_penalty=length_penalty(max_len_B, alpha),
+                cons=cons_BCAL, lengths=lengths_BCA, wanted=wanted_B, source=source),
+      done=jnp.zeros((batch,), bool))
+
+  def can_improve(s: ConstrainedState) -> jnp.ndarray:
+    return s.live_logprobs[:, 0] / s.rows["best_penalty"] > s.finished_scores[:, nbest - 1]
+
+  def body(s: ConstrainedState):
+    rows = s.live_logprobs.shape[0]  # B, or fewer once the batch has shrunk
+    cons, lengths = s.rows["cons"], s.rows["lengths"]
+    last_BW = jnp.where(s.step == 0, bos_id, s.live_seqs[:, :, jnp.maximum(s.step - 1, 0)])
+    logits_RV, cache = tokens_to_logits(last_BW.reshape(-1), s.cache, s.rows["source"])
+    logits_RV = logits_RV.astype(jnp.float32)
+    lse_R = jax.nn.logsumexp(logits_RV, axis=-1)
+    per_beam = min(2 * width, logits_RV.shape[-1])
+    _, top_logit_RK, top_token_RK = max_top_k_rows(logits_RV, per_beam)
+    # the next piece of every alternative a beam has not met: candidates as well
+    need_BWCA = next_pieces(cons, lengths, s.progress)
+    open_BWCA = (lengths[:, None] > 0) & ~s.met[..., None]
+    need_RE = need_BWCA.reshape(rows * width, -1)
+    fresh_RE = open_BWCA.reshape(rows * width, -1)
+    fresh_RE &= ~jnp.any(need_RE[:, :, None] == top_token_RK[:, None, :], axis=-1)
+    e = need_RE.shape[1]
+    earlier = jnp.tril(jnp.ones((e, e), bool), -1)  # the same piece twice: keep the first
+    fresh_RE &= ~jnp.any((need_RE[:, :, None] == need_RE[:, None, :]) & earlier[None]
+                         & fresh_RE[:, None, :], axis=-1)
+    need_logit_RE = jnp.take_along_axis(logits_RV, need_RE, axis=1)
+    token_RK = jnp.concatenate([top_token_RK.astype(jnp.int32), need_RE], axis=1)
+    logit_RK = jnp.concatenate([top_logit_RK, jnp.where(fresh_RE, need_logit_RE, NEG_INF)],
+                               axis=1)
+    # A row at its last allowed position may only end.
+    must_end_R1 = jnp.repeat(s.step + 1 >= s.rows["max_len"], width)[:, None]
+    first_1K = (jnp.arange(token_RK.shape[1]) == 0)[None, :]
+    logit_RK = jnp.where(must_end_R1, jnp.where(first_1K, logits_RV[:, eos_id][:, None],
+                                                NEG_INF), logit_RK)
+    token_RK = jnp.where(must_end_R1, jnp.where(first_1K, eos_id, pad_id), token_RK)
+    k = token_RK.shape[1]
+    logp_BWK = (logit_RK - lse_R[:, None]).reshape(rows, width, k)
+    scores_BM = (s.live_logprobs[:, :, None] + logp_BWK).reshape(rows, -1)  # M = W * K
+    token_BM = token_RK.reshape(rows, -1)
+    beam_BM = jnp.repeat(jnp.arange(width), k)[None, :]
+    progress_BM, met_BM = advance(
+        cons, lengths, jnp.repeat(s.progress, k, axis=1), jnp.repeat(s.met, k, axis=1), token_BM)
+    banks_BM = placed(lengths, progress_BM, met_BM)
+    possible_BM = scores_BM > NEG_INF / 2
+    is_eos_BM = token_BM == eos_id
+    complete_BM = jnp.sum(met_BM, axis=-1) >= s.rows["wanted"][:, None]
+    # Finished: candidates that end here having met every constraint, best W kept.
+    new_scores_BM = jnp.where(is_eos_BM & complete_BM & possible_BM,
+                              scores_BM / length_penalty(s.step + 1, alpha), NEG_INF)
+    seqs_BMT = _gather_beams(s.live_seqs, jnp.broadcast_to(beam_BM, token_BM.shape))
+    seqs_BMT = seqs_BMT.at[:, :, s.step].set(token_BM)
+    top_new, keep_new = jax.lax.top_k(new_scores_BM, width)
+    all_scores = jnp.concatenate([s.finished_scores, top_new], axis=1)
+    all_seqs = jnp.concatenate([s.finished_seqs, _gather_beams(seqs_BMT, keep_new)], axis=1)
+    finished_scores, keep = jax.lax.top_k(all_scores, width)
+    finished_seqs = _gather_beams(all_seqs, keep)
+    # Live: W candidates that did not end, taken from the banks in turn.
+    pick_BW = allocate(scores_BM, banks_BM, possible_BM & ~is_eos_BM, width, n_cons * n_pieces)
+    live_logprobs = jnp.take_along_axis(jnp.where(possible_BM & ~is_eos_BM, scores_BM, NEG_INF),
+                                        pick_BW, axis=1)
+    live_seqs = _gather_beams(seqs_BMT, pick_BW)
+    progress = _gather_beams(progress_BM, pick_BW)
+    met = _gather_beams(met_BM, pick_BW)
+    parent_BW = jnp.take_along_axis(jnp.broadcast_to(beam_BM, token_BM.shape), pick_BW, axis=1)
+    cache = reorder(cache, (jnp.arange(rows)[:, None] * width + parent_BW).reshape(-1))
+
+    def unless_done(new, old):
+      return jnp.where(s.done.reshape((-1,) + (1,) * (new.ndim - 1)), old, new)
+    new = ConstrainedState(s.step + 1, unless_done(live_seqs, s.live_seqs),
+                           unless_done(live_logprobs, s.live_logprobs),
+                           unless_done(progress, s.progress), unless_done(met, s.met),
+                           unless_done(finished_seqs, s.finished_seqs),
+                           unless_done(finished_scores, s.finished_scores), cache, s.rows,
+                           s.done)
+    return new._replace(done=s.done | ~can_improve(new))
+
+  finished_seqs, finished_scores, live_seqs, live_logprobs = shrinking_while_loop(
+      body, state, lambda s: ~s.done, max_steps, shrink_sizes(batch, min_rows),
+      lambda s: (s.finished_seqs, s.finished_scores, s.live_seqs, s.live_logprobs))
+  # A sentence that found no complete hypothesis within the limit keeps its best live
+  # beams (which lack a constraint; the limit leaves room, so this is the exception).
+  has_finished = finished_scores[:, :1] > NEG_INF / 2
+  live_scores = live_logprobs / length_penalty(jnp.asarray(max_steps), alpha)
+  seqs = jnp.where(has_finished[:, :, None], finished_seqs, live_seqs)
+  scores = jnp.where(has_finished, finished_scores, live_scores)
+  return seqs, scores
