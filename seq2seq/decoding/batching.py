@@ -81,13 +81,16 @@ def encode_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], rows: Sequenc
 
 
 def search_jobs(src_ids: Sequence[np.ndarray], c: DecodeConfig, buckets: LengthBuckets,
-                model_max_len: int,
-                 sampling: Sampling | None, key_indices: Sequence[int] | None,
-                 prefix_ids: Sequence[np.ndarray] | None, row_sizes: Sequence[int] = ()
-                 ) -> Iterator[tuple[list[int], dict]]:
+                model_max_len: int, sampling: Sampling | None,
+                key_indices: Sequence[int] | None, prefix_ids: Sequence[np.ndarray] | None,
+                row_sizes: Sequence[int] = (),
+                constraint_ids: Sequence[Sequence[Sequence[np.ndarray]]] | None = None
+                ) -> Iterator[tuple[list[int], dict]]:
   """(input indices, the search's array arguments) of each batch, shortest first:
   sources padded to their length bucket in `batch_rows` rows, with the batch's step
-  limit, sampling keys and forced prefixes."""
+  limit, sampling keys and forced prefixes. `constraint_ids[i]`: input i's constraints,
+  each a list of alternatives (pieces, no EOS), as `constraints_BCAL` (`pad_constraints`),
+  the step limit raised by the pieces they may add."""
   if sampling is not None and len(src_ids):
     base = jax.random.PRNGKey(sampling.seed)
     keys = sampling_keys(base, np.arange(len(src_ids)) if key_indices is None
@@ -115,7 +118,32 @@ def search_jobs(src_ids: Sequence[np.ndarray], c: DecodeConfig, buckets: LengthB
       key_rows = np.zeros(rows, np.int32)  # filler rows reuse a key; discarded
       key_rows[:len(chunk)] = chunk
       keys_B = keys[key_rows]
-    yield chunk, dict(src_BS=src, max_steps=max_steps, keys_B=keys_B, prefix_BP=prefix)
+    args = dict(src_BS=src, max_steps=max_steps, keys_B=keys_B, prefix_BP=prefix)
+    if constraint_ids is not None:
+      args["constraints_BCAL"] = pad_constraints([constraint_ids[i] for i in chunk], rows)
+      extra = max(sum(max(len(a) for a in alts) for alts in constraint_ids[i]) for i in chunk)
+      args["max_steps"] = min(model_max_len, max_steps + extra)
+    yield chunk, args
+
+
+def _bucket(n: int) -> int:
+  """The next power of two: constraint arrays of a few shapes, a few compiled searches."""
+  return 1 << max(n - 1, 0).bit_length()
+
+
+def pad_constraints(constraints: Sequence[Sequence[Sequence[np.ndarray]]], rows: int
+                    ) -> np.ndarray:
+  """`[rows, C, A, L]` pieces of each input's constraints (C constraints of A alternatives
+  of L pieces, each a power of two, padded with PAD_ID; filler rows have none)."""
+  c = _bucket(max((len(x) for x in constraints), default=1) or 1)
+  a = _bucket(max((len(alts) for x in constraints for alts in x), default=1))
+  length = _bucket(max((len(p) for x in constraints for alts in x for p in alts), default=1))
+  out = np.full((rows, c, a, length), PAD_ID, np.int32)
+  for row, cons in enumerate(constraints):
+    for i, alts in enumerate(cons):
+      for j, pieces in enumerate(alts):
+        out[row, i, j, :len(pieces)] = pieces
+  return out
 
 
 def sampling_keys(base: jax.Array, index: np.ndarray) -> jax.Array:

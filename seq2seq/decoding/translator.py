@@ -44,6 +44,7 @@ from seq2seq.decoding.engine_io import (
   resolve_settings,
   source_limit,
 )
+from seq2seq.decoding.glossary import Glossary, Term, load_glossary
 from seq2seq.decoding.programs import ShapeCompileLog, compiled_functions, counting_programs
 from seq2seq.decoding.sentences import Plan, TooLongError  # noqa: F401 (TooLongError: API)
 from seq2seq.model.ensemble import Ensemble
@@ -158,14 +159,17 @@ class Translator:
                         beam_size: int | None = None, alpha: float | None = None,
                         batch_size: int | None = None, sampling: Sampling | None = None,
                         key_indices: Sequence[int] | None = None,
-                        prefix_ids: Sequence[np.ndarray] | None = None, nbest: int = 1
+                        prefix_ids: Sequence[np.ndarray] | None = None, nbest: int = 1,
+                        constraint_ids: Sequence | None = None
                         ) -> Iterator[dict[int, list[tuple[np.ndarray, float]]]]:
     """Searches the id sequences batch by batch (shortest first, the settings' `workers`
     batches at once on threads); yields, in that order, per batch,
     {input index: the best `nbest` hypotheses (ids, score), best first; beam search
     stops as soon as these can no longer change}. With `sampling`, draws one
     sample per input instead, input i with the key fold_in(seed key, key_indices[i])
-    (default i). `prefix_ids[i]` (pieces, no EOS) forces the start of input i's output."""
+    (default i). `prefix_ids[i]` (pieces, no EOS) forces the start of input i's output;
+    `constraint_ids[i]` (constraints, each a list of alternatives' pieces) must appear in
+    it (`constraints.py`)."""
     c = self.settings(beam_size, alpha, batch_size)
     run = bound_search(self._search, self.all_params(params), c, sampling, nbest)
 
@@ -176,7 +180,7 @@ class Translator:
         return (chunk, *self._shape_log.run(args["src_BS"].shape, key, lambda: run(**args)))
 
     jobs = search_jobs(src_ids, c, self.buckets, self.model_cfg.max_len, sampling,
-                       key_indices, prefix_ids, self.row_sizes)
+                       key_indices, prefix_ids, self.row_sizes, constraint_ids)
     for chunk, seqs, scores in ordered_map(search, jobs, c.workers):
       yield {i: [(seqs[row, k], float(scores[row, k])) for k in range(min(nbest, seqs.shape[1]))]
              for row, i in enumerate(chunk)}
@@ -205,13 +209,15 @@ class Translator:
                     beam_size: int | None = None, alpha: float | None = None,
                     batch_size: int | None = None, sampling: Sampling | None = None,
                     key_indices: Sequence[int] | None = None,
-                    prefix_ids: Sequence[np.ndarray] | None = None, nbest: int = 1
+                    prefix_ids: Sequence[np.ndarray] | None = None, nbest: int = 1,
+                    constraint_ids: Sequence | None = None
                     ) -> list[list[tuple[np.ndarray, float]]]:
     """Searches each id sequence; returns, per input, the best `nbest` hypotheses (ids,
     score), best first."""
     results: list = [None] * len(src_ids)
     for found in self.translate_batches(src_ids, params, beam_size, alpha, batch_size,
-                                        sampling, key_indices, prefix_ids, nbest):
+                                        sampling, key_indices, prefix_ids, nbest,
+                                        constraint_ids):
       for i, hyps in found.items():
         results[i] = hyps
     return results
@@ -219,7 +225,8 @@ class Translator:
   def translate(self, texts: str | Sequence[str], beam_size: int | None = None,
                 alpha: float | None = None, nbest: int = 0, batch_size: int | None = None,
                 sampling: Sampling | None = None, first_index: int = 0,
-                prefixes: Sequence[str] | None = None, split_sentences: bool = True):
+                prefixes: Sequence[str] | None = None, split_sentences: bool = True,
+                glossary=None):
     """Translates a text or a list of texts. Empty or whitespace-only texts give "".
 
     Each text is cut into sentences in the run's source language (`split_sentences=False`:
@@ -240,18 +247,24 @@ class Translator:
 
     `prefixes[i]` (a string, "" for none) forces the start of text i's translation: the
     output begins with the prefix's pieces and the search continues from them.
+
+    `glossary` (a `glossary.Glossary`, a {source term: target term} mapping, or a TSV
+    file's path): each sentence in which a source term occurs is translated with the
+    constrained beam search, its translation holding one of the term's target
+    alternatives; sentences without a term translate as without the glossary.
     """
     if isinstance(texts, str):
       return self.translate([texts], beam_size, alpha, nbest, batch_size, sampling,
                             first_index, None if prefixes is None else [prefixes],
-                            split_sentences)[0]
+                            split_sentences, glossary)[0]
     texts = list(texts)
     c = self.settings(beam_size, alpha, batch_size)
     check_request(texts, prefixes, c, nbest, sampling)
+    glossary = load_glossary(glossary, sampling, prefixes)
     plan = Plan.of(texts, self.languages[0] if split_sentences else None, self.count_pieces,
                    source_limit(self.model_cfg.max_len, c), first_index)
     hyps = self.hypotheses(plan.sentences, c, nbest, sampling, plan.prefixes(prefixes),
-                           [(first_index + i, j) for i, j in plan.owners()])
+                           [(first_index + i, j) for i, j in plan.owners()], glossary)
     out = pick(plan.join(hyps), nbest, c)
     if len(texts) > c.batch_size:  # a pass of several batches: worth a few ms (the
       give_back_freed_memory()  # server's single batches are not)
@@ -278,13 +291,45 @@ class Translator:
     """Text of an output id sequence (cut at its first EOS)."""
     return self.tokenizer.decode([seq])[0]
 
+  def constraint_ids(self, terms: Sequence[Term], text_index: int) -> list[list[np.ndarray]]:
+    """The pieces of each term's target alternatives (no EOS); a target that leaves its
+    sentence no room is refused, naming the text (1-based) and the term."""
+    out = []
+    for term in terms:
+      alternatives = [np.asarray(x, np.int32) for x in self.tokenizer.encode(term.targets)]
+      for target, pieces in zip(term.targets, alternatives):
+        if not 0 < len(pieces) < self.model_cfg.max_len - 1:
+          raise ValueError(f"line {text_index + 1}: the glossary's target {target!r} for "
+                           f"{term.source!r} has {len(pieces)} pieces; the model's outputs "
+                           f"are at most {self.model_cfg.max_len - 1}")
+      out.append(alternatives)
+    return out
+
+  def search_with_constraints(self, ids: list[np.ndarray], constraint_ids: list[list],
+                              c: DecodeConfig, nbest: int) -> list:
+    """`translate_ids` of the sentences a glossary term applies to with the constrained
+    search, and of the others with the plain one (unchanged by the glossary)."""
+    found: list = [None] * len(ids)
+    for constrained in (False, True):
+      group = [k for k, cons in enumerate(constraint_ids) if bool(cons) == constrained]
+      if not group:
+        continue
+      results = self.translate_ids(
+          [ids[k] for k in group], beam_size=c.beam_size, alpha=c.alpha,
+          batch_size=c.batch_size, nbest=nbest,
+          constraint_ids=[constraint_ids[k] for k in group] if constrained else None)
+      for k, hyps in zip(group, results):
+        found[k] = hyps
+    return found
+
   def count_pieces(self, texts: list[str]) -> list[int]:
     """The pieces of each text as a source, EOS included."""
     return [len(x) + 1 for x in self.tokenizer.encode(texts)]
 
   def hypotheses(self, texts: list[str], c: DecodeConfig, nbest: int,
                  sampling: Sampling | None, prefixes: Sequence[str] | None,
-                 owners: Sequence[tuple[int, int]]) -> list[list[Hypothesis]]:
+                 owners: Sequence[tuple[int, int]], glossary: Glossary | None = None
+                 ) -> list[list[Hypothesis]]:
     """`Translator.translate`'s hypotheses for each sentence, best first (one "" for empty
     ones). `owners[k]`: sentence k's text (0-based, counted over the whole input: errors
     name it, its number picks a sampling key) and its place within that text."""
@@ -298,7 +343,12 @@ class Translator:
     prefix_ids = (None if prefixes is None else
                   encode_prefixes(self.tokenizer, prefixes, nonempty, self.model_cfg.max_len,
                                   [owners[i][0] for i in nonempty]))
-    if sampling is None:
+    if glossary is not None:
+      constraint_ids = [self.constraint_ids(glossary.applying(texts[i]), owners[i][0])
+                        for i in nonempty]
+      found = self.search_with_constraints(ids, constraint_ids, c,
+                                           hypotheses_needed(c, nbest, sampling))
+    elif sampling is None:
       found = self.translate_ids(ids, beam_size=c.beam_size, alpha=c.alpha,
                                  batch_size=c.batch_size, prefix_ids=prefix_ids,
                                  nbest=hypotheses_needed(c, nbest, sampling))
