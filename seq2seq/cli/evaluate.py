@@ -11,6 +11,7 @@ from typing import Sequence
 from seq2seq.cli import parsing
 from seq2seq.data import data_source, textfiles
 from seq2seq.data.textfiles import one_line
+from seq2seq.decoding.glossary import term_use
 from seq2seq.rundir import checkpoint, ctranslate2_model, model_card
 from seq2seq.runtime import Progress
 from seq2seq.scoring import ScoreError, score, write_sentence_level
@@ -18,8 +19,8 @@ from seq2seq.scoring import ScoreError, score, write_sentence_level
 log = logging.getLogger(__name__)
 
 
-def translate_all(translator, sources: Sequence[str], c, split_sentences: bool = False
-                  ) -> list[str]:
+def translate_all(translator, sources: Sequence[str], c, split_sentences: bool = False,
+                  glossary=None) -> list[str]:
   """The translations of `sources` with the settings `c` (each a sentence, or cut into
   sentences with `split_sentences`: a test set of paragraphs), one batch first and then 16
   batches at a time, with progress (a bar on a terminal, else log lines): from an empty
@@ -29,9 +30,10 @@ def translate_all(translator, sources: Sequence[str], c, split_sentences: bool =
   out: list[str] = []
   with Progress("translating", total=len(sources), unit="sentences") as progress:
     for chunk in chunks(iter(sources), c.batch_size, 16 * c.batch_size):
+      extra = {} if glossary is None else {"glossary": glossary}
       out += [one_line(h) for h in translator.translate(
           chunk, beam_size=c.beam_size, alpha=c.alpha, batch_size=c.batch_size,
-          split_sentences=split_sentences)]
+          split_sentences=split_sentences, **extra)]
       progress.update(len(chunk))
   return out
 
@@ -60,6 +62,7 @@ def main(argv=None) -> None:
   parser.add_argument("--split", help="a split of the run's configured data source, e.g. "
                       "test_2016_flickr (instead of --src/--ref)")
   parsing.add_search_flags(parser)
+  parsing.add_glossary_flag(parser)
   parser.add_argument("--output", help="hypothesis file (default: "
                       "hyps/RUN/NAME.beamN.txt in the current folder, RUN the run's folder "
                       "name, NAME the split or source file); the run directory is only "
@@ -99,6 +102,7 @@ def main(argv=None) -> None:
       args.ref and not args.src):
     parser.error("give either --split NAME or both --src FILE and --ref FILE")
   parsing.check_search_flags(parser, args)
+  glossary = parsing.read_glossary(parser, args)
   setup_cli_logging()
   parsing.resolve_model(parser, args)
   try:
@@ -119,11 +123,12 @@ def main(argv=None) -> None:
     sys.exit(f"error: {e}")
   beam = c.beam_size
   try:
-    hypotheses = translate_all(translator, sources, c, args.split_sentences)
+    hypotheses = translate_all(translator, sources, c, args.split_sentences, glossary)
   except ValueError as e:  # a line too long to cut (TooLongError)
     sys.exit(f"error: {args.split or args.src}: {e}")
   ensemble = ".ensemble" if len(args.workdir) > 1 else ""
   mbr_name = f".mbr-{c.mbr}-{c.mbr_weights}" if c.mbr else ""
+  mbr_name += ".glossary" if glossary is not None else ""
   # Readers leave the run directory as they found it: the hypotheses go to a folder here.
   out = (Path(args.output) if args.output else
          Path("hyps") / Path(args.workdir[0]).resolve().name /
@@ -143,10 +148,15 @@ def main(argv=None) -> None:
     result.update(mbr=c.mbr, mbr_weights=c.mbr_weights)
   if args.engine == "jax":
     result["beam_stop"] = c.beam_stop
+  if glossary is not None:
+    used, terms = term_use(glossary, sources, hypotheses)
+    result.update(glossary=args.glossary, glossary_terms=terms,
+                  glossary_term_use=round(used / terms, 4) if terms else None)
   print_result(result)
   # An ensemble's score belongs to no one run's card; an export is not a run directory;
   # a Hub model's card is the one published.
-  if len(args.workdir) == 1 and args.engine == "jax" and not args.from_hub:
+  # A score with a glossary is the glossary's as much as the model's: not on the card.
+  if len(args.workdir) == 1 and args.engine == "jax" and not args.from_hub and not glossary:
     try:  # appended, and the card rewritten under its lock (model_card.card_lock)
       model_card.record_evaluation(args.workdir[0], dict(result, data=name))
       model_card.write(args.workdir[0])

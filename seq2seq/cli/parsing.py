@@ -115,6 +115,32 @@ def resolve_model(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     parser.error("--workdir RUN or --model PATH|ORG/NAME is required")
 
 
+def add_glossary_flag(parser: argparse.ArgumentParser) -> None:
+  parser.add_argument("--glossary", default=None, metavar="FILE.tsv",
+                      help="terms the translation must use: lines of 'source term<TAB>target "
+                      "term' (alternatives with |); a sentence holding a source term (whole "
+                      "words, any case) is translated with constrained beam search "
+                      "(docs/translating.md, Glossaries)")
+
+
+def read_glossary(parser: argparse.ArgumentParser, args: argparse.Namespace):
+  """The --glossary file as a `Glossary` (None without it): a usage error with the
+  CTranslate2 engine, an error naming file and line for a bad file."""
+  from seq2seq.decoding.glossary import Glossary, GlossaryError
+  if args.glossary is None:
+    return None
+  if getattr(args, "engine", "jax") == "ctranslate2":
+    parser.error(GLOSSARY_CT2_ERROR)
+  try:
+    return Glossary.read(args.glossary)
+  except GlossaryError as e:
+    sys.exit(f"error: {e}")
+
+
+GLOSSARY_CT2_ERROR = ("--glossary needs the JAX engine: CTranslate2 has no constrained "
+                      "search (its target prefixes force the start of a translation only)")
+
+
 def check_search_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
   """Usage errors (exit status 2) for search flags out of range."""
   if args.beam is not None and args.beam < 1:

@@ -24,6 +24,7 @@ def parser() -> argparse.ArgumentParser:
                               formatter_class=parsing.HelpFormatter)
   parsing.add_model_flags(p)
   parsing.add_search_flags(p, batching=False)
+  parsing.add_glossary_flag(p)
   p.add_argument("--host", default="127.0.0.1", help="address to listen on")
   p.add_argument("--port", type=int, default=8080, help="port to listen on")
   p.add_argument("--reload-every", type=float, default=0, metavar="SECONDS",
@@ -53,6 +54,7 @@ def main(argv=None) -> None:
   p = parser()
   args = p.parse_args(argv)
   parsing.check_search_flags(p, args)
+  glossary = parsing.read_glossary(p, args)
   limits = Limits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Limits)})
   if min(limits.max_batch, limits.max_texts, limits.max_beam, limits.max_queue,
          limits.max_body, args.decoders) < 1 or limits.timeout_s <= 0:
@@ -121,7 +123,7 @@ def main(argv=None) -> None:
   uvicorn.run(create_app(None, limits, info, load=load, workers=args.decoders,
                          api_keys=api_keys, require_key=args.require_api_key,
                          cors_origins=[o.strip() for o in args.cors_origins.split(",")
-                                       if o.strip()]),
+                                       if o.strip()], glossary=glossary),
               host=args.host, port=args.port, log_config=None,  # keep this logging setup
               timeout_graceful_shutdown=max(1, int(limits.timeout_s)),
               limit_concurrency=limits.max_connections, timeout_keep_alive=5)

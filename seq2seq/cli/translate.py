@@ -76,6 +76,7 @@ def parser() -> argparse.ArgumentParser:
       formatter_class=parsing.HelpFormatter)
   parsing.add_model_flags(p, several=True)
   parsing.add_search_flags(p)
+  parsing.add_glossary_flag(p)
   p.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=True,
                  help="cut each line into sentences in the run's source language and "
                  "translate them one by one, joined with the line's spacing; "
@@ -152,6 +153,9 @@ def check_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> Samplin
     p.error(f"--nbest must be 0 (off) or more, got {args.nbest}")
   if args.engine == "ctranslate2" and args.attention_plot:
     p.error("--attention-plot needs the JAX engine")
+  if args.glossary and (args.sample or args.prefix or args.score or args.attention_plot):
+    p.error("--glossary constrains beam search: it does not go with --sample, --prefix, "
+            "--score or --attention-plot")
   return sampling
 
 
@@ -162,6 +166,7 @@ def main(argv=None) -> None:
   args = p.parse_args(argv)
   sampling = check_flags(p, args)
   fmt = document_format(p, args)
+  glossary = parsing.read_glossary(p, args)
   setup_cli_logging()
   parsing.resolve_model(p, args)
   try:
@@ -173,6 +178,8 @@ def main(argv=None) -> None:
             f"but the beam size is {c.beam_size}: add --beam {args.nbest} or more")
   opts = dict(beam_size=c.beam_size, alpha=c.alpha, batch_size=c.batch_size, sampling=sampling,
               split_sentences=args.split_sentences)
+  if glossary is not None:
+    opts["glossary"] = glossary
 
   if fmt is not None:
     translate_file(translator, args, fmt, opts)

@@ -84,13 +84,14 @@ def search_jobs(src_ids: Sequence[np.ndarray], c: DecodeConfig, buckets: LengthB
                 model_max_len: int, sampling: Sampling | None,
                 key_indices: Sequence[int] | None, prefix_ids: Sequence[np.ndarray] | None,
                 row_sizes: Sequence[int] = (),
-                constraint_ids: Sequence[Sequence[Sequence[np.ndarray]]] | None = None
+                constraint_ids: Sequence[Sequence[Sequence[np.ndarray]]] | None = None,
+                word_start_V: np.ndarray | None = None
                 ) -> Iterator[tuple[list[int], dict]]:
   """(input indices, the search's array arguments) of each batch, shortest first:
   sources padded to their length bucket in `batch_rows` rows, with the batch's step
   limit, sampling keys and forced prefixes. `constraint_ids[i]`: input i's constraints,
   each a list of alternatives (pieces, no EOS), as `constraints_BCAL` (`pad_constraints`),
-  the step limit raised by the pieces they may add."""
+  the step limit raised by the pieces they may add; `word_start_V` goes with them."""
   if sampling is not None and len(src_ids):
     base = jax.random.PRNGKey(sampling.seed)
     keys = sampling_keys(base, np.arange(len(src_ids)) if key_indices is None
@@ -121,6 +122,7 @@ def search_jobs(src_ids: Sequence[np.ndarray], c: DecodeConfig, buckets: LengthB
     args = dict(src_BS=src, max_steps=max_steps, keys_B=keys_B, prefix_BP=prefix)
     if constraint_ids is not None:
       args["constraints_BCAL"] = pad_constraints([constraint_ids[i] for i in chunk], rows)
+      args["word_start_V"] = word_start_V
       extra = max(sum(max(len(a) for a in alts) for alts in constraint_ids[i]) for i in chunk)
       args["max_steps"] = min(model_max_len, max_steps + extra)
     yield chunk, args

@@ -75,18 +75,21 @@ def next_pieces(cons_BCAL, lengths_BCA, progress_BKCA):
   return jnp.take_along_axis(cons_BKCAL, at[..., None], axis=-1)[..., 0]
 
 
-def advance(cons_BCAL, lengths_BCA, progress_BKCA, met_BKC, token_BK):
+def advance(cons_BCAL, lengths_BCA, progress_BKCA, met_BKC, token_BK, word_start_V):
   """Progress and met constraints after emitting `token_BK` (K candidates of a sentence,
   each from the beam whose progress and met flags are given). An alternative goes on
-  where the token is its next piece, starts again where it is its first, else resets."""
+  where the token is its next piece, starts again where it is its first, else resets.
+  One whose pieces are all out (progress at its length) is met when the next token
+  begins a word (`word_start_V[token]`: a piece with the word marker, punctuation, EOS):
+  its last piece must end a word, as the glossary wrote it, not begin a longer one."""
   token = token_BK[:, :, None, None]
   real = lengths_BCA[:, None] > 0
-  goes_on = (next_pieces(cons_BCAL, lengths_BCA, progress_BKCA) == token) & real
+  pending = real & (progress_BKCA >= lengths_BCA[:, None])
+  met = met_BKC | jnp.any(pending & word_start_V[token_BK][:, :, None, None], axis=-1)
+  goes_on = (next_pieces(cons_BCAL, lengths_BCA, progress_BKCA) == token) & real & ~pending
   starts = (cons_BCAL[:, None, :, :, 0] == token) & real
   progress = jnp.where(goes_on, progress_BKCA + 1, jnp.where(starts, 1, 0))
-  complete = real & (progress >= lengths_BCA[:, None])
-  met = met_BKC | jnp.any(complete, axis=-1)
-  progress = jnp.where(complete | met[..., None], 0, progress)
+  progress = jnp.where(met[..., None], 0, progress)
   return progress, met
 
 
@@ -118,13 +121,15 @@ def allocate(scores_BM: jnp.ndarray, banks_BM: jnp.ndarray, valid_BM: jnp.ndarra
 
 
 def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
-                max_steps: int, beam_size: int, alpha: float, cons_BCAL: jnp.ndarray, *,
+                max_steps: int, beam_size: int, alpha: float, cons_BCAL: jnp.ndarray,
+                word_start_V: jnp.ndarray, *,
                 bos_id: int, eos_id: int, pad_id: int, source: Any = None,
                 nbest: int | None = None, min_rows: int = 0,
                 reorder: Callable[[Any, jnp.ndarray], Any] = gather_rows
                 ) -> tuple[jnp.ndarray, jnp.ndarray]:
   """`decode.beam_search` (with its "exact" stop) whose finished hypotheses each contain
-  one alternative of every constraint of their sentence (`cons_BCAL`, module docstring).
+  one alternative of every constraint of their sentence (`cons_BCAL`, module docstring),
+  as whole words (`word_start_V`, `[V]` bool: the pieces that begin a word, `advance`).
 
   Returns:
     Finished sequences `[B, W, max_steps]` and scores `[B, W]`, best first.
@@ -162,7 +167,7 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     _, top_logit_RK, top_token_RK = max_top_k_rows(logits_RV, per_beam)
     # the next piece of every alternative a beam has not met: candidates as well
     need_BWCA = next_pieces(cons, lengths, s.progress)
-    open_BWCA = (lengths[:, None] > 0) & ~s.met[..., None]
+    open_BWCA = (lengths[:, None] > 0) & ~s.met[..., None] & (s.progress < lengths[:, None])
     need_RE = need_BWCA.reshape(rows * width, -1)
     fresh_RE = open_BWCA.reshape(rows * width, -1)
     fresh_RE &= ~jnp.any(need_RE[:, :, None] == top_token_RK[:, None, :], axis=-1)
@@ -186,7 +191,8 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     token_BM = token_RK.reshape(rows, -1)
     beam_BM = jnp.repeat(jnp.arange(width), k)[None, :]
     progress_BM, met_BM = advance(
-        cons, lengths, jnp.repeat(s.progress, k, axis=1), jnp.repeat(s.met, k, axis=1), token_BM)
+        cons, lengths, jnp.repeat(s.progress, k, axis=1), jnp.repeat(s.met, k, axis=1), token_BM,
+        word_start_V)  # not in `rows`: the batch's shrinking takes those by sentence
     banks_BM = placed(lengths, progress_BM, met_BM)
     possible_BM = scores_BM > NEG_INF / 2
     is_eos_BM = token_BM == eos_id

@@ -89,8 +89,13 @@ class CTranslate2Translator:
   def translate(self, texts: str | Sequence[str], beam_size: int | None = None,
                 alpha: float | None = None, nbest: int = 0, batch_size: int | None = None,
                 sampling: Sampling | None = None, first_index: int = 0,
-                prefixes: Sequence[str] | None = None, split_sentences: bool = True):
-    """As `Translator.translate` (see the module docstring for what differs)."""
+                prefixes: Sequence[str] | None = None, split_sentences: bool = True,
+                glossary=None):
+    """As `Translator.translate` (see the module docstring for what differs); no glossary:
+    CTranslate2 has no constrained search."""
+    if glossary is not None:
+      raise ValueError("a glossary needs the JAX engine: CTranslate2 has no constrained "
+                       "search (its target prefixes force the start of a translation only)")
     if isinstance(texts, str):
       return self.translate([texts], beam_size, alpha, nbest, batch_size, sampling,
                             prefixes=None if prefixes is None else [prefixes],

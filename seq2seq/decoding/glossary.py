@@ -18,7 +18,7 @@ import functools
 import os
 import re
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 
 class GlossaryError(ValueError):
@@ -78,6 +78,15 @@ class Glossary:
       out.append(parse_line(f"{source}\t{target}"))
     return cls(tuple(out))
 
+  def merged(self, other: "Glossary | None") -> "Glossary":
+    """These terms and `other`'s; a term of `other` replaces one of the same source term
+    (in any case)."""
+    if other is None:
+      return self
+    theirs = {t.source.casefold() for t in other.terms}
+    return Glossary(tuple(t for t in self.terms if t.source.casefold() not in theirs)
+                    + other.terms)
+
   def applying(self, sentence: str) -> list[Term]:
     """The terms that apply to `sentence`, in the order of their first occurrence."""
     found = []
@@ -123,3 +132,16 @@ def load_glossary(glossary, sampling=None, prefixes=None) -> Glossary | None:
   if isinstance(glossary, (str, os.PathLike)):
     return Glossary.read(glossary)
   return Glossary.of(glossary)
+
+
+def term_use(glossary: Glossary, sources: Sequence[str], translations: Sequence[str]
+             ) -> tuple[int, int]:
+  """(terms whose target, one of its alternatives, occurs in the translation as whole
+  words, in its case; terms that apply to the sources), over the pairs."""
+  used = total = 0
+  for source, translation in zip(sources, translations):
+    for term in glossary.applying(source):
+      total += 1
+      used += any(re.search(rf"(?<!\w){re.escape(t)}(?!\w)", translation)
+                  for t in term.targets)
+  return used, total

@@ -36,7 +36,8 @@ def search(model: Model | Ensemble, params, src_BS: jnp.ndarray, *,
            sampling: Sampling | None = None, keys_B: jax.Array | None = None,
            prefix_BP: jnp.ndarray | None = None, nbest: int | None = None,
            min_rows: int = 0, beam_stop: str = "exact",
-           constraints_BCAL: jnp.ndarray | None = None) -> tuple[jnp.ndarray, jnp.ndarray]:
+           constraints_BCAL: jnp.ndarray | None = None,
+           word_start_V: jnp.ndarray | None = None) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Encodes once, then searches with the KV cache.
 
   The encoder's keys/values are the search's `source` (one row per sentence, never
@@ -50,7 +51,8 @@ def search(model: Model | Ensemble, params, src_BS: jnp.ndarray, *,
     best `nbest` of the W (default all) are final, as `beam_stop` judges it
     (`decode.beam_search`'s `stop`). With `constraints_BCAL` (`constraints.py`: pieces of
     each sentence's constraints and their alternatives), the constrained beam search,
-    whose every finished hypothesis holds them.
+    whose every finished hypothesis holds them, each ending a word (`word_start_V`: the
+    pieces that begin one).
   """
   max_len_B = output_limits(src_BS, max_len_a, max_len_b, max_steps)
   if prefix_BP is not None:  # room for the prefix and max_len_b pieces after it
@@ -70,7 +72,7 @@ def search(model: Model | Ensemble, params, src_BS: jnp.ndarray, *,
     return seqs_BT[:, None], logprob_B[:, None]
   if constraints_BCAL is not None:
     return constraints.beam_search(step, cache, max_len_B, max_steps, beam_size, alpha,
-                                   constraints_BCAL, bos_id=BOS_ID, eos_id=EOS_ID,
+                                   constraints_BCAL, word_start_V, bos_id=BOS_ID, eos_id=EOS_ID,
                                    pad_id=PAD_ID, source=source, nbest=nbest,
                                    min_rows=min_rows, reorder=reorder)
   if beam_size == 1:

@@ -52,7 +52,7 @@ from seq2seq.model.transformer import Model
 from seq2seq.numerics import resolve
 from seq2seq.rundir import checkpoint
 from seq2seq.runtime import give_back_freed_memory
-from seq2seq.vocab import cut_at_eos
+from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, cut_at_eos
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,7 @@ class Translator:
     self._search, self._forced_logprob = compiled_functions(models)
     self.keep_programs(self.decode_cfg.programs, at_least=False)
     self._shape_log = ShapeCompileLog()
+    self._word_starts: np.ndarray | None = None  # word_starts(), made once
 
   def keep_programs(self, n: int, at_least: bool = True) -> None:
     """Keeps `n` compiled searches in memory (0: all), or at least `n` (`at_least`: a
@@ -180,7 +181,8 @@ class Translator:
         return (chunk, *self._shape_log.run(args["src_BS"].shape, key, lambda: run(**args)))
 
     jobs = search_jobs(src_ids, c, self.buckets, self.model_cfg.max_len, sampling,
-                       key_indices, prefix_ids, self.row_sizes, constraint_ids)
+                       key_indices, prefix_ids, self.row_sizes, constraint_ids,
+                       None if constraint_ids is None else self.word_starts())
     for chunk, seqs, scores in ordered_map(search, jobs, c.workers):
       yield {i: [(seqs[row, k], float(scores[row, k])) for k in range(min(nbest, seqs.shape[1]))]
              for row, i in enumerate(chunk)}
@@ -304,6 +306,18 @@ class Translator:
                            f"are at most {self.model_cfg.max_len - 1}")
       out.append(alternatives)
     return out
+
+  def word_starts(self) -> np.ndarray:
+    """`[V]` bool: the pieces that begin a word (the word marker, punctuation, the special
+    ids): where a glossary term may end (`constraints.advance`)."""
+    if self._word_starts is not None:
+      return self._word_starts
+    pieces = self.tokenizer.pieces(range(self.tokenizer.vocab_size))
+    special = {PAD_ID, UNK_ID, BOS_ID, EOS_ID}
+    self._word_starts = np.asarray([i in special or p.startswith("\u2581")
+                                    or not any(ch.isalnum() for ch in p)
+                                    and not p.startswith("<0x") for i, p in enumerate(pieces)])
+    return self._word_starts
 
   def search_with_constraints(self, ids: list[np.ndarray], constraint_ids: list[list],
                               c: DecodeConfig, nbest: int) -> list:

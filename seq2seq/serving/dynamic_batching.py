@@ -243,10 +243,11 @@ def engine_call(translator, batch_size: int
   decoding batch (its rows are the next power of two of the texts: few compiled shapes)."""
 
   def translate(texts, search: Search, prefixes, first_index):
+    extra = {} if search.glossary is None else {"glossary": search.glossary}
     out = translator.translate(texts, beam_size=search.beam_size, alpha=search.alpha,
                                nbest=search.nbest, batch_size=batch_size,
                                sampling=search.sampling, first_index=first_index,
-                               prefixes=prefixes)
+                               prefixes=prefixes, **extra)
     if not search.nbest:
       return out
     return [[{"text": h.text, "score": round(float(h.score), 4)} for h in hyps]

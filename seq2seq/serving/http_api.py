@@ -11,6 +11,7 @@ from typing import Any
 
 from seq2seq.config import DecodeConfig
 from seq2seq.decoding.engine_io import Sampling
+from seq2seq.decoding.glossary import Glossary, GlossaryError
 
 MAX_ALPHA = 10.0  # the largest length penalty exponent a request (or a default) may set
 
@@ -69,6 +70,7 @@ class Search:
   nbest: int = 0  # 0: one translation per text; N: N alternatives with scores
   sampling: Sampling | None = None
   prefixed: bool = False
+  glossary: Glossary | None = None  # constrained beam search (decoding/glossary.py)
 
 
 @dataclasses.dataclass
@@ -78,6 +80,42 @@ class TranslateRequest:
   search: Search
   prefixes: list[str] | None = None
   attention: bool = False
+
+
+GLOSSARY_SCHEMA = {"type": "object", "additionalProperties": {"type": "string"},
+                   "maxProperties": 256}
+GLOSSARY_HELP = ("terms the translation must use, {source term: target term} (alternatives "
+                 "with |); a text holding a source term (whole words, any case) is "
+                 "translated with constrained beam search; added to the server's "
+                 "--glossary, replacing its terms of the same source")
+MAX_TERMS = 256
+
+
+def parse_glossary(value: Any, limits: Limits, engine: str, status: int = 422) -> Glossary:
+  """A request's glossary field as a Glossary, or the RequestError naming what is wrong."""
+  if engine != "jax":
+    raise RequestError(status, "a glossary needs the JAX engine (CTranslate2 has no "
+                               "constrained search)")
+  if isinstance(value, str):  # a form field: the object as JSON text
+    try:
+      value = json.loads(value)
+    except ValueError:
+      raise RequestError(status, "glossary must be a JSON object {source: target}") from None
+  if not isinstance(value, dict):
+    raise RequestError(status, "glossary must be an object {source term: target term}")
+  if len(value) > MAX_TERMS:
+    raise RequestError(413, f"{len(value)} glossary terms; at most {MAX_TERMS}")
+  for source, target in value.items():
+    if not isinstance(target, str):
+      raise RequestError(status, f"glossary term {_show(source)}: the target must be a "
+                                 f"string, got {_show(target)}")
+    if len(source) > limits.max_chars or len(target) > limits.max_chars:
+      raise RequestError(413, f"glossary term {_show(source[:40])}: longer than "
+                              f"{limits.max_chars} characters")
+  try:
+    return Glossary.of(value)
+  except GlossaryError as e:
+    raise RequestError(status, f"glossary: {e}") from None
 
 
 # name: (JSON schema, description). The OpenAPI schema and the check of unknown fields
@@ -104,6 +142,7 @@ FIELDS: dict[str, tuple[dict, str]] = {
                  "with texts: a forced start for each text (\"\" for none)"),
     "attention": ({"type": "boolean"},
                   "with text, JAX engine: also return the cross-attention weights"),
+    "glossary": (GLOSSARY_SCHEMA, GLOSSARY_HELP),
 }
 
 
@@ -219,8 +258,15 @@ def parse_request(body: Any, limits: Limits, defaults: DecodeConfig,
   if attention and (not single or engine != "jax" or sampling or prefixes or nbest):
     raise RequestError(422, 'attention needs "text" (one), the JAX engine, and no '
                             "sampling, prefix or nbest")
+  glossary = None
+  if "glossary" in body:
+    glossary = parse_glossary(body["glossary"], limits, engine)
+    if sampling or prefixes is not None or attention:
+      raise RequestError(422, "a glossary constrains beam search: it does not go with "
+                              "sampling, prefixes or attention")
   return TranslateRequest(texts, single, Search(beam, alpha, nbest, sampling,
-                                                prefixes is not None), prefixes, attention)
+                                                prefixes is not None, glossary),
+                          prefixes, attention)
 
 
 def parse_sampling(value: Any) -> Sampling:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -41,6 +42,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from seq2seq.decoding.engine_io import source_limit
+from seq2seq.decoding.glossary import Glossary
 from seq2seq.decoding.sentences import TooLongError, check_cuttable
 from seq2seq.rundir import checkpoint
 from seq2seq.serving import libretranslate as lt
@@ -52,6 +54,7 @@ from seq2seq.serving.http_api import (
   TranslateRequest,
   media_type,
   openapi,
+  parse_glossary,
   parse_request,
   read_json,
 )
@@ -152,8 +155,10 @@ class Server:
   """The app's state: the translator (once loaded), its batcher and metrics."""
 
   def __init__(self, limits: Limits, info: dict[str, Any], workers: int,
-               api_keys: frozenset[str] | None = None, require_key: bool = False):
+               api_keys: frozenset[str] | None = None, require_key: bool = False,
+               glossary: Glossary | None = None):
     self.limits, self.info, self.workers = limits, info, workers
+    self.glossary = glossary  # --glossary: every request's terms, a request's added
     # None: open; else LibreTranslate's api_key or a Bearer token, one of these if given,
     # and given always if `require_key`
     self.api_keys, self.require_key = api_keys, require_key
@@ -209,6 +214,9 @@ class Server:
     given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
     lt.check_key({"api_key": given}, self.api_keys, self.require_key)
     req = parse_request(value, self.limits, self.translator.decode_cfg, self.engine)
+    if self.glossary is not None and not (req.search.sampling or req.prefixes or req.attention):
+      req.search = dataclasses.replace(req.search,
+                                       glossary=self.glossary.merged(req.search.glossary))
     self.check_cuttable(req.texts)
     if req.prefixes:  # checked here: a bad one must not fail the batch it would join
       most = self.translator.model_cfg.max_len - 2
@@ -255,7 +263,11 @@ class Server:
              for t in texts]
       return lt.answer(out, single, params, source, None)
     nbest = alternatives + 1 if alternatives else 0
-    search = Search(max(defaults.beam_size, nbest), defaults.alpha, nbest)
+    glossary = self.glossary
+    if params.get("glossary") not in (None, ""):  # ours, beside LibreTranslate's fields
+      glossary = (self.glossary or Glossary(())).merged(
+          parse_glossary(params["glossary"], self.limits, self.engine, status=400))
+    search = Search(max(defaults.beam_size, nbest), defaults.alpha, nbest, glossary=glossary)
     out = await self.batcher.submit(TranslateRequest(texts, False, search)) if texts else []
     others = None
     if nbest:
@@ -399,7 +411,7 @@ class AccessLog:
 def create_app(translator=None, limits: Limits | None = None, info: dict | None = None,
                load: Callable[[], Any] | None = None, workers: int = 2,
                api_keys: frozenset[str] | None = None, require_key: bool = False,
-               cors_origins: Sequence[str] = ("*",)):
+               cors_origins: Sequence[str] = ("*",), glossary: Glossary | None = None):
   """The Starlette app serving `translator`, or the one `load()` returns (called on a
   thread at start-up; /health answers 503 until it has). `cors_origins`: the origins
   whose pages may call it (LibreTranslate's default: any); () for none."""
@@ -409,7 +421,7 @@ def create_app(translator=None, limits: Limits | None = None, info: dict | None 
 
   limits = limits or Limits()
   server = Server(limits, info if info is not None else {}, workers, api_keys,
-                  require_key)  # shared: --reload-every
+                  require_key, glossary)  # shared: --reload-every
 
   async def answered(handler, request) -> tuple[dict, int, dict]:
     """(JSON answer, status, headers) of `handler(request)`: a RequestError's own, and a

@@ -20,6 +20,8 @@ CFG = ModelConfig(vocab_size=40, d_model=32, num_heads=2, d_ff=64, encoder_layer
 SRC_BS = jnp.asarray([[5, 6, 7, 8, EOS_ID, PAD_ID], [9, 10, EOS_ID, PAD_ID, PAD_ID, PAD_ID],
                       [11, 12, 13, EOS_ID, PAD_ID, PAD_ID]], jnp.int32)
 SETTINGS = dict(alpha=0.6, max_len_a=1.0, max_len_b=4, max_steps=20)
+# the pieces that begin a word: the special ids and the even ones
+WORD_START = jnp.asarray([True] * 4 + [i % 2 == 0 for i in range(4, 40)])  # even ids
 
 
 def pad(constraints_per_sentence, c=None, a=None, length=None):
@@ -36,9 +38,11 @@ def pad(constraints_per_sentence, c=None, a=None, length=None):
   return jnp.asarray(out)
 
 
-def contains(seq, pieces):
-  seq = list(seq)
-  return any(seq[i:i + len(pieces)] == list(pieces) for i in range(len(seq) - len(pieces) + 1))
+def ends_a_word(seq, pieces):
+  """`pieces` occur in `seq` (cut at its EOS) followed by a word's start or the end."""
+  seq = list(seq) + [EOS_ID]
+  return any(seq[i:i + len(pieces)] == list(pieces) and bool(WORD_START[seq[i + len(pieces)]])
+             for i in range(len(seq) - len(pieces)))
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +59,7 @@ CONSTRAINTS = [[[[20, 21]], [[30], [31, 32]]],  # two constraints, the second of
 def test_every_finished_hypothesis_holds_its_constraints(model_and_params):
   model, params = model_and_params
   seqs, scores = search(model, params, SRC_BS, beam_size=4, nbest=4,
-                        constraints_BCAL=pad(CONSTRAINTS), **SETTINGS)
+                        constraints_BCAL=pad(CONSTRAINTS), word_start_V=WORD_START, **SETTINGS)
   finished = np.asarray(scores) > -1e6
   assert finished[:, 0].all()  # every sentence found one
   for b, cons in enumerate(CONSTRAINTS):
@@ -63,17 +67,18 @@ def test_every_finished_hypothesis_holds_its_constraints(model_and_params):
       out = [int(x) for x in np.asarray(seqs[b, k])]
       out = out[:out.index(EOS_ID)] if EOS_ID in out else out
       for alternatives in cons:
-        assert any(contains(out, alt) for alt in alternatives), (b, k, out, alternatives)
+        assert any(ends_a_word(out, alt) for alt in alternatives), (b, k, out, alternatives)
 
 
 def test_a_sentence_alone_gets_what_it_gets_in_a_batch_and_padding_changes_nothing(
     model_and_params):
   model, params = model_and_params
   together = search(model, params, SRC_BS, beam_size=3, nbest=1,
-                    constraints_BCAL=pad(CONSTRAINTS), **SETTINGS)
+                    constraints_BCAL=pad(CONSTRAINTS), word_start_V=WORD_START, **SETTINGS)
   for b in range(3):
     alone = search(model, params, SRC_BS[b:b + 1], beam_size=3, nbest=1,
-                   constraints_BCAL=pad(CONSTRAINTS[b:b + 1], c=4, a=3, length=5), **SETTINGS)
+                   constraints_BCAL=pad(CONSTRAINTS[b:b + 1], c=4, a=3, length=5),
+                   word_start_V=WORD_START, **SETTINGS)
     np.testing.assert_array_equal(np.asarray(alone[0][0]), np.asarray(together[0][b]))
     assert float(alone[1][0, 0]) == float(together[1][b, 0])
 
@@ -83,22 +88,25 @@ def test_no_constraint_at_all_finds_what_beam_search_finds(model_and_params):
   model, params = model_and_params
   plain = search(model, params, SRC_BS, beam_size=3, nbest=1, **SETTINGS)
   empty = search(model, params, SRC_BS, beam_size=3, nbest=1,
-                 constraints_BCAL=pad([[], [], []]), **SETTINGS)
+                 constraints_BCAL=pad([[], [], []]), word_start_V=WORD_START, **SETTINGS)
   np.testing.assert_array_equal(np.asarray(plain[0][:, 0]), np.asarray(empty[0][:, 0]))
 
 
-def test_progress_goes_on_restarts_and_stays_met():
-  cons = pad([[[[4, 5, 6]], [[7]]]])
+def test_progress_goes_on_restarts_and_is_met_where_a_word_begins():
+  cons = pad([[[[4, 5, 6]], [[8]]]])
   lengths = constraints.constraint_lengths(cons, PAD_ID)
   progress = jnp.zeros((1, 1, 2, 1), jnp.int32)
   met = jnp.zeros((1, 1, 2), bool)
   seen = []
-  for token in (4, 5, 4, 5, 6, 9, 7, 4):
+  # 4 5 4 5 6 | 9 (no word begins: 6 goes on into 9, the first is not met) 4 5 6 | 10
+  # (a word begins: met) 8 | 3 (EOS: met)
+  for token in (4, 5, 4, 5, 6, 9, 4, 5, 6, 10, 8, 3):
     progress, met = constraints.advance(cons, lengths, progress, met,
-                                        jnp.asarray([[token]], jnp.int32))
+                                        jnp.asarray([[token]], jnp.int32), WORD_START)
     seen.append((int(progress[0, 0, 0, 0]), bool(met[0, 0, 0]), bool(met[0, 0, 1])))
   assert seen == [(1, False, False), (2, False, False), (1, False, False), (2, False, False),
-                  (0, True, False), (0, True, False), (0, True, True), (0, True, True)]
+                  (3, False, False), (0, False, False), (1, False, False), (2, False, False),
+                  (3, False, False), (0, True, False), (0, True, False), (0, True, True)]
 
 
 def test_the_banks_take_turns_best_first():
