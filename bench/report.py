@@ -301,6 +301,19 @@ def paragraphs(runs):
                 "sentences/s by sentences", "paragraphs split exactly (%)"], rows)
 
 
+def glossary(runs):
+  """Glossaries on the terminology test (bench/glossary.py), the newest row of each CPU
+  class first: term use, BLEU and speed without and with the glossary."""
+  rows = [[r["cpu"], r["model"], f"{r['sentences']:,} sentences, {r['terms_applied']} terms",
+           fmt(100 * r["plain_term_use"], 1), fmt(100 * r["glossary_term_use"], 1),
+           fmt(r["plain_bleu"]), fmt(r["glossary_bleu"]), fmt(r["plain_sentences_per_s"], 1),
+           fmt(r["glossary_sentences_per_s"], 1), fmt(r["speed_ratio"])]
+          for r in reversed(runs) if r["kind"] == "glossary"]
+  return table(["CPU", "model", "set", "term use without (%)", "term use with (%)",
+                "BLEU without", "BLEU with", "sentences/s without", "sentences/s with",
+                "speed with / without"], rows)
+
+
 def soak(runs):
   """Soaks of the server (bench/soak.py): arrivals beyond its capacity for a long time."""
   rows = [[r["cpu"], fmt(r["minutes"], 0), fmt(r["capacity_requests_per_s"], 1),
@@ -447,7 +460,7 @@ def proxies(runs):
   return table(["change", "updates", "greedy val BLEU", "average of 5", "of 10", "of 20"], rows)
 
 
-TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "hour_now": hour_now, "past_the_hour": past_the_hour, "ablations": ablations,
+TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "glossary": glossary, "hour_now": hour_now, "past_the_hour": past_the_hour, "ablations": ablations,
           "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe, "auto_plan": auto_plan,
           "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now,
           "serving_now": serving_now, "decode_compile": decode_compile,

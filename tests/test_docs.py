@@ -96,7 +96,7 @@ def test_results_rows_are_complete_and_consistent():
   for r in runs:
     assert r["kind"] in ("hour", "longer", "decode", "decode_compile", "setting", "proxy",
                          "serve", "auto", "auto_plan", "first_minutes", "decode_memory",
-                         "paragraphs", "batch_rows", "soak"), r["name"]
+                         "paragraphs", "batch_rows", "soak", "glossary"), r["name"]
     assert r["commit"] and re.fullmatch(r"[0-9a-f]{7,40}", r["commit"]), r["name"]
     if r["kind"] == "decode":
       assert r["sentences_per_s"] > 0, r["name"]
@@ -109,6 +109,12 @@ def test_results_rows_are_complete_and_consistent():
       assert r["cpu"] and r["command"] and 0 <= r["boundary_accuracy"] <= 1, r["name"]
       assert r["bleu_paragraphs"] > 0 and r["bleu_sentences_joined"] > 0, r["name"]
       assert r["sentences_per_s_paragraphs"] > 0 and r["sentences_per_s_sentences"] > 0
+      continue
+    if r["kind"] == "glossary":
+      assert r["cpu"] and r["command"] and r["sentences"] > 0 and r["terms_applied"] > 0
+      assert 0 <= r["plain_term_use"] <= 1 and 0 <= r["glossary_term_use"] <= 1, r["name"]
+      assert r["speed_ratio"] == pytest.approx(
+          r["glossary_sentences_per_s"] / r["plain_sentences_per_s"], abs=0.01), r["name"]
       continue
     if r["kind"] == "soak":
       assert r["cpu"] and r["command"] and r["sent"] == r["ok"] + r["refused_429"] + (

@@ -215,7 +215,8 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     progress = _gather_beams(progress_BM, pick_BW)
     met = _gather_beams(met_BM, pick_BW)
     parent_BW = jnp.take_along_axis(jnp.broadcast_to(beam_BM, token_BM.shape), pick_BW, axis=1)
-    cache = reorder(cache, (jnp.arange(rows)[:, None] * width + parent_BW).reshape(-1))
+    if width > 1:  # one beam per sentence: its own parent, a cache that never moves
+      cache = reorder(cache, (jnp.arange(rows)[:, None] * width + parent_BW).reshape(-1))
 
     def unless_done(new, old):
       return jnp.where(s.done.reshape((-1,) + (1,) * (new.ndim - 1)), old, new)

@@ -83,12 +83,13 @@ class TranslateRequest:
 
 
 GLOSSARY_SCHEMA = {"type": "object", "additionalProperties": {"type": "string"},
-                   "maxProperties": 256}
+                   "maxProperties": 64}
 GLOSSARY_HELP = ("terms the translation must use, {source term: target term} (alternatives "
                  "with |); a text holding a source term (whole words, any case) is "
                  "translated with constrained beam search; added to the server's "
                  "--glossary, replacing its terms of the same source")
-MAX_TERMS = 256
+MAX_TERMS = 64  # and MAX_ALTERNATIVES each: every shape of constraints is a search to compile
+MAX_ALTERNATIVES = 8
 
 
 def parse_glossary(value: Any, limits: Limits, engine: str, status: int = 422) -> Glossary:
@@ -112,6 +113,9 @@ def parse_glossary(value: Any, limits: Limits, engine: str, status: int = 422) -
     if len(source) > limits.max_chars or len(target) > limits.max_chars:
       raise RequestError(413, f"glossary term {_show(source[:40])}: longer than "
                               f"{limits.max_chars} characters")
+    if target.count("|") >= MAX_ALTERNATIVES:
+      raise RequestError(413, f"glossary term {_show(source[:40])}: more than "
+                              f"{MAX_ALTERNATIVES} alternatives")
   try:
     return Glossary.of(value)
   except GlossaryError as e:
@@ -313,7 +317,9 @@ def openapi(limits: Limits, engine: str, version: str, languages: dict | None = 
                                            "maxItems": limits.max_texts}]},
       "source": {"type": "string"}, "target": {"type": "string"},
       "format": {"enum": ["text", "html"]}, "alternatives": {"type": "integer"},
-      "api_key": {"type": "string"}}}
+      "api_key": {"type": "string"},
+      "glossary": {**GLOSSARY_SCHEMA, "description": "this server's extension, not "
+                   "LibreTranslate's: " + GLOSSARY_HELP + " (in a form, the object as JSON)"}}}
   lt_answer = {"type": "object", "required": ["translatedText"], "properties": {
       "translatedText": {"anyOf": [{"type": "string"},
                                    {"type": "array", "items": {"type": "string"}}]},

@@ -104,3 +104,21 @@ def test_openapi_describes_the_translate_body_with_the_limits():
   fields = body["schema"]["properties"]
   assert fields["texts"]["maxItems"] == 3 and fields["beam_size"]["maximum"] == 4
   assert fields["sampling"]["additionalProperties"] is False and "Translation from en" in text
+
+
+def test_a_glossary_field_becomes_the_request_s_glossary_or_a_4xx():
+  got = parse_request({"text": "A dog.", "glossary": {"dog": "Hund|Hunde"}}, LIMITS, DEFAULTS)
+  assert [(t.source, t.targets) for t in got.search.glossary.terms] == [("dog", ("Hund", "Hunde"))]
+  refused({"text": "a", "glossary": {"dog": "Hund"}, "prefix": "Ein"}, 422,
+          "constrains beam search")
+  with pytest.raises(RequestError) as e:
+    parse_request({"text": "A dog.", "glossary": {"dog": "Hund"}}, LIMITS, DEFAULTS,
+                  engine="ctranslate2")
+  assert e.value.status == 422 and "needs the JAX engine" in str(e.value)
+
+
+def test_a_form_s_glossary_is_json_text():
+  from seq2seq.serving.http_api import parse_glossary
+  assert parse_glossary('{"dog": "Hund"}', LIMITS, "jax").terms[0].targets == ("Hund",)
+  with pytest.raises(RequestError, match="a JSON object"):
+    parse_glossary("dog=Hund", LIMITS, "jax", status=400)

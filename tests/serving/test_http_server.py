@@ -336,3 +336,53 @@ def test_reload_every_serves_a_newer_checkpoint_without_dropping_requests(traine
   finally:
     log = stop_server(proc)
   assert f"now serving the 'latest' checkpoint of step {step + 1}" in log
+
+
+GLOSSARY = {"dog": "Hund", "man": "Herr|Herrn"}
+
+
+def test_a_request_s_glossary_gives_what_the_translator_gives_with_it(server, translator):
+  texts = [s for s in SOURCES if " dog" in s or " man " in s][:4] + [SOURCES[1]]
+  status, body = post(server, {"texts": texts, "beam_size": 2, "glossary": GLOSSARY})
+  assert status == 200, body
+  assert body["translations"] == translator.translate(texts, beam_size=2, glossary=GLOSSARY)
+
+
+@pytest.mark.parametrize("glossary, status, words", [
+    (["dog", "Hund"], 422, "glossary must be an object"),
+    ({"dog": 3}, 422, "the target must be a string"),
+    ({"dog": " | "}, 422, "the target of 'dog' is empty"),
+    ({f"w{i}": "x" for i in range(65)}, 413, "65 glossary terms; at most 64"),
+    ({"dog": "|".join("abcdefghi")}, 413, "more than 8 alternatives"),
+])
+def test_a_bad_glossary_field_is_a_4xx_naming_it(server, glossary, status, words):
+  got, body = post(server, {"text": "A dog.", "glossary": glossary})
+  assert got == status and words in body["error"], body
+
+
+def test_a_glossary_does_not_go_with_sampling(server):
+  got, body = post(server, {"text": "A dog.", "glossary": GLOSSARY, "sampling": {"seed": 1}})
+  assert got == 422 and "constrains beam search" in body["error"]
+
+
+def test_the_server_s_glossary_applies_to_every_request_and_a_request_s_adds_to_it(
+    trained_run, translator, tmp_path):
+  path = tmp_path / "terms.tsv"
+  path.write_text("dog\tHund\nstreet\tStraße\n", "utf-8")
+  proc, url = start_server("--workdir", trained_run, "--glossary", path)
+  try:
+    text = "A dog runs on the street with a man."
+    status, body = post(url, {"text": text, "beam_size": 2})
+    assert body["translation"] == translator.translate(
+        text, beam_size=2, glossary={"dog": "Hund", "street": "Straße"})
+    status, body = post(url, {"text": text, "beam_size": 2, "glossary": {"Dog": "Köter"}})
+    assert body["translation"] == translator.translate(
+        text, beam_size=2, glossary={"street": "Straße", "Dog": "Köter"})
+    lt = json.loads(urllib.request.urlopen(urllib.request.Request(
+        url + "/translate", data=json.dumps({"q": text, "source": "en", "target": "de",
+                                              "glossary": {"man": "Herr"}}).encode(),
+        headers={"Content-Type": "application/json"})).read())
+    assert lt["translatedText"] == translator.translate(
+        text, glossary={"dog": "Hund", "street": "Straße", "man": "Herr"})
+  finally:
+    stop_server(proc)
