@@ -2,6 +2,8 @@
 `Translator` that runs them on text.
 
     decode.py        greedy search, sampling and beam search (model-agnostic)
+    constraints.py   lexically constrained beam search (model-agnostic)
+    glossary.py      glossaries: terms, the TSV file, which terms apply to a sentence
     model_search.py  the searches over a `Model` or `Ensemble`, and forced decoding
     sentences.py     texts cut into sentences (and too-long ones into parts), joined back
     engine_io.py     what a translation engine takes (settings, checked requests) and gives

@@ -151,7 +151,8 @@ def only_loopback(page):
 
 
 def screenshot(page, tmp_path, name) -> Path:
-  """A PNG of the page, also copied to $SEQ2SEQ_SCREENSHOTS when set."""
+  """A PNG of the page, also copied to $SEQ2SEQ_SCREENSHOTS when set (docs/images holds
+  the ones docs/sharing.md shows: SEQ2SEQ_SCREENSHOTS=docs/images)."""
   path = tmp_path / name
   page.screenshot(path=str(path), full_page=False)
   if os.environ.get("SEQ2SEQ_SCREENSHOTS"):
