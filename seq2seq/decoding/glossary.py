@@ -20,6 +20,11 @@ import re
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+import numpy as np
+
+from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
 
 class GlossaryError(ValueError):
   """A glossary that cannot be read, naming the file and line."""
@@ -145,3 +150,29 @@ def term_use(glossary: Glossary, sources: Sequence[str], translations: Sequence[
       used += any(re.search(rf"(?<!\w){re.escape(t)}(?!\w)", translation)
                   for t in term.targets)
   return used, total
+
+
+def constraint_pieces(tokenizer: Tokenizer, terms: Sequence[Term], max_len: int,
+                      text_index: int) -> list[list[np.ndarray]]:
+  """The pieces of each term's target alternatives (no EOS), the constraints of a
+  sentence; a target that leaves the sentence no room is refused, naming the text
+  (`text_index`, 0-based) and the term."""
+  out = []
+  for term in terms:
+    alternatives = [np.asarray(x, np.int32) for x in tokenizer.encode(term.targets)]
+    for target, pieces in zip(term.targets, alternatives):
+      if not 0 < len(pieces) < max_len - 1:
+        raise ValueError(f"line {text_index + 1}: the glossary's target {target!r} for "
+                         f"{term.source!r} has {len(pieces)} pieces; the model's outputs "
+                         f"are at most {max_len - 1}")
+    out.append(alternatives)
+  return out
+
+
+def word_starts(tokenizer: Tokenizer) -> np.ndarray:
+  """`[V]` bool: the pieces that begin a word (the word marker, punctuation, the special
+  ids): where a glossary term may end (`constraints.advance`)."""
+  special = {PAD_ID, UNK_ID, BOS_ID, EOS_ID}
+  return np.asarray([i in special or p.startswith("\u2581")
+                     or not any(ch.isalnum() for ch in p) and not p.startswith("<0x")
+                     for i, p in enumerate(tokenizer.pieces(range(tokenizer.vocab_size)))])

@@ -44,7 +44,7 @@ from seq2seq.decoding.engine_io import (
   resolve_settings,
   source_limit,
 )
-from seq2seq.decoding.glossary import Glossary, Term, load_glossary
+from seq2seq.decoding.glossary import Glossary, constraint_pieces, load_glossary, word_starts
 from seq2seq.decoding.programs import ShapeCompileLog, compiled_functions, counting_programs
 from seq2seq.decoding.sentences import Plan, TooLongError  # noqa: F401 (TooLongError: API)
 from seq2seq.model.ensemble import Ensemble
@@ -52,7 +52,7 @@ from seq2seq.model.transformer import Model
 from seq2seq.numerics import resolve
 from seq2seq.rundir import checkpoint
 from seq2seq.runtime import give_back_freed_memory
-from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, cut_at_eos
+from seq2seq.vocab import cut_at_eos
 
 log = logging.getLogger(__name__)
 
@@ -293,30 +293,10 @@ class Translator:
     """Text of an output id sequence (cut at its first EOS)."""
     return self.tokenizer.decode([seq])[0]
 
-  def constraint_ids(self, terms: Sequence[Term], text_index: int) -> list[list[np.ndarray]]:
-    """The pieces of each term's target alternatives (no EOS); a target that leaves its
-    sentence no room is refused, naming the text (1-based) and the term."""
-    out = []
-    for term in terms:
-      alternatives = [np.asarray(x, np.int32) for x in self.tokenizer.encode(term.targets)]
-      for target, pieces in zip(term.targets, alternatives):
-        if not 0 < len(pieces) < self.model_cfg.max_len - 1:
-          raise ValueError(f"line {text_index + 1}: the glossary's target {target!r} for "
-                           f"{term.source!r} has {len(pieces)} pieces; the model's outputs "
-                           f"are at most {self.model_cfg.max_len - 1}")
-      out.append(alternatives)
-    return out
-
   def word_starts(self) -> np.ndarray:
-    """`[V]` bool: the pieces that begin a word (the word marker, punctuation, the special
-    ids): where a glossary term may end (`constraints.advance`)."""
-    if self._word_starts is not None:
-      return self._word_starts
-    pieces = self.tokenizer.pieces(range(self.tokenizer.vocab_size))
-    special = {PAD_ID, UNK_ID, BOS_ID, EOS_ID}
-    self._word_starts = np.asarray([i in special or p.startswith("\u2581")
-                                    or not any(ch.isalnum() for ch in p)
-                                    and not p.startswith("<0x") for i, p in enumerate(pieces)])
+    """`glossary.word_starts` of the tokenizer, made once."""
+    if self._word_starts is None:
+      self._word_starts = word_starts(self.tokenizer)
     return self._word_starts
 
   def search_with_constraints(self, ids: list[np.ndarray], constraint_ids: list[list],
@@ -358,7 +338,8 @@ class Translator:
                   encode_prefixes(self.tokenizer, prefixes, nonempty, self.model_cfg.max_len,
                                   [owners[i][0] for i in nonempty]))
     if glossary is not None:
-      constraint_ids = [self.constraint_ids(glossary.applying(texts[i]), owners[i][0])
+      constraint_ids = [constraint_pieces(self.tokenizer, glossary.applying(texts[i]),
+                                          self.model_cfg.max_len, owners[i][0])
                         for i in nonempty]
       found = self.search_with_constraints(ids, constraint_ids, c,
                                            hypotheses_needed(c, nbest, sampling))
