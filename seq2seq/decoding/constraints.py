@@ -42,7 +42,7 @@ from seq2seq.decoding.decode import (
   shrink_sizes,
   shrinking_while_loop,
 )
-from seq2seq.numerics.row_select import max_top_k_rows
+from seq2seq.numerics.row_select import logsumexp_rows, max_top_k_rows
 
 
 class ConstrainedState(NamedTuple):
@@ -162,9 +162,9 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     last_BW = jnp.where(s.step == 0, bos_id, s.live_seqs[:, :, jnp.maximum(s.step - 1, 0)])
     logits_RV, cache = tokens_to_logits(last_BW.reshape(-1), s.cache, s.rows["source"])
     logits_RV = logits_RV.astype(jnp.float32)
-    lse_R = jax.nn.logsumexp(logits_RV, axis=-1)
     per_beam = min(2 * width, logits_RV.shape[-1])
-    _, top_logit_RK, top_token_RK = max_top_k_rows(logits_RV, per_beam)
+    max_R, top_logit_RK, top_token_RK = max_top_k_rows(logits_RV, per_beam)
+    lse_R = logsumexp_rows(logits_RV, max_R)  # as beam search computes it
     # the next piece of every alternative a beam has not met: candidates as well
     need_BWCA = next_pieces(cons, lengths, s.progress)
     open_BWCA = (lengths[:, None] > 0) & ~s.met[..., None] & (s.progress < lengths[:, None])
