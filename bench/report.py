@@ -303,12 +303,13 @@ def paragraphs(runs):
 
 def glossary(runs):
   """Glossaries on the terminology test (bench/glossary.py), the newest row of each CPU
-  class first: term use, BLEU and speed without and with the glossary."""
+  class: term use, BLEU and speed without and with the glossary."""
+  newest = {r["cpu"]: r["name"] for r in runs if r["kind"] == "glossary"}
   rows = [[r["cpu"], r["model"], f"{r['sentences']:,} sentences, {r['terms_applied']} terms",
            fmt(100 * r["plain_term_use"], 1), fmt(100 * r["glossary_term_use"], 1),
            fmt(r["plain_bleu"]), fmt(r["glossary_bleu"]), fmt(r["plain_sentences_per_s"], 1),
            fmt(r["glossary_sentences_per_s"], 1), fmt(r["speed_ratio"])]
-          for r in reversed(runs) if r["kind"] == "glossary"]
+          for r in runs if r["kind"] == "glossary" and newest[r["cpu"]] == r["name"]]
   return table(["CPU", "model", "set", "term use without (%)", "term use with (%)",
                 "BLEU without", "BLEU with", "sentences/s without", "sentences/s with",
                 "speed with / without"], rows)
