@@ -11,7 +11,7 @@ from seq2seq.config import ModelConfig
 from seq2seq.decoding.model_search import forced_logprob, max_steps_for, output_limits, search
 from seq2seq.model.transformer import Model
 from seq2seq.numerics import Numerics
-from seq2seq.vocab import EOS_ID, PAD_ID, cut_at_eos
+from seq2seq.vocab import EOS_ID, PAD_ID
 
 CFG = ModelConfig(vocab_size=40, d_model=32, num_heads=2, d_ff=64, encoder_layers=1,
                   decoder_layers=1, max_len=32, dropout=0.0)
@@ -49,7 +49,8 @@ def test_greedy_returns_the_log_probability_forced_decoding_gives_its_output(
 def test_greedy_takes_the_most_likely_piece_at_every_step(model_and_params):
   model, params = model_and_params
   seqs, _ = search(model, params, SRC_BS[:1], beam_size=1, **SETTINGS)
-  out = [int(x) for x in cut_at_eos(np.asarray(seqs[0, 0]))]
+  seq = [int(x) for x in np.asarray(seqs[0, 0])]
+  out = seq[:seq.index(EOS_ID)] if EOS_ID in seq else seq  # special ids included
   full = out + [EOS_ID]
   tgt_in = jnp.asarray([[2] + full[:-1]], jnp.int32)  # BOS, then the output
   logp = np.asarray(model.log_probs(params, SRC_BS[:1], tgt_in)[0])
