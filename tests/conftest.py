@@ -199,3 +199,13 @@ def trained_run(tmp_path_factory, request):
   workdir = tmp_path_factory.mktemp("runs") / "tiny"
   shutil.copytree(source, workdir, ignore=shutil.ignore_patterns("TRAINED"))
   return workdir
+
+
+@pytest.fixture(scope="module")
+def argos_package(trained_run, tmp_path_factory):
+  """The tiny run exported as an Argos Translate package (`seq2seq-export --format argos`)."""
+  pytest.importorskip("ctranslate2", reason="CTranslate2 is the optional [ctranslate2] extra")
+  out = tmp_path_factory.mktemp("argos") / "en_de.argosmodel"
+  run_cli("-m", "seq2seq.cli.export", "--workdir", trained_run, "--format", "argos",
+          "--output", out)
+  return out

@@ -37,6 +37,7 @@ from seq2seq.decoding.decode import (
   NEG_INF,
   TokensToLogits,
   _gather_beams,
+  finished_or_live,
   gather_rows,
   length_penalty,
   shrink_sizes,
@@ -233,8 +234,5 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
       lambda s: (s.finished_seqs, s.finished_scores, s.live_seqs, s.live_logprobs))
   # A sentence that found no complete hypothesis within the limit keeps its best live
   # beams (which lack a constraint; the limit leaves room, so this is the exception).
-  has_finished = finished_scores[:, :1] > NEG_INF / 2
-  live_scores = live_logprobs / length_penalty(jnp.asarray(max_steps), alpha)
-  seqs = jnp.where(has_finished[:, :, None], finished_seqs, live_seqs)
-  scores = jnp.where(has_finished, finished_scores, live_scores)
-  return seqs, scores
+  return finished_or_live(finished_seqs, finished_scores, live_seqs, live_logprobs,
+                          max_steps, alpha)

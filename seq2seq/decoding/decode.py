@@ -407,6 +407,14 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
       lambda s: (s.finished_seqs, s.finished_scores, s.live_seqs, s.live_logprobs))
   # Every sentence finishes by its length limit, but keep live beams as a fallback for
   # rows that did not (max_steps < max_len_B cannot happen when called via the Translator).
+  return finished_or_live(finished_seqs, finished_scores, live_seqs, live_logprobs,
+                          max_steps, alpha)
+
+
+def finished_or_live(finished_seqs, finished_scores, live_seqs, live_logprobs,
+                     max_steps: int, alpha: float) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """A beam search's result: each sentence's finished hypotheses and scores, or, for a
+  sentence that finished none, its live beams scored at the full length."""
   has_finished = finished_scores[:, :1] > NEG_INF / 2
   live_scores = live_logprobs / length_penalty(jnp.asarray(max_steps), alpha)
   seqs = jnp.where(has_finished[:, :, None], finished_seqs, live_seqs)

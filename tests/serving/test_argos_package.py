@@ -39,17 +39,8 @@ print(json.dumps({"installed": installed,
 """
 
 
-@pytest.fixture(scope="module")
-def package(trained_run, tmp_path_factory):
-  pytest.importorskip("ctranslate2", reason="CTranslate2 is the optional [ctranslate2] extra")
-  out = tmp_path_factory.mktemp("argos") / "en_de.argosmodel"
-  run_cli("-m", "seq2seq.cli.export", "--workdir", trained_run, "--format", "argos",
-          "--output", out)
-  return out
-
-
-def test_the_package_is_one_folder_with_argos_metadata_and_the_run_s_facts(package):
-  with zipfile.ZipFile(package) as z:
+def test_the_package_is_one_folder_with_argos_metadata_and_the_run_s_facts(argos_package):
+  with zipfile.ZipFile(argos_package) as z:
     names = z.namelist()
     folder = names[0].split("/")[0]
     metadata = json.loads(z.read(f"{folder}/metadata.json"))
@@ -67,7 +58,7 @@ def test_the_package_is_one_folder_with_argos_metadata_and_the_run_s_facts(packa
 
 
 def test_argostranslate_installs_the_package_and_translates_as_ctranslate2_does(
-    package, trained_run, tmp_path):
+    argos_package, trained_run, tmp_path):
   if importlib.util.find_spec("argostranslate") is None:
     pytest.skip("argostranslate is not installed (make install: pip install --no-deps "
                 "argostranslate)")
@@ -76,7 +67,7 @@ def test_argostranslate_installs_the_package_and_translates_as_ctranslate2_does(
   closed = "http://127.0.0.1:9"  # any download would fail
   env = {"HOME": str(tmp_path), "ARGOS_PACKAGES_DIR": str(tmp_path / "packages"),
          "PATH": "/usr/bin:/bin", "http_proxy": closed, "https_proxy": closed}
-  proc = subprocess.run([sys.executable, "-c", ARGOS, str(package), json.dumps(SOURCES)],
+  proc = subprocess.run([sys.executable, "-c", ARGOS, str(argos_package), json.dumps(SOURCES)],
                         env=env, capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   answer = json.loads(proc.stdout.splitlines()[-1])

@@ -21,7 +21,6 @@ import pytest
 
 from seq2seq import Translator
 
-from conftest import run_cli
 from helpers import ROOT, SAMPLE
 from serve_helpers import browser_page, free_port, get, post, start_server, stop_server
 
@@ -36,21 +35,12 @@ LONG = "A man in a red shirt and a woman in a blue dress walk with their dog, " 
 
 
 @pytest.fixture(scope="module")
-def package(trained_run, tmp_path_factory):
-  pytest.importorskip("ctranslate2", reason="CTranslate2 is the optional [ctranslate2] extra")
-  out = tmp_path_factory.mktemp("argos") / "en_de.argosmodel"
-  run_cli("-m", "seq2seq.cli.export", "--workdir", trained_run, "--format", "argos",
-          "--output", out)
-  return out
-
-
-@pytest.fixture(scope="module")
-def libretranslate(package, tmp_path_factory):
+def libretranslate(argos_package, tmp_path_factory):
   """(url, home) of LibreTranslate serving the package."""
   if not LIBRETRANSLATE.exists():
     pytest.skip(f"LibreTranslate is not installed at {LIBRETRANSLATE} (make libretranslate)")
   home = tmp_path_factory.mktemp("libretranslate")
-  with zipfile.ZipFile(package) as z:
+  with zipfile.ZipFile(argos_package) as z:
     z.extractall(home / "packages")
   (home / "index").mkdir()
   (home / "index" / "index.json").write_text("[]")
