@@ -23,11 +23,14 @@ from seq2seq.numerics import Numerics
 
 
 class Dropout(NamedTuple):
-  """The dropout rates of one training trace (floats, or traced scalars when a ramp
-  scales them). A model in inference gets `None` instead and draws no rng."""
+  """What a training trace carries that inference does not: the dropout rates (floats,
+  or traced scalars when a ramp scales them), and `token`, one float scalar of the
+  parameters (`Model`: replicated, and opaque to XLA) that `Numerics.residual_stream`
+  needs. A model in inference gets `None` instead and draws no rng."""
 
   residual: float | jax.Array  # sub-layer outputs, embeddings, feed-forward hidden
   attention: float | jax.Array  # attention probabilities
+  token: jax.Array | None = None
 
 
 def dropout(x: jnp.ndarray, rate: float | jax.Array | None) -> jnp.ndarray:

@@ -56,8 +56,8 @@ class _Residual(hk.Module):
   def __call__(self, x: jnp.ndarray, sublayer: Callable[[jnp.ndarray], jnp.ndarray],
                drop: Dropout | None) -> jnp.ndarray:
     rate = drop.residual if drop else None
-    if drop is not None:  # training: the residual stream in a buffer of its own
-      x = self.numerics.residual_stream(x, hk.next_rng_key())
+    if drop is not None and drop.token is not None:  # training: the residual stream in a
+      x = self.numerics.residual_stream(x, drop.token)  # buffer of its own
     if self.pre_norm:
       return x + dropout(sublayer(self.norm(x)), rate)
     return self.norm(x + dropout(sublayer(x), rate))
@@ -293,13 +293,19 @@ class Model:
     dummy = jax.ShapeDtypeStruct((1, 4), jnp.int32)
     return jax.eval_shape(hk.transform(init_fn).init, None, dummy)
 
-  def _call_dropout(self, what: str, rng, is_training: bool, dropout_scale
+  def _call_dropout(self, what: str, params: Params, rng, is_training: bool, dropout_scale
                     ) -> Dropout | None:
-    """The dropout rates of a call: None in inference; in training, an rng is required."""
+    """What a call's training trace carries (`Dropout`): None in inference; in training,
+    an rng is required."""
     if is_training and rng is None:
       raise ValueError(f"Model.{what}(is_training=True) applies dropout and needs an rng: "
                        "pass rng=jax.random.PRNGKey(...) (inference needs none)")
-    return self.dropout_rates(dropout_scale) if is_training else None
+    if not is_training:
+      return None
+    # one parameter's first element: replicated like every parameter, and not a value
+    # XLA can fold (the fusion boundaries of `Numerics.residual_stream` hang on it)
+    token = jax.tree_util.tree_leaves(params)[0].reshape(-1)[0]
+    return self.dropout_rates(dropout_scale)._replace(token=token)
 
   def apply(self, params: Params, src_BS, tgt_in_BT, *, rng: jax.Array | None = None,
             is_training: bool = False, src_segments_BS=None, tgt_segments_BT=None,
@@ -311,7 +317,7 @@ class Model:
     (1, 2, ... per sentence, 0 for padding); the decoder input then has BOS at every
     segment start (`shift_right(tgt, tgt_segments)`).
     """
-    drop = self._call_dropout("apply", rng, is_training, dropout_scale)
+    drop = self._call_dropout("apply", params, rng, is_training, dropout_scale)
     return self._transformed.apply.logits(params, rng, src_BS, tgt_in_BT, drop,
                                           src_segments_BS, tgt_segments_BT)
 
@@ -320,7 +326,7 @@ class Model:
                      dropout_scale=None):
     """As `apply`, up to the output layer: (decoder output `[B, T, D]`, output weights
     `[V, D]`, output bias `[V]`)."""
-    drop = self._call_dropout("apply_features", rng, is_training, dropout_scale)
+    drop = self._call_dropout("apply_features", params, rng, is_training, dropout_scale)
     return self._transformed.apply.features(params, rng, src_BS, tgt_in_BT, drop,
                                             src_segments_BS, tgt_segments_BT)
 

@@ -70,13 +70,14 @@ class Numerics:
     """A Bernoulli(1 - rate) dropout keep mask of `shape`, deterministic in `key`."""
     return ops.keep_mask(key, rate, shape)
 
-  def residual_stream(self, x: jnp.ndarray, key: jax.Array) -> jnp.ndarray:
+  def residual_stream(self, x: jnp.ndarray, token: jax.Array) -> jnp.ndarray:
     """`x` (the identity), with `x` and its gradient in a buffer of their own on XLA:CPU:
     it would otherwise fuse every later layer's gradient into each layer's consumers.
-    `key`: the training trace's rng key, a scalar XLA cannot see through."""
+    `token`: a float scalar the trace computes and XLA cannot see through, the same on
+    every device (`ops.own_buffer`)."""
     if self.backend != "cpu":
       return x
-    return ops.own_buffer(x, ops.key_words(key)[0].astype(jnp.float32))
+    return ops.own_buffer(x, jnp.asarray(token, jnp.float32))
 
   def shared_table(self, x: jnp.ndarray) -> jnp.ndarray:
     """`x` (the identity), computed once into a buffer of its own on XLA:CPU: a small

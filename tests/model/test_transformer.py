@@ -284,3 +284,20 @@ def test_packed_rows_equal_separate_rows(positional):
   alone2 = model.apply(params, jnp.array([s2]), shift_right(jnp.array([t2])))
   np.testing.assert_allclose(packed[0, :3], alone1[0], atol=1e-5, rtol=1e-5)
   np.testing.assert_allclose(packed[0, 3:8], alone2[0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the boundaries are XLA:CPU's")
+def test_a_training_step_keeps_a_fusion_boundary_on_every_residual():
+  """`Numerics.residual_stream` puts each residual in a buffer of its own with a
+  conditional on a parameter's value (the `Dropout.token`): XLA cannot fold it away, in
+  the forward pass or the gradient. No rng key is drawn for it."""
+  cfg = dataclasses.replace(TINY, dropout=0.1)
+  model, params = _init(cfg)
+  tgt_in = shift_right(TGT)
+
+  def loss(p, rng):
+    return jnp.sum(model.apply(p, SRC, tgt_in, rng=rng, is_training=True) ** 2)
+
+  hlo = jax.jit(jax.grad(loss)).lower(params, jax.random.PRNGKey(0)).compile().as_text()
+  residuals = 2 * cfg.encoder_layers + 3 * cfg.decoder_layers
+  assert hlo.count("conditional(") >= 2 * residuals  # forward and backward
