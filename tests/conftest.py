@@ -41,7 +41,7 @@ if "SEQ2SEQ_XLA_CACHE" not in os.environ:
 
 import jax  # noqa: E402
 
-from helpers import MULTI30K, ROOT  # noqa: E402
+from helpers import MULTI30K, ROOT, TEST_SEED  # noqa: E402
 
 jax.config.update("jax_compilation_cache_dir", os.environ["SEQ2SEQ_XLA_CACHE"])
 jax.config.update("jax_persistent_cache_min_compile_time_secs",
@@ -181,7 +181,11 @@ def multi30k_tokenizer(multi30k_dir):
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory, request):
   """The tiny config trained briefly through the train.py CLI (with overrides): trained
-  once for all pytest-xdist workers, then copied, so each worker's tests own their copy."""
+  once for all pytest-xdist workers, then copied, so each worker's tests own their copy.
+
+  Each CPU class trains a model of its own (float32 sums run in another order), so the
+  tests that use it hold for any such run: `SEQ2SEQ_TEST_SEED=N` trains it with seed N
+  (helpers.TEST_SEED, default 0) to check that they do."""
   shared = tmp_path_factory.getbasetemp()
   if hasattr(request.config, "workerinput"):  # an xdist worker
     shared = shared.parent  # the base temporary directory all workers share
@@ -194,7 +198,8 @@ def trained_run(tmp_path_factory, request):
       run_cli("train.py", "--config", "configs/tiny.py", "--workdir", source,
               "--config.model.encoder_layers=1", "--config.model.decoder_layers=1",
               "--config.train.max_steps=300", "--config.train.eval_every=150",
-              "--config.train.checkpoint_every=100", "--config.train.log_every=25")
+              "--config.train.checkpoint_every=100", "--config.train.log_every=25",
+              f"--config.train.seed={TEST_SEED}")
       (source / "TRAINED").touch()
   workdir = tmp_path_factory.mktemp("runs") / "tiny"
   shutil.copytree(source, workdir, ignore=shutil.ignore_patterns("TRAINED"))

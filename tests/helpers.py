@@ -10,6 +10,9 @@ from seq2seq.config import PRESETS, Config, DataConfig, DecodeConfig, TrainConfi
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
 MULTI30K = Path(os.environ.get("SEQ2SEQ_MULTI30K", ROOT.parent / "shared" / "data" / "multi30k"))
+# The seed of the runs whose translations tests decode (conftest.trained_run, ...): each
+# CPU class trains its own model, so those tests hold for any run; another seed checks it.
+TEST_SEED = int(os.environ.get("SEQ2SEQ_TEST_SEED", "0"))
 
 
 def write_corpus(directory: Path, split: str, src_lines, tgt_lines, src="en", tgt="de"):

@@ -127,8 +127,9 @@ def _styled_translation(translator, source: str, styles: list[Hashable], target:
 
   Each target word takes the style of the source piece its pieces attend to most (the
   block's `base` style counts as none); a style no word took goes to the unstyled word
-  that attends to it most; a style's words are made one span (unstyled words between
-  two of its words take it too). A verbatim style's span is replaced by the source text
+  that attends to it most; a style's words are made one span (`_one_span`: unstyled
+  words between two of its words take it too; where another style's words cut its words
+  in groups, the group that attends to it most keeps it). A verbatim style's span is replaced by the source text
   it had (or, where no word took it, that text is put after the word that attends to it
   most), so that it appears once, as written."""
   if not target:
@@ -184,9 +185,7 @@ def _styled_translation(translator, source: str, styles: list[Hashable], target:
         if not first <= i <= last:
           word_style[i] = None
       continue
-    for i in range(where[0] if where else 0, where[-1] + 1 if where else 0):
-      if word_style[i] is None:
-        word_style[i] = style
+    _one_span(word_style, style, mass(style))
   # items: [start, end, text, style, space before an inserted one]
   items = [[start, end, target[start:end], style, False]
            for (start, end), style in zip(words, word_style)]
@@ -215,6 +214,28 @@ def _styled_translation(translator, source: str, styles: list[Hashable], target:
     position, previous = max(position, end), style
   runs.append(Run(target[position:], None))
   return merged(runs)
+
+
+def _one_span(word_style: list[Hashable], style: Hashable, attention: np.ndarray) -> None:
+  """Leaves `style` on one span of words: of its words, the group that no other style's
+  word cuts and that attends to it most, with the unstyled words inside the group; its
+  other words lose it. (Interleaved with another style's words, a style would otherwise
+  open and close again: two tags where the source had one.)"""
+  where = [i for i, s in enumerate(word_style) if s == style]
+  if not where:
+    return
+  groups = [[where[0]]]
+  for i in where[1:]:
+    cut = any(word_style[j] is not None for j in range(groups[-1][-1] + 1, i))
+    if cut:
+      groups.append([i])
+    else:
+      groups[-1].append(i)
+  best = max(groups, key=lambda group: attention[group].sum())
+  for i in where:
+    word_style[i] = None
+  for i in range(best[0], best[-1] + 1):
+    word_style[i] = style
 
 
 def _base(styles: Sequence[Hashable]) -> Hashable:

@@ -14,7 +14,7 @@ from seq2seq.rundir import checkpoint, ctranslate2_model
 from seq2seq.training.trainer import Trainer, train
 
 from conftest import run_cli
-from helpers import SAMPLE, tiny_config
+from helpers import SAMPLE, TEST_SEED, tiny_config
 
 pytest.importorskip("ctranslate2", reason="CTranslate2 is the optional [ctranslate2] extra")
 
@@ -31,24 +31,33 @@ def exported(trained_run, tmp_path_factory):
 
 
 def _assert_same_outputs(jax_t, sources, a, b, beam):
-  """The engines' outputs `a`, `b` (JAX, CTranslate2) agree on at least 99 % of the
-  sentences both finish within the JAX engine's per-sentence length limit, and with equal
-  scores there (a float32 near-tie may send one line elsewhere). A sentence one engine
-  did not finish (a loop of a briefly trained model, run to the limit) is the other's
-  documented difference: CTranslate2 takes one limit per call, the longest sentence's. In
-  greedy search the shorter output is then a prefix of the longer."""
-  c, finished, same = jax_t.decode_cfg, [], []
-  for src, x, y in zip(jax_t.encode(sources), a, b):
+  """The engines' n-best lists `a`, `b` (JAX, CTranslate2; `nbest=beam`) agree.
+
+  Only sentences both engines finish within the JAX engine's per-sentence length limit
+  are compared: CTranslate2 takes one limit per call, the longest sentence's, so a loop
+  of a briefly trained model runs on in it (in greedy search the shorter output is then a
+  prefix of the longer). Of those, greedy gives the same output for at least 99 % (a
+  float32 near-tie may send one elsewhere); beam search for at least 95 %, as the two
+  searches differ in which candidates ending in EOS they keep, and where the best
+  outputs differ, one engine's best is in the other's n-best. Every hypothesis both
+  engines found has one score in both."""
+  c, finished = jax_t.decode_cfg, []
+  for src, xs, ys in zip(jax_t.encode(sources), a, b):
     limit = min(int(c.max_len_a * (len(src) - 1) + c.max_len_b), jax_t.model_cfg.max_len)
-    x, y = list(x[0].ids), list(y[0].ids)
+    x, y = list(xs[0].ids), list(ys[0].ids)
     if len(x) < limit and len(y) < limit:  # each ended with EOS
       finished.append(x == y)
+      nbest_x = {tuple(h.ids): h.score for h in xs}
+      nbest_y = {tuple(h.ids): h.score for h in ys}
+      assert beam == 1 or tuple(y) in nbest_x or tuple(x) in nbest_y, (xs, ys)
+      both = sorted(nbest_x.keys() & nbest_y.keys())
+      np.testing.assert_allclose([nbest_x[h] for h in both], [nbest_y[h] for h in both],
+                                 atol=2e-3)
     elif beam == 1:
       shorter, longer = sorted([x, y], key=len)
       assert longer[:len(shorter)] == shorter, (x, y)
-  assert len(finished) >= 0.9 * len(sources) and np.mean(finished) >= 0.99
-  same = [(x[0].score, y[0].score) for x, y in zip(a, b) if x[0].ids == y[0].ids]
-  np.testing.assert_allclose(*zip(*same), atol=2e-3)
+  assert len(finished) >= 0.9 * len(sources)
+  assert np.mean(finished) >= (0.99 if beam == 1 else 0.95)
 
 
 @pytest.mark.parametrize("beam", [1, 4])
@@ -56,8 +65,8 @@ def test_float32_outputs_equal_the_jax_engine(trained_run, exported, beam):
   jax_t = Translator.load(trained_run)
   ct2_t = Translator.load(exported["float32"], engine="ctranslate2")
   # alpha 0: both rank hypotheses by log-probability (their length penalties differ)
-  a = jax_t.translate(SOURCES, beam_size=beam, alpha=0.0, nbest=1)
-  b = ct2_t.translate(SOURCES, beam_size=beam, alpha=0.0, nbest=1)
+  a = jax_t.translate(SOURCES, beam_size=beam, alpha=0.0, nbest=beam)
+  b = ct2_t.translate(SOURCES, beam_size=beam, alpha=0.0, nbest=beam)
   _assert_same_outputs(jax_t, SOURCES, a, b, beam)
 
 
@@ -135,7 +144,7 @@ def test_every_architecture_option_converts(tmp_path, option):
 def rotary_run(tmp_path_factory):
   """The tiny model with rotary positions trained 300 updates, and its float32 export."""
   root = tmp_path_factory.mktemp("rotary")
-  cfg = tiny_config(SAMPLE, max_steps=300, checkpoint_every=100)
+  cfg = tiny_config(SAMPLE, max_steps=300, checkpoint_every=100, seed=TEST_SEED)
   train(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, positional="rotary")),
         root / "run")
   return root / "run", ctranslate2_model.export_ctranslate2(root / "run", root / "ct2", "latest")
@@ -148,9 +157,9 @@ def test_rotary_outputs_equal_the_jax_engine(rotary_run, beam):
   # in both engines (forced scores of whole targets are compared above).
   run, out = rotary_run
   jax_t = Translator.load(run, "latest")
-  a = jax_t.translate(SOURCES, beam_size=beam, alpha=0.0, nbest=1)
+  a = jax_t.translate(SOURCES, beam_size=beam, alpha=0.0, nbest=beam)
   b = Translator.load(out, engine="ctranslate2").translate(SOURCES, beam_size=beam, alpha=0.0,
-                                                          nbest=1)
+                                                          nbest=beam)
   _assert_same_outputs(jax_t, SOURCES, a, b, beam)
 
 
