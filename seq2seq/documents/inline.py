@@ -129,9 +129,9 @@ def _styled_translation(translator, source: str, styles: list[Hashable], target:
   block's `base` style counts as none); a style no word took goes to the unstyled word
   that attends to it most; a style's words are made one span (`_one_span`: unstyled
   words between two of its words take it too; where another style's words cut its words
-  in groups, the group that attends to it most keeps it). A verbatim style's span is replaced by the source text
-  it had (or, where no word took it, that text is put after the word that attends to it
-  most), so that it appears once, as written."""
+  in groups, the group that attends to it most keeps it). A verbatim style's span is
+  replaced by the source text it had (or, where no word took it, that text is put after
+  the word that attends to it most), so that it appears once, as written."""
   if not target:
     return []
   src_spans = _source_piece_spans(translator.tokenizer, source)
