@@ -28,6 +28,7 @@ here), so its translation is unchanged.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -37,11 +38,10 @@ from seq2seq.decoding.decode import (
   NEG_INF,
   TokensToLogits,
   _gather_beams,
-  finished_or_live,
   gather_rows,
+  kept_where_done,
   length_penalty,
-  shrink_sizes,
-  shrinking_while_loop,
+  run_beams,
 )
 from seq2seq.numerics.row_select import logsumexp_rows, max_top_k_rows
 
@@ -219,8 +219,7 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     if width > 1:  # one beam per sentence: its own parent, a cache that never moves
       cache = reorder(cache, (jnp.arange(rows)[:, None] * width + parent_BW).reshape(-1))
 
-    def unless_done(new, old):
-      return jnp.where(s.done.reshape((-1,) + (1,) * (new.ndim - 1)), old, new)
+    unless_done = functools.partial(kept_where_done, s.done)
     new = ConstrainedState(s.step + 1, unless_done(live_seqs, s.live_seqs),
                            unless_done(live_logprobs, s.live_logprobs),
                            unless_done(progress, s.progress), unless_done(met, s.met),
@@ -229,10 +228,6 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
                            s.done)
     return new._replace(done=s.done | ~can_improve(new))
 
-  finished_seqs, finished_scores, live_seqs, live_logprobs = shrinking_while_loop(
-      body, state, lambda s: ~s.done, max_steps, shrink_sizes(batch, min_rows),
-      lambda s: (s.finished_seqs, s.finished_scores, s.live_seqs, s.live_logprobs))
   # A sentence that found no complete hypothesis within the limit keeps its best live
   # beams (which lack a constraint; the limit leaves room, so this is the exception).
-  return finished_or_live(finished_seqs, finished_scores, live_seqs, live_logprobs,
-                          max_steps, alpha)
+  return run_beams(body, state, max_steps, batch, min_rows, alpha)

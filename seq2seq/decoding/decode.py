@@ -27,6 +27,7 @@ number of steps `max_steps`; the last allowed position can only be EOS.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
@@ -389,8 +390,7 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     # A sentence whose search has ended keeps its beams while the rest of its batch goes
     # on: its result does not depend on how long the others run (with stop="current",
     # going on could still change it).
-    def unless_done(new, old):
-      return jnp.where(s.done.reshape((-1,) + (1,) * (new.ndim - 1)), old, new)
+    unless_done = functools.partial(kept_where_done, s.done)
     ended_B = s.ended
     if stop == "count":
       ended_B += jnp.sum(is_eos_BC[:, :width] & (top_logp_BC[:, :width] > NEG_INF / 2),
@@ -402,19 +402,26 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
                     unless_done(ended_B, s.ended))
     return new._replace(done=s.done | ~can_improve(new))
 
+  # Every sentence finishes by its length limit, but keep live beams as a fallback for
+  # rows that did not (max_steps < max_len_B cannot happen when called via the Translator).
+  return run_beams(body, state, max_steps, batch, min_rows, alpha)
+
+
+def kept_where_done(done_B: jnp.ndarray, new: jnp.ndarray, old: jnp.ndarray) -> jnp.ndarray:
+  """`new`, with the rows of sentences whose search has ended (`done_B`) kept `old`."""
+  return jnp.where(done_B.reshape((-1,) + (1,) * (new.ndim - 1)), old, new)
+
+
+def run_beams(body, state, max_steps: int, batch: int, min_rows: int, alpha: float
+              ) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """Runs a beam search's `body` from `state` (a state with `done`, `finished_seqs`,
+  `finished_scores`, `live_seqs` and `live_logprobs`) until every sentence is done, the
+  batch shrinking down to `min_rows`. Returns each sentence's finished hypotheses and
+  scores, or, for a sentence that finished none, its live beams scored at the full
+  length."""
   finished_seqs, finished_scores, live_seqs, live_logprobs = shrinking_while_loop(
       body, state, lambda s: ~s.done, max_steps, shrink_sizes(batch, min_rows),
       lambda s: (s.finished_seqs, s.finished_scores, s.live_seqs, s.live_logprobs))
-  # Every sentence finishes by its length limit, but keep live beams as a fallback for
-  # rows that did not (max_steps < max_len_B cannot happen when called via the Translator).
-  return finished_or_live(finished_seqs, finished_scores, live_seqs, live_logprobs,
-                          max_steps, alpha)
-
-
-def finished_or_live(finished_seqs, finished_scores, live_seqs, live_logprobs,
-                     max_steps: int, alpha: float) -> tuple[jnp.ndarray, jnp.ndarray]:
-  """A beam search's result: each sentence's finished hypotheses and scores, or, for a
-  sentence that finished none, its live beams scored at the full length."""
   has_finished = finished_scores[:, :1] > NEG_INF / 2
   live_scores = live_logprobs / length_penalty(jnp.asarray(max_steps), alpha)
   seqs = jnp.where(has_finished[:, :, None], finished_seqs, live_seqs)
