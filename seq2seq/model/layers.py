@@ -23,14 +23,11 @@ from seq2seq.numerics import Numerics
 
 
 class Dropout(NamedTuple):
-  """What a training trace carries that inference does not: the dropout rates (floats,
-  or traced scalars when a ramp scales them), and `token`, one float scalar of the
-  parameters (`Model`: replicated, and opaque to XLA) that `Numerics.residual_stream`
-  needs. A model in inference gets `None` instead and draws no rng."""
+  """A training trace's dropout rates (floats, or traced scalars when a ramp scales
+  them). A model in inference gets `None` instead and draws no rng."""
 
   residual: float | jax.Array  # sub-layer outputs, embeddings, feed-forward hidden
   attention: float | jax.Array  # attention probabilities
-  token: jax.Array | None = None
 
 
 def dropout(x: jnp.ndarray, rate: float | jax.Array | None) -> jnp.ndarray:
@@ -147,7 +144,7 @@ class Embedding(hk.Module):
   def logits(self, x_BTD: jnp.ndarray) -> jnp.ndarray:
     """Tied output layer: logits `[B, T, V]` in float32."""
     table_VD = self.table().astype(x_BTD.dtype)
-    # A 2-D matmul on flattened tokens: XLA:CPU runs its backward pass about 1.5x faster
+    # A 2-D matmul on flattened tokens: XLA:CPU runs its backward pass faster
     # than the 3-D einsum's.
     x_ND = x_BTD.reshape(-1, x_BTD.shape[-1])
     logits_NV = self.numerics.einsum("nd,vd->nv", x_ND, table_VD)  # x_ND @ table_VD.T

@@ -10,6 +10,7 @@ are built in constructors so that every apply function finds them under the same
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any, Callable, NamedTuple
 
@@ -56,8 +57,7 @@ class _Residual(hk.Module):
   def __call__(self, x: jnp.ndarray, sublayer: Callable[[jnp.ndarray], jnp.ndarray],
                drop: Dropout | None) -> jnp.ndarray:
     rate = drop.residual if drop else None
-    if drop is not None and drop.token is not None:  # training: the residual stream in a
-      x = self.numerics.residual_stream(x, drop.token)  # buffer of its own
+    x = self.numerics.residual_stream(x)  # x (in training on XLA:CPU, a buffer of its own)
     if self.pre_norm:
       return x + dropout(sublayer(self.norm(x)), rate)
     return self.norm(x + dropout(sublayer(x), rate))
@@ -293,19 +293,19 @@ class Model:
     dummy = jax.ShapeDtypeStruct((1, 4), jnp.int32)
     return jax.eval_shape(hk.transform(init_fn).init, None, dummy)
 
-  def _call_dropout(self, what: str, params: Params, rng, is_training: bool, dropout_scale
-                    ) -> Dropout | None:
-    """What a call's training trace carries (`Dropout`): None in inference; in training,
-    an rng is required."""
+  def _dropout(self, what: str, rng, is_training: bool, dropout_scale) -> Dropout | None:
+    """A call's dropout rates: None in inference; in training, an rng is required."""
     if is_training and rng is None:
       raise ValueError(f"Model.{what}(is_training=True) applies dropout and needs an rng: "
                        "pass rng=jax.random.PRNGKey(...) (inference needs none)")
+    return self.dropout_rates(dropout_scale) if is_training else None
+
+  def _numerics_for(self, params: Params, is_training: bool):
+    """The numerics policy's context for a call: in training, the residual stream's own
+    buffers (`Numerics.training_residuals`)."""
     if not is_training:
-      return None
-    # one parameter's first element: replicated like every parameter, and not a value
-    # XLA can fold (the fusion boundaries of `Numerics.residual_stream` hang on it)
-    token = jax.tree_util.tree_leaves(params)[0].reshape(-1)[0]
-    return self.dropout_rates(dropout_scale)._replace(token=token)
+      return contextlib.nullcontext()
+    return self.numerics.training_residuals(params)
 
   def apply(self, params: Params, src_BS, tgt_in_BT, *, rng: jax.Array | None = None,
             is_training: bool = False, src_segments_BS=None, tgt_segments_BT=None,
@@ -317,18 +317,20 @@ class Model:
     (1, 2, ... per sentence, 0 for padding); the decoder input then has BOS at every
     segment start (`shift_right(tgt, tgt_segments)`).
     """
-    drop = self._call_dropout("apply", params, rng, is_training, dropout_scale)
-    return self._transformed.apply.logits(params, rng, src_BS, tgt_in_BT, drop,
-                                          src_segments_BS, tgt_segments_BT)
+    drop = self._dropout("apply", rng, is_training, dropout_scale)
+    with self._numerics_for(params, is_training):
+      return self._transformed.apply.logits(params, rng, src_BS, tgt_in_BT, drop,
+                                            src_segments_BS, tgt_segments_BT)
 
   def apply_features(self, params: Params, src_BS, tgt_in_BT, *, rng: jax.Array | None = None,
                      is_training: bool = False, src_segments_BS=None, tgt_segments_BT=None,
                      dropout_scale=None):
     """As `apply`, up to the output layer: (decoder output `[B, T, D]`, output weights
     `[V, D]`, output bias `[V]`)."""
-    drop = self._call_dropout("apply_features", params, rng, is_training, dropout_scale)
-    return self._transformed.apply.features(params, rng, src_BS, tgt_in_BT, drop,
-                                            src_segments_BS, tgt_segments_BT)
+    drop = self._dropout("apply_features", rng, is_training, dropout_scale)
+    with self._numerics_for(params, is_training):
+      return self._transformed.apply.features(params, rng, src_BS, tgt_in_BT, drop,
+                                              src_segments_BS, tgt_segments_BT)
 
   def encode(self, params: Params, src_BS) -> jnp.ndarray:
     return self._transformed.apply.encode(params, None, src_BS)

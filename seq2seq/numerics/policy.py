@@ -4,6 +4,8 @@ the machine-dependent choice once per process and use, logged with its reason.""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import logging
@@ -16,6 +18,10 @@ from seq2seq.numerics import ops, speed_probe
 log = logging.getLogger(__name__)
 
 USES = ("training", "decoding")
+# The scalar the residual stream's buffers hang on, set while a training trace runs
+# (`Numerics.training_residuals`); None elsewhere.
+_RESIDUAL_ANCHOR: contextvars.ContextVar = contextvars.ContextVar("residual_anchor",
+                                                                  default=None)
 # The fewest rows a search runs: XLA:CPU computes a lone row's attention products with
 # other kernels than two or more rows', which round differently, so that a sentence's
 # translation would depend on whether it came alone (`ops.MATMUL_ROWS` pads the rest).
@@ -28,7 +34,7 @@ class Numerics:
 
   `operand_dtype` "float32": plain products. "bfloat16": the operands are rounded to
   bfloat16 and the products accumulate in float32 (forward and backward), which CPUs
-  with AMX or AVX-512 BF16 run 1.9-4.5x faster; parameters stay float32 either way.
+  with AMX or AVX-512 BF16 run faster; parameters stay float32 either way.
   """
 
   operand_dtype: str = "float32"
@@ -70,14 +76,28 @@ class Numerics:
     """A Bernoulli(1 - rate) dropout keep mask of `shape`, deterministic in `key`."""
     return ops.keep_mask(key, rate, shape)
 
-  def residual_stream(self, x: jnp.ndarray, token: jax.Array) -> jnp.ndarray:
-    """`x` (the identity), with `x` and its gradient in a buffer of their own on XLA:CPU:
-    it would otherwise fuse every later layer's gradient into each layer's consumers.
-    `token`: a float scalar the trace computes and XLA cannot see through, the same on
-    every device (`ops.own_buffer`)."""
-    if self.backend != "cpu":
+  def residual_stream(self, x: jnp.ndarray) -> jnp.ndarray:
+    """`x` (the identity). Within `training_residuals` on XLA:CPU, `x` and its gradient
+    in a buffer of their own: XLA:CPU would otherwise fuse every later layer's gradient
+    into each layer's consumers (`ops.own_buffer`)."""
+    anchor = _RESIDUAL_ANCHOR.get()
+    if anchor is None or self.backend != "cpu":
       return x
-    return ops.own_buffer(x, jnp.asarray(token, jnp.float32))
+    return ops.own_buffer(x, anchor)
+
+  @staticmethod
+  @contextlib.contextmanager
+  def training_residuals(params):
+    """The context of a training trace (`Model.apply(is_training=True)`), in which
+    `residual_stream` keeps each residual in a buffer of its own. The buffers hang on a
+    conditional on one parameter's first element: a float scalar the trace computes,
+    replicated like every parameter, which XLA cannot fold away."""
+    anchor = jnp.asarray(jax.tree_util.tree_leaves(params)[0].reshape(-1)[0], jnp.float32)
+    reset = _RESIDUAL_ANCHOR.set(anchor)
+    try:
+      yield
+    finally:
+      _RESIDUAL_ANCHOR.reset(reset)
 
   def shared_table(self, x: jnp.ndarray) -> jnp.ndarray:
     """`x` (the identity), computed once into a buffer of its own on XLA:CPU: a small

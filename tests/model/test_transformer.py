@@ -289,7 +289,7 @@ def test_packed_rows_equal_separate_rows(positional):
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="the boundaries are XLA:CPU's")
 def test_a_training_step_keeps_a_fusion_boundary_on_every_residual():
   """`Numerics.residual_stream` puts each residual in a buffer of its own with a
-  conditional on a parameter's value (the `Dropout.token`): XLA cannot fold it away, in
+  conditional on a parameter's value (`Numerics.training_residuals`): XLA cannot fold it away, in
   the forward pass or the gradient. No rng key is drawn for it."""
   cfg = dataclasses.replace(TINY, dropout=0.1)
   model, params = _init(cfg)
