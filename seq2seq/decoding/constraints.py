@@ -5,7 +5,7 @@ A sentence's constraints are `cons_BCAL`: C constraints of A alternatives of at 
 pieces each (padded with pad_id; `Hund|Hunde|Hundes` is one constraint of three
 alternatives), met when one alternative appears contiguously in the output. This is
 dynamic beam allocation (Post & Vilar, 2018) in the vectorized form of Hu et al. (2019),
-inside the one compiled loop of `decode.beam_search`:
+as a strategy (`ConstrainedCandidates`) of the one compiled loop of `decode.beam_search`:
 
 - Candidates: each beam's best 2W tokens, as in beam search, and the next piece of every
   alternative it has not met yet (so that a constraint can start, or go on, even where
@@ -28,35 +28,21 @@ here), so its translation is unchanged.
 
 from __future__ import annotations
 
-import functools
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 
+from seq2seq.decoding import decode
 from seq2seq.decoding.decode import (
   NEG_INF,
+  BeamStrategy,
+  Selection,
   TokensToLogits,
-  _gather_beams,
+  gather_beams,
   gather_rows,
-  kept_where_done,
-  length_penalty,
-  run_beams,
 )
 from seq2seq.numerics.row_select import logsumexp_rows, max_top_k_rows
-
-
-class ConstrainedState(NamedTuple):
-  step: jnp.ndarray  # [] int32
-  live_seqs: jnp.ndarray  # [B, W, T] int32
-  live_logprobs: jnp.ndarray  # [B, W] float32, sorted descending
-  progress: jnp.ndarray  # [B, W, C, A] int32: pieces of each alternative the output ends with
-  met: jnp.ndarray  # [B, W, C] bool
-  finished_seqs: jnp.ndarray  # [B, W, T] int32
-  finished_scores: jnp.ndarray  # [B, W] float32
-  cache: Any
-  rows: dict  # per sentence: limit, constraints and their lengths, source
-  done: jnp.ndarray  # [B] bool
 
 
 def constraint_lengths(cons_BCAL: jnp.ndarray, pad_id: int) -> jnp.ndarray:
@@ -121,55 +107,35 @@ def allocate(scores_BM: jnp.ndarray, banks_BM: jnp.ndarray, valid_BM: jnp.ndarra
   return jnp.take_along_axis(picked_BW, order, axis=1)
 
 
-def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
-                max_steps: int, beam_size: int, alpha: float, cons_BCAL: jnp.ndarray,
-                word_start_V: jnp.ndarray, *,
-                bos_id: int, eos_id: int, pad_id: int, source: Any = None,
-                nbest: int | None = None, min_rows: int = 0,
-                reorder: Callable[[Any, jnp.ndarray], Any] = gather_rows
-                ) -> tuple[jnp.ndarray, jnp.ndarray]:
-  """`decode.beam_search` (with its "exact" stop) whose finished hypotheses each contain
-  one alternative of every constraint of their sentence (`cons_BCAL`, module docstring),
-  as whole words (`word_start_V`, `[V]` bool: the pieces that begin a word, `advance`).
+class ConstrainedCandidates(BeamStrategy):
+  """The constrained search's choices (module docstring): each beam proposes its 2W best
+  tokens and the next piece of every alternative it has not met; candidates that have met
+  every constraint may end; the W live beams are taken from the banks in turn."""
 
-  Returns:
-    Finished sequences `[B, W, max_steps]` and scores `[B, W]`, best first.
-  """
-  batch, width = max_len_B.shape[0], beam_size
-  nbest = width if nbest is None else nbest
-  n_cons, n_alt, n_pieces = cons_BCAL.shape[1:]
-  lengths_BCA = constraint_lengths(cons_BCAL, pad_id)
-  wanted_B = jnp.sum(jnp.any(lengths_BCA > 0, axis=-1), axis=-1)  # real constraints
-  max_len_B = jnp.minimum(max_len_B + extra_length(cons_BCAL, pad_id), max_steps)
-  state = ConstrainedState(
-      step=jnp.zeros((), jnp.int32),
-      live_seqs=jnp.full((batch, width, max_steps), pad_id, jnp.int32),
-      live_logprobs=jnp.tile(jnp.array([0.0] + [NEG_INF] * (width - 1)), (batch, 1)),
-      progress=jnp.zeros((batch, width, n_cons, n_alt), jnp.int32),
-      met=jnp.zeros((batch, width, n_cons), bool),
-      finished_seqs=jnp.full((batch, width, max_steps), pad_id, jnp.int32),
-      finished_scores=jnp.full((batch, width), NEG_INF),
-      cache=cache,
-      rows=dict(max_len=max_len_B, best_penalty=length_penalty(max_len_B, alpha),
-                cons=cons_BCAL, lengths=lengths_BCA, wanted=wanted_B, source=source),
-      done=jnp.zeros((batch,), bool))
+  def __init__(self, cons_BCAL: jnp.ndarray, word_start_V: jnp.ndarray, pad_id: int):
+    self.cons_BCAL, self.word_start_V, self.pad_id = cons_BCAL, word_start_V, pad_id
+    n_cons, _, n_pieces = cons_BCAL.shape[1:]
+    self.banks = n_cons * n_pieces  # a candidate's bank: the constraint pieces it placed
 
-  def can_improve(s: ConstrainedState) -> jnp.ndarray:
-    return s.live_logprobs[:, 0] / s.rows["best_penalty"] > s.finished_scores[:, nbest - 1]
+  def start(self, batch, width):
+    n_cons, n_alt, _ = self.cons_BCAL.shape[1:]
+    lengths_BCA = constraint_lengths(self.cons_BCAL, self.pad_id)
+    rows = dict(cons=self.cons_BCAL, lengths=lengths_BCA,
+                wanted=jnp.sum(jnp.any(lengths_BCA > 0, axis=-1), axis=-1))  # real ones
+    return rows, dict(progress=jnp.zeros((batch, width, n_cons, n_alt), jnp.int32),
+                      met=jnp.zeros((batch, width, n_cons), bool))
 
-  def body(s: ConstrainedState):
-    rows = s.live_logprobs.shape[0]  # B, or fewer once the batch has shrunk
+  def propose(self, s, logits_RV, width):
     cons, lengths = s.rows["cons"], s.rows["lengths"]
-    last_BW = jnp.where(s.step == 0, bos_id, s.live_seqs[:, :, jnp.maximum(s.step - 1, 0)])
-    logits_RV, cache = tokens_to_logits(last_BW.reshape(-1), s.cache, s.rows["source"])
-    logits_RV = logits_RV.astype(jnp.float32)
+    rows = s.live_logprobs.shape[0]
     per_beam = min(2 * width, logits_RV.shape[-1])
-    max_R, top_logit_RK, top_token_RK = max_top_k_rows(logits_RV, per_beam)
+    max_R, top_logit_RK, top_token_RK = max_top_k_rows(logits_RV, per_beam)  # --> [R, 2W]
     lse_R = logsumexp_rows(logits_RV, max_R)  # as beam search computes it
     # the next piece of every alternative a beam has not met: candidates as well
-    need_BWCA = next_pieces(cons, lengths, s.progress)
-    open_BWCA = (lengths[:, None] > 0) & ~s.met[..., None] & (s.progress < lengths[:, None])
-    need_RE = need_BWCA.reshape(rows * width, -1)
+    progress, met = s.extra["progress"], s.extra["met"]
+    need_BWCA = next_pieces(cons, lengths, progress)
+    open_BWCA = (lengths[:, None] > 0) & ~met[..., None] & (progress < lengths[:, None])
+    need_RE = need_BWCA.reshape(rows * width, -1)  # --> [R, E], E = C * A
     fresh_RE = open_BWCA.reshape(rows * width, -1)
     fresh_RE &= ~jnp.any(need_RE[:, :, None] == top_token_RK[:, None, :], axis=-1)
     e = need_RE.shape[1]
@@ -179,55 +145,53 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     need_logit_RE = jnp.take_along_axis(logits_RV, need_RE, axis=1)
     token_RK = jnp.concatenate([top_token_RK.astype(jnp.int32), need_RE], axis=1)
     logit_RK = jnp.concatenate([top_logit_RK, jnp.where(fresh_RE, need_logit_RE, NEG_INF)],
-                               axis=1)
-    # A row at its last allowed position may only end.
-    must_end_R1 = jnp.repeat(s.step + 1 >= s.rows["max_len"], width)[:, None]
-    first_1K = (jnp.arange(token_RK.shape[1]) == 0)[None, :]
-    logit_RK = jnp.where(must_end_R1, jnp.where(first_1K, logits_RV[:, eos_id][:, None],
-                                                NEG_INF), logit_RK)
-    token_RK = jnp.where(must_end_R1, jnp.where(first_1K, eos_id, pad_id), token_RK)
-    k = token_RK.shape[1]
-    logp_BWK = (logit_RK - lse_R[:, None]).reshape(rows, width, k)
-    scores_BM = (s.live_logprobs[:, :, None] + logp_BWK).reshape(rows, -1)  # M = W * K
-    token_BM = token_RK.reshape(rows, -1)
-    beam_BM = jnp.repeat(jnp.arange(width), k)[None, :]
+                               axis=1)  # --> [R, 2W + E]
+    return token_RK, logit_RK, lse_R
+
+  def select(self, s, scores_BM, token_BM, k, width, penalty, eos_id):
+    cons, lengths = s.rows["cons"], s.rows["lengths"]
     progress_BM, met_BM = advance(
-        cons, lengths, jnp.repeat(s.progress, k, axis=1), jnp.repeat(s.met, k, axis=1), token_BM,
-        word_start_V)  # not in `rows`: the batch's shrinking takes those by sentence
+        cons, lengths, jnp.repeat(s.extra["progress"], k, axis=1),
+        jnp.repeat(s.extra["met"], k, axis=1), token_BM,
+        self.word_start_V)  # not in `rows`: the batch's shrinking takes those by sentence
     banks_BM = placed(lengths, progress_BM, met_BM)
     possible_BM = scores_BM > NEG_INF / 2
     is_eos_BM = token_BM == eos_id
     complete_BM = jnp.sum(met_BM, axis=-1) >= s.rows["wanted"][:, None]
-    # Finished: candidates that end here having met every constraint, best W kept.
-    new_scores_BM = jnp.where(is_eos_BM & complete_BM & possible_BM,
-                              scores_BM / length_penalty(s.step + 1, alpha), NEG_INF)
-    seqs_BMT = _gather_beams(s.live_seqs, jnp.broadcast_to(beam_BM, token_BM.shape))
-    seqs_BMT = seqs_BMT.at[:, :, s.step].set(token_BM)
-    top_new, keep_new = jax.lax.top_k(new_scores_BM, width)
-    all_scores = jnp.concatenate([s.finished_scores, top_new], axis=1)
-    all_seqs = jnp.concatenate([s.finished_seqs, _gather_beams(seqs_BMT, keep_new)], axis=1)
-    finished_scores, keep = jax.lax.top_k(all_scores, width)
-    finished_seqs = _gather_beams(all_seqs, keep)
+    # Finished: candidates that end here having met every constraint, best W of them.
+    new_scores_BM = jnp.where(is_eos_BM & complete_BM & possible_BM, scores_BM / penalty,
+                              NEG_INF)
+    top_new_BW, keep_new_BW = jax.lax.top_k(new_scores_BM, width)
     # Live: W candidates that did not end, taken from the banks in turn.
-    pick_BW = allocate(scores_BM, banks_BM, possible_BM & ~is_eos_BM, width, n_cons * n_pieces)
-    live_logprobs = jnp.take_along_axis(jnp.where(possible_BM & ~is_eos_BM, scores_BM, NEG_INF),
-                                        pick_BW, axis=1)
-    live_seqs = _gather_beams(seqs_BMT, pick_BW)
-    progress = _gather_beams(progress_BM, pick_BW)
-    met = _gather_beams(met_BM, pick_BW)
-    parent_BW = jnp.take_along_axis(jnp.broadcast_to(beam_BM, token_BM.shape), pick_BW, axis=1)
-    if width > 1:  # one beam per sentence: its own parent, a cache that never moves
-      cache = reorder(cache, (jnp.arange(rows)[:, None] * width + parent_BW).reshape(-1))
+    going_on_BM = possible_BM & ~is_eos_BM
+    pick_BW = allocate(scores_BM, banks_BM, going_on_BM, width, self.banks)
+    live_logprobs = jnp.take_along_axis(jnp.where(going_on_BM, scores_BM, NEG_INF), pick_BW,
+                                        axis=1)
+    return Selection(top_new_BW, keep_new_BW, live_logprobs, pick_BW,
+                     dict(progress=gather_beams(progress_BM, pick_BW),
+                          met=gather_beams(met_BM, pick_BW)))
 
-    unless_done = functools.partial(kept_where_done, s.done)
-    new = ConstrainedState(s.step + 1, unless_done(live_seqs, s.live_seqs),
-                           unless_done(live_logprobs, s.live_logprobs),
-                           unless_done(progress, s.progress), unless_done(met, s.met),
-                           unless_done(finished_seqs, s.finished_seqs),
-                           unless_done(finished_scores, s.finished_scores), cache, s.rows,
-                           s.done)
-    return new._replace(done=s.done | ~can_improve(new))
 
-  # A sentence that found no complete hypothesis within the limit keeps its best live
-  # beams (which lack a constraint; the limit leaves room, so this is the exception).
-  return run_beams(body, state, max_steps, batch, min_rows, alpha)
+def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
+                max_steps: int, beam_size: int, alpha: float, cons_BCAL: jnp.ndarray,
+                word_start_V: jnp.ndarray, *,
+                bos_id: int, eos_id: int, pad_id: int, source: Any = None,
+                nbest: int | None = None, min_rows: int = 0,
+                reorder: Callable[[Any, jnp.ndarray], Any] = gather_rows
+                ) -> tuple[jnp.ndarray, jnp.ndarray]:
+  """`decode.beam_search` (with its "exact" stop) whose finished hypotheses each contain
+  one alternative of every constraint of their sentence (`cons_BCAL`, module docstring),
+  as whole words (`word_start_V`, `[V]` bool: the pieces that begin a word, `advance`):
+  the same loop with `ConstrainedCandidates`. The output limit grows by the pieces the
+  constraints may add, so that a hypothesis that meets them all can always end.
+
+  Returns:
+    Finished sequences `[B, W, max_steps]` and scores `[B, W]`, best first. A sentence
+    that found no complete hypothesis within the limit keeps its best live beams (which
+    lack a constraint; the limit leaves room, so this is the exception).
+  """
+  max_len_B = jnp.minimum(max_len_B + extra_length(cons_BCAL, pad_id), max_steps)
+  return decode.beam_search(tokens_to_logits, cache, max_len_B, max_steps, beam_size, alpha,
+                            bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, source=source,
+                            nbest=nbest, min_rows=min_rows, reorder=reorder,
+                            strategy=ConstrainedCandidates(cons_BCAL, word_start_V, pad_id))

@@ -16,8 +16,8 @@ in a quarter of the rows, the finished ones are set aside and the search goes on
 quarter of the rows (cache, source and all), down to `min_rows`. A step's cost grows
 with its rows, and without this a batch pays for its longest sentence on every row. Each
 size is another copy of the step in the compiled search: quartering (64, 16 rows at
-`min_rows` 8) compiles half the copies that halving (64, 32, 16, 8) did, for a steady
-speed within the machine's drift (docs/experiments.md, Decoding). Each row's result is
+`min_rows` 8) compiles half the copies that halving (64, 32, 16, 8) would, at the same
+speed (docs/experiments.md, Decoding). Each row's result is
 unchanged: rows never interact, and a row's computation does not depend on the others.
 
 Length limits are per sentence (`max_len_B`, EOS included) and bounded by the static
@@ -239,12 +239,12 @@ class BeamState(NamedTuple):
   finished_seqs: jnp.ndarray  # [B, W, T] int32
   finished_scores: jnp.ndarray  # [B, W] float32: log-prob / length penalty, sorted
   cache: Any  # leaves [B * W, ...]
-  rows: dict  # what each sentence keeps through the search: limit, prefix, source
+  rows: dict  # what each sentence keeps through the search: limit, source, the strategy's
   done: jnp.ndarray  # [B] bool: the sentence's search has ended; its beams stay as they are
-  ended: jnp.ndarray  # [B] int32: candidates that ended among the W best of each step
+  extra: dict  # the strategy's state, leaves [B, ...] (per sentence, or per beam [B, W, ...])
 
 
-def _gather_beams(x: jnp.ndarray, beam_idx_BW: jnp.ndarray) -> jnp.ndarray:
+def gather_beams(x: jnp.ndarray, beam_idx_BW: jnp.ndarray) -> jnp.ndarray:
   """x `[B, W', ...]` -> `[B, W, ...]`, picking beams `beam_idx_BW` of each batch row."""
   return jnp.take_along_axis(x, beam_idx_BW.reshape(beam_idx_BW.shape + (1,) * (x.ndim - 2)),
                              axis=1)
@@ -256,12 +256,98 @@ def gather_rows(cache: Any, parents_R: jnp.ndarray) -> Any:
   return take_rows(cache, parents_R, parents_R.shape[0])
 
 
+def extended(live_seqs_BWT: jnp.ndarray, beam_BN: jnp.ndarray, token_BN: jnp.ndarray,
+             step: jnp.ndarray) -> jnp.ndarray:
+  """`[B, N, T]`: the live sequences of beams `beam_BN`, each with its token at `step`."""
+  return gather_beams(live_seqs_BWT, beam_BN).at[:, :, step].set(token_BN)
+
+
+class Selection(NamedTuple):
+  """A strategy's choice among a step's M = W * K candidates of each sentence."""
+
+  finished_scores: jnp.ndarray  # [B, N] float32: candidates that end here, scored (else NEG_INF)
+  finished: jnp.ndarray  # [B, N] int32: which candidates those are (indices into M)
+  live_logprobs: jnp.ndarray  # [B, W] float32, sorted descending
+  live: jnp.ndarray  # [B, W] int32: the candidates that go on (indices into M)
+  extra: dict  # the strategy's state for the live beams
+
+
+class BeamStrategy:
+  """How beam search chooses, as fairseq's search strategies: which K candidates each beam
+  proposes (`propose`), and which of a sentence's W * K candidates end and go on
+  (`select`). `beam_search` runs one compiled loop around any strategy.
+
+  `stop` is the rule that ends a sentence's search (`beam_search`'s docstring)."""
+
+  stop = "exact"
+
+  def start(self, batch: int, width: int) -> tuple[dict, dict]:
+    """(per-sentence constants for `BeamState.rows`, the initial `BeamState.extra`)."""
+    return {}, {}
+
+  def propose(self, s: BeamState, logits_RV: jnp.ndarray, width: int
+              ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
+    """Each row's candidates: (tokens `[R, K]`, their logits `[R, K]`, the row's
+    log-sum-exp `[R]`); R = B * W."""
+    raise NotImplementedError
+
+  def select(self, s: BeamState, scores_BM: jnp.ndarray, token_BM: jnp.ndarray, k: int,
+             width: int, penalty: jnp.ndarray, eos_id: int) -> Selection:
+    """The candidates that end (scored: log-probability / `penalty`) and the W that go on."""
+    raise NotImplementedError
+
+
+class TopCandidates(BeamStrategy):
+  """Plain beam search: each beam proposes its 2W best tokens; of a sentence's candidates
+  the best 2W are kept, so that even if W of them end in EOS, W live ones remain. A
+  forced prefix (`prefix_BP`, padded with pad_id) leaves its token the only choice while
+  a sentence is inside it."""
+
+  def __init__(self, stop: str = "exact", prefix_BP: jnp.ndarray | None = None,
+               pad_id: int = 0):
+    if stop not in BEAM_STOPS:
+      raise ValueError(f"beam stop must be one of {', '.join(BEAM_STOPS)}, got {stop!r}")
+    self.stop, self.prefix_BP, self.pad_id = stop, prefix_BP, pad_id
+
+  def start(self, batch, width):
+    prefix_RP = None if self.prefix_BP is None else jnp.repeat(self.prefix_BP, width, axis=0)
+    return {"prefix": prefix_RP}, {"ended": jnp.zeros((batch,), jnp.int32)}
+
+  def propose(self, s, logits_RV, width):
+    # The best 2W candidates of a sentence are among the best 2W of each of its beams,
+    # and log-softmax keeps the order within a row: select on the logits, then take
+    # the log-probabilities of the W * 2W survivors only.
+    per_beam = min(2 * width, logits_RV.shape[-1])
+    max_R, top_logit_RK, top_token_RK = max_top_k_rows(
+        force_prefix(logits_RV, s.rows["prefix"], s.step, self.pad_id), per_beam)  # --> [R, 2W]
+    if s.rows["prefix"] is None:  # the maximum of the logits themselves
+      lse_R = logsumexp_rows(logits_RV, max_R)
+    else:
+      lse_R = jax.nn.logsumexp(logits_RV, axis=-1)
+    return top_token_RK, top_logit_RK, lse_R
+
+  def select(self, s, scores_BM, token_BM, k, width, penalty, eos_id):
+    top_logp_BC, top_idx_BC = jax.lax.top_k(scores_BM, 2 * width)  # --> [B, 2W]
+    is_eos_BC = jnp.take_along_axis(token_BM, top_idx_BC, axis=1) == eos_id
+    ended_B = s.extra["ended"]
+    if self.stop == "count":  # candidates that end among the W best of the step
+      ended_B += jnp.sum(is_eos_BC[:, :width] & (top_logp_BC[:, :width] > NEG_INF / 2),
+                         axis=1, dtype=jnp.int32)
+    # Live: the best W candidates that did not end.
+    live_logprobs_BW, live_pick_BW = jax.lax.top_k(
+        jnp.where(is_eos_BC, NEG_INF, top_logp_BC), width)  # --> [B, W]
+    return Selection(jnp.where(is_eos_BC, top_logp_BC / penalty, NEG_INF), top_idx_BC,
+                     live_logprobs_BW, jnp.take_along_axis(top_idx_BC, live_pick_BW, axis=1),
+                     {"ended": ended_B})
+
+
 def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.ndarray,
                 max_steps: int, beam_size: int, alpha: float, *, bos_id: int, eos_id: int,
                 pad_id: int, source: Any = None, prefix_BP: jnp.ndarray | None = None,
                 nbest: int | None = None, min_rows: int = 0,
                 reorder: Callable[[Any, jnp.ndarray], Any] = gather_rows,
-                stop: str = "exact") -> tuple[jnp.ndarray, jnp.ndarray]:
+                stop: str = "exact", strategy: BeamStrategy | None = None
+                ) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Beam search with the GNMT length penalty.
 
   A sentence's search ends when no live beam can still reach a better score than its
@@ -279,8 +365,8 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
     ended at the next step (Hugging Face's `early_stopping=False`). Not a bound when
     alpha > 0: a longer continuation could still score higher. With a large alpha the
     exact rule keeps live beams running far past the best hypothesis' EOS; this one
-    stops them sooner, and the results may differ (docs/experiments.md: 1.2x faster beam 5
-    at alpha 1.6). The same as "exact" when alpha is 0.
+    stops them sooner, and the results may differ (docs/experiments.md, Decoding). The
+    same as "exact" when alpha is 0.
   - "count": no bound; the search ends once W hypotheses have ended, counting the
     candidates that end in EOS among the W best of each step (fairseq's rule, and
     CTranslate2's whenever its length penalty is not 0). Results may differ from
@@ -303,6 +389,8 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
       `parents_R[r]` (a model may move only a table of the rows that hold each position,
       `kv_cache.reorder`).
     stop: "exact", "current" or "count", when a sentence's search ends (above).
+    strategy: how candidates are proposed and chosen (default: `TopCandidates` with
+      `stop` and `prefix_BP`; `constraints.py` has the constrained search's).
 
   Returns:
     Finished sequences `[B, W, max_steps]` and scores `[B, W]`, best first.
@@ -311,95 +399,73 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
   nbest = width if nbest is None else nbest
   if not 1 <= nbest <= width:
     raise ValueError(f"nbest must be between 1 and the beam size {width}, got {nbest}")
-  if stop not in BEAM_STOPS:
-    raise ValueError(f"beam stop must be one of {', '.join(BEAM_STOPS)}, got {stop!r}")
+  strategy = strategy or TopCandidates(stop, prefix_BP, pad_id)
+  rows, extra = strategy.start(batch, width)
   # Only beam 0 is live at the start, so the W initial beams are not W copies.
-  live_logprobs = jnp.tile(jnp.array([0.0] + [NEG_INF] * (width - 1)), (batch, 1))
-  prefix_RP = None if prefix_BP is None else jnp.repeat(prefix_BP, width, axis=0)
   state = BeamState(
       step=jnp.zeros((), jnp.int32),
       live_seqs=jnp.full((batch, width, max_steps), pad_id, jnp.int32),
-      live_logprobs=live_logprobs,
+      live_logprobs=jnp.tile(jnp.array([0.0] + [NEG_INF] * (width - 1)), (batch, 1)),
       finished_seqs=jnp.full((batch, width, max_steps), pad_id, jnp.int32),
       finished_scores=jnp.full((batch, width), NEG_INF),
       cache=cache,
-      rows=dict(max_len=max_len_B, best_penalty=length_penalty(max_len_B, alpha),
-                prefix=prefix_RP, source=source),
-      done=jnp.zeros((batch,), bool), ended=jnp.zeros((batch,), jnp.int32))
+      rows=dict(rows, max_len=max_len_B, best_penalty=length_penalty(max_len_B, alpha),
+                source=source),
+      done=jnp.zeros((batch,), bool), extra=extra)
 
   def can_improve(s: BeamState) -> jnp.ndarray:
     # The best live beam's best reachable score (`stop`, in the docstring); live beams
     # are s.step pieces long, so the earliest they can end is at s.step + 1.
-    if stop == "current":
+    if strategy.stop == "current":
       penalty_B = length_penalty(s.step + 1, alpha)
     else:
       penalty_B = s.rows["best_penalty"]
     improves = s.live_logprobs[:, 0] / penalty_B > s.finished_scores[:, nbest - 1]
-    if stop == "count":
-      improves &= s.ended < width
+    if strategy.stop == "count":
+      improves &= s.extra["ended"] < width
     return improves
 
   def body(s: BeamState):
-    last_BW = jnp.where(s.step == 0, bos_id,
-                        s.live_seqs[:, :, jnp.maximum(s.step - 1, 0)])
-    # R = B * W rows
+    rows = s.live_logprobs.shape[0]  # B, or fewer once the batch has shrunk
+    last_BW = jnp.where(s.step == 0, bos_id, s.live_seqs[:, :, jnp.maximum(s.step - 1, 0)])
     logits_RV, cache = tokens_to_logits(last_BW.reshape(-1), s.cache, s.rows["source"])
-    logits_RV = logits_RV.astype(jnp.float32)
-    eos_logit_R = logits_RV[:, eos_id]
-    # The best 2W candidates of a sentence are among the best 2W of each of its beams,
-    # and log-softmax keeps the order within a row: select on the logits, then take
-    # the log-probabilities of the W * 2W survivors only.
-    per_beam = min(2 * width, logits_RV.shape[-1])
-    max_R, top_logit_RK, top_token_RK = max_top_k_rows(
-        force_prefix(logits_RV, s.rows["prefix"], s.step, pad_id), per_beam)
-    if s.rows["prefix"] is None:  # the maximum of the logits themselves
-      lse_R = logsumexp_rows(logits_RV, max_R)
-    else:
-      lse_R = jax.nn.logsumexp(logits_RV, axis=-1)
+    logits_RV = logits_RV.astype(jnp.float32)  # --> [R, V], R = B * W
+    token_RK, logit_RK, lse_R = strategy.propose(s, logits_RV, width)  # --> [R, K]
     # A row at its last allowed position may only end: its candidates are EOS, then
     # impossible ones (what masking all but EOS would leave, without a pass over [R, V]).
     must_end_R1 = jnp.repeat(s.step + 1 >= s.rows["max_len"], width)[:, None]
-    first_1K = (jnp.arange(per_beam) == 0)[None, :]
-    top_logit_RK = jnp.where(must_end_R1, jnp.where(first_1K, eos_logit_R[:, None], NEG_INF),
-                             top_logit_RK)
-    top_token_RK = jnp.where(must_end_R1, jnp.where(first_1K, eos_id, pad_id), top_token_RK)
-    rows = s.live_logprobs.shape[0]  # B, or fewer once the batch has shrunk
-    logp_BWK = (top_logit_RK - lse_R[:, None]).reshape(rows, width, per_beam)
-    candidates_BM = (s.live_logprobs[:, :, None] + logp_BWK).reshape(rows, -1)  # M = W * 2W
-    # 2W candidates: even if W of them end in EOS, W live ones remain.
-    top_logp_BC, top_idx_BC = jax.lax.top_k(candidates_BM, 2 * width)
-    beam_BC = top_idx_BC // per_beam
-    token_BC = jnp.take_along_axis(top_token_RK.reshape(rows, -1), top_idx_BC, axis=1
-                                   ).astype(jnp.int32)
-    seqs_BCT = _gather_beams(s.live_seqs, beam_BC)
-    seqs_BCT = seqs_BCT.at[:, :, s.step].set(token_BC)  # --> [B, 2W, T]
-    is_eos_BC = token_BC == eos_id
-    # Finished: candidates ending here, merged with the old finished, best W kept.
-    new_scores_BC = jnp.where(is_eos_BC, top_logp_BC / length_penalty(s.step + 1, alpha),
-                              NEG_INF)
-    all_scores = jnp.concatenate([s.finished_scores, new_scores_BC], axis=1)
-    all_seqs = jnp.concatenate([s.finished_seqs, seqs_BCT], axis=1)
-    finished_scores, keep = jax.lax.top_k(all_scores, width)
-    finished_seqs = _gather_beams(all_seqs, keep)  # --> [B, W, T]
-    # Live: the best W candidates that did not end.
-    live_logp_BC = jnp.where(is_eos_BC, NEG_INF, top_logp_BC)
-    live_logprobs, live_pick = jax.lax.top_k(live_logp_BC, width)
-    live_seqs = _gather_beams(seqs_BCT, live_pick)  # --> [B, W, T]
-    parent_BW = jnp.take_along_axis(beam_BC, live_pick, axis=1)
-    cache = reorder(cache, (jnp.arange(rows)[:, None] * width + parent_BW).reshape(-1))
+    first_1K = (jnp.arange(token_RK.shape[1]) == 0)[None, :]
+    logit_RK = jnp.where(must_end_R1, jnp.where(first_1K, logits_RV[:, eos_id][:, None],
+                                                NEG_INF), logit_RK)
+    token_RK = jnp.where(must_end_R1, jnp.where(first_1K, eos_id, pad_id), token_RK)
+    k = token_RK.shape[1]
+    logp_BWK = (logit_RK - lse_R[:, None]).reshape(rows, width, k)
+    scores_BM = (s.live_logprobs[:, :, None] + logp_BWK).reshape(rows, -1)  # --> [B, M], M = W * K
+    token_BM = token_RK.reshape(rows, -1).astype(jnp.int32)
+    chosen = strategy.select(s, scores_BM, token_BM, k, width,
+                             length_penalty(s.step + 1, alpha), eos_id)
+    # Finished: the candidates that end here, merged with the old finished, best W kept.
+    new_seqs_BNT = extended(s.live_seqs, chosen.finished // k, jnp.take_along_axis(
+        token_BM, chosen.finished, axis=1), s.step)  # --> [B, N, T]
+    finished_scores, keep = jax.lax.top_k(
+        jnp.concatenate([s.finished_scores, chosen.finished_scores], axis=1), width)
+    finished_seqs = gather_beams(jnp.concatenate([s.finished_seqs, new_seqs_BNT], axis=1),
+                                 keep)  # --> [B, W, T]
+    # Live: the W candidates that go on, and the cache rows of their beams.
+    parent_BW = chosen.live // k
+    live_seqs = extended(s.live_seqs, parent_BW,
+                         jnp.take_along_axis(token_BM, chosen.live, axis=1), s.step)  # --> [B, W, T]
+    if width > 1:  # one beam per sentence: its own parent, a cache that never moves
+      cache = reorder(cache, (jnp.arange(rows)[:, None] * width + parent_BW).reshape(-1))
     # A sentence whose search has ended keeps its beams while the rest of its batch goes
     # on: its result does not depend on how long the others run (with stop="current",
     # going on could still change it).
     unless_done = functools.partial(kept_where_done, s.done)
-    ended_B = s.ended
-    if stop == "count":
-      ended_B += jnp.sum(is_eos_BC[:, :width] & (top_logp_BC[:, :width] > NEG_INF / 2),
-                         axis=1, dtype=jnp.int32)
     new = BeamState(s.step + 1, unless_done(live_seqs, s.live_seqs),
-                    unless_done(live_logprobs, s.live_logprobs),
+                    unless_done(chosen.live_logprobs, s.live_logprobs),
                     unless_done(finished_seqs, s.finished_seqs),
                     unless_done(finished_scores, s.finished_scores), cache, s.rows, s.done,
-                    unless_done(ended_B, s.ended))
+                    jax.tree_util.tree_map(unless_done, chosen.extra, s.extra))
     return new._replace(done=s.done | ~can_improve(new))
 
   # Every sentence finishes by its length limit, but keep live beams as a fallback for
