@@ -64,8 +64,8 @@ class ModelConfig:
   dtype: str = "float32"  # compute dtype, "float32" or "bfloat16"; params stay float32
   # The dtype every matmul's operands are rounded to, forward and backward: "bfloat16"
   # keeps activations, layer norm, softmax and the products float32 (bfloat16 x bfloat16
-  # -> float32, which CPUs with AMX or AVX-512 BF16 run 1.9-4.5x faster than float32;
-  # docs/experiments.md).
+  # -> float32, which CPUs with AMX or AVX-512 BF16 run faster than float32;
+  # docs/experiments.md has the measurements).
   matmul_dtype: str = "float32"  # float32, bfloat16 operands (float32 products), or auto
 
   def __post_init__(self):
@@ -106,8 +106,8 @@ PRESETS: dict[str, ModelConfig] = {
     "tiny": ModelConfig(vocab_size=512, d_model=64, num_heads=2, d_ff=128,
                         encoder_layers=2, decoder_layers=2, max_len=128),
     # Multi30k recipe (configs/multi30k.py): the shape of Wu et al.'s (2021) text-only
-    # `transformer_tiny`, d 128 and 4+4 layers. Per target token it costs ~3x less than
-    # `small`, so an hour on 2 CPU cores buys ~3x the epochs (docs/experiments.md).
+    # `transformer_tiny`, d 128 and 4+4 layers: cheaper per target token than `small`,
+    # so an hour on 2 CPU cores buys more epochs (docs/experiments.md).
     "compact": ModelConfig(d_model=128, num_heads=4, d_ff=512,
                            encoder_layers=4, decoder_layers=4),
     "small": ModelConfig(d_model=256, num_heads=4, d_ff=1024,
@@ -119,7 +119,7 @@ PRESETS: dict[str, ModelConfig] = {
 
 
 # Padded lengths of the Multi30k recipe's batches: fine steps where its sentences are
-# (10-30 pieces) keep padding near 14 %.
+# (10-30 pieces) keep the padding low.
 MULTI30K_BUCKETS = (8, 10, 12, 14, 16, 18, 20, 22, 24, 28, 32, 40, 48, 64, 100, 128, 256)
 # Cleaning filters of the training pairs, in the order they apply (seq2seq/data/cleaning.py).
 CLEAN_FILTERS = ("empty", "long", "ratio", "copy", "nontext", "duplicate")
@@ -176,8 +176,8 @@ class DataConfig:
   # Padded lengths of training batches: one compiled shape each.
   bucket_boundaries: tuple[int, ...] = BUCKETS  # padded lengths of batches
   # > 0: pack several training pairs into rows of this many pieces per side (segment
-  # masks keep them apart): one compiled shape, and on Multi30k 7.6 % padding instead
-  # of the buckets' 14 %. Pairs longer than this are dropped, like those over max_train_len.
+  # masks keep them apart): one compiled shape, and less padding than the buckets'
+  # (docs/experiments.md). Pairs longer than this are dropped, like those over max_train_len.
   pack_length: int = 0  # pieces per packed row; 0 = length buckets
   # Subword regularization (Kudo 2018; BPE-dropout, Provilkov et al. 2020): every epoch
   # segmented anew, a pure function of (seed, epoch); unigram: smoothing, smaller is more
@@ -251,8 +251,8 @@ class TrainConfig:
   dropout_ramp_steps: int = 0  # dropout rises from 0 over these updates; 0 = off
   label_smoothing: float = 0.1  # label smoothing of the training loss
   # Tokens per chunk of the output layer + loss (`loss.output_loss_sums`): the [tokens,
-  # vocab] logits are never held whole; with bfloat16 operands 512 is also 1.13x faster
-  # for `compact` (docs/experiments.md).
+  # vocab] logits are never held whole; with bfloat16 operands 512 is also faster for
+  # `compact` (docs/experiments.md).
   loss_chunk: int = 0  # output layer + loss this many tokens at a time; 0 = all
   grad_accum_steps: int = 1  # micro-batches per optimizer update
   max_steps: int = 100_000  # optimizer updates
@@ -344,10 +344,10 @@ class DecodeConfig:
   # Padded source lengths of decoding batches (with model.max_len the last): one compiled
   # search each, so coarser than training's buckets: a search compiles for seconds per
   # program on 2 cores, and padding costs it little (docs/translating.md, "Speed and
-  # precision": 2.3-3.0x less compiling, half the peak memory).
+  # precision").
   length_buckets: tuple[int, ...] = (16, 32, 64, 128)  # padded source lengths of batches
-  # Compiled searches kept in memory: XLA:CPU keeps each program's HLO, which costs 30-45
-  # MB a program on the recipe's model (docs/experiments.md, decode_memory.py); beyond this
+  # Compiled searches kept in memory: XLA:CPU keeps each program's HLO, tens of MB a
+  # program on the recipe's model (docs/experiments.md, decode_memory.py); beyond this
   # many, the least recently used is dropped and loaded again from the caches if needed.
   programs: int = 8  # compiled searches kept in memory; 0 = all
   # Minimum Bayes risk: "" (off: the beam's best hypothesis), "bleu" or "chrf": of the

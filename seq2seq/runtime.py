@@ -56,9 +56,9 @@ def _libc_malloc_trim():
 
 def give_back_freed_memory() -> None:
   """Returns the memory that the process freed but glibc's malloc keeps to the system
-  (`malloc_trim`, 1-8 ms). After a decoding pass, malloc holds on to freed search
-  buffers and compile-time memory, which later peaks stack on (decode_speed's peak: 70
-  MiB lower; docs/experiments.md, "Decoding's memory")."""
+  (`malloc_trim`, milliseconds). After a decoding pass, malloc holds on to freed search
+  buffers and compile-time memory, which later peaks stack on (docs/experiments.md,
+  "Decoding's memory")."""
   trim = _libc_malloc_trim()
   if trim is not None:
     trim(0)

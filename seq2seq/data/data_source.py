@@ -32,7 +32,7 @@ HELDOUT_FILE = "heldout.jsonl"
 
 def _datasets():
   """Hugging Face `datasets`, imported when a split is first loaded: translating never
-  needs it, and its import (pandas, pyarrow) was ~40 % of `import seq2seq.decoding.translator`."""
+  needs it, and its import (pandas, pyarrow) was a large part of `import seq2seq.decoding.translator`."""
   import datasets
   datasets.disable_progress_bars()
   return datasets

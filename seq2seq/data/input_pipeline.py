@@ -167,8 +167,8 @@ class TrainBatches:
   def _packed_epoch(self, rng: np.random.Generator, open_rows: int = 16) -> list:
     """Packs the shuffled pairs into rows: each pair goes into the first of up to
     `open_rows` partly filled rows where both its sides fit; when none has room, the
-    fullest row is closed. On Multi30k the rows end up ~92 % full: a row closes when
-    either side is full (German runs 3.6 % more pieces than English), and first fit
+    fullest row is closed. Rows end up nearly full: a row closes when either side is
+    full (a German side runs a little longer than its English one), and first fit
     leaves gaps that no remaining pair fits."""
     length = self.cfg.pack_length
     rows: list[list[int]] = []

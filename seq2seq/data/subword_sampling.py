@@ -93,9 +93,8 @@ class _Pieces:
 
 class LatticeSampler:
   """Segmentations of `texts` drawn from the unigram lattice (nbest -1): see the module
-  docstring. Building costs one lattice per distinct word (2.5 s for Multi30k's 39,491);
-  `sample` draws the whole corpus (0.15 s for its 58,000 sentences; SentencePiece took
-  1.16 s; docs/experiments.md)."""
+  docstring. Building costs one lattice per distinct word; `sample` then draws the whole
+  corpus in a fraction of SentencePiece's own time (docs/experiments.md)."""
 
   def __init__(self, tok: Tokenizer, texts: Sequence[str], alpha: float):
     if alpha <= 0:

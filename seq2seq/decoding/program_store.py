@@ -4,20 +4,20 @@ the same search loads it instead of tracing it again.
 
 XLA's persistent cache (`runtime.enable_compilation_cache`) keeps compiled programs, but
 its key is the lowered program: each process still traces and lowers every search shape
-before it can look one up, about 1 s per program on 2 CPU cores, paid by every
-`translate.py`, `evaluate.py` and server start (a server runs 21 programs). An exported
-program is the lowered StableHLO (about 0.1 MB for the tiny model's beam search);
-deserializing it and lowering its call takes a quarter of that.
+before it can look one up, a second or so per program on 2 CPU cores, paid by every
+`translate.py`, `evaluate.py` and server start (a server runs dozens of programs). An
+exported program is the lowered StableHLO; deserializing it and lowering its call takes
+a fraction of tracing it (docs/experiments.md, "Figures behind the code").
 
 Every program runs through its exported form, the first process's included, so that a
 search computes the same whether this process traced it or loaded it.
 
 In memory, each compiled program costs far more than its code: XLA:CPU keeps the
 optimized HLO module, a protobuf copy of it and of its buffer assignment, and the
-buffer assignment's alias analysis (heaptrack, on the recipe's beam 5 search: about 30-45
-MB a program, the code itself 0.3 MB; docs/experiments.md, `decode_memory.py`). So a
+buffer assignment's alias analysis (heaptrack, on the recipe's beam 5 search: tens of MB
+a program, the code itself a small part; docs/experiments.md, `decode_memory.py`). So a
 `StoredPrograms` keeps at most `limit` programs compiled: the least recently used beyond
-it is dropped and, when needed again, loaded from the store and XLA's cache (0.3-0.5 s).
+it is dropped and, when needed again, loaded from the store and XLA's cache.
 
 A program's file is named by a hash of everything that decides what it computes:
 `code_fingerprint()` (the package's source, the JAX and jaxlib versions, the backend and

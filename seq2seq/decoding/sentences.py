@@ -4,8 +4,8 @@ their translations joined back with the text's own spacing and line breaks.
 A model trained on single sentences translates a paragraph better sentence by sentence
 (LibreTranslate and Argos split too). `Segmented.of` cuts a text with `sentencex`, the
 Wikimedia splitter (maintained, rule-based per language, ~240 languages; on the joined
-test_2016_flickr paragraphs it finds 99.6 % of them exactly, pysbd 100 % but 100x slower
-and unmaintained: docs/translating.md), then cuts a sentence the model cannot take whole
+test_2016_flickr paragraphs it finds nearly all sentences exactly, and pysbd, as exact,
+is far slower and unmaintained: docs/translating.md), then cuts a sentence the model cannot take whole
 at clause punctuation, else at white space. `Plan` does it for every text of a call, so
 that the sentences of all texts are searched in one batched pass, and joins the
 hypotheses back per text.

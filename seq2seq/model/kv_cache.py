@@ -7,15 +7,15 @@ position of a hypothesis is in the cache's `origins` (`[R, L]`, a beam number wi
 the sentence for every position). Reordering the beams reorders that table only, L
 integers per row (`reorder`); a step reads each position from the row that holds it,
 one block of J positions at a time, over the blocks written so far. An ancestor
-table, in other words: before it, the next step took every written block
-from the parent's row and wrote it back (fairseq's `reorder_incremental_state` moves the
-whole cache first), and those moves were a fifth of beam 5's time (docs/experiments.md,
-Decoding: `profile_decode.py`).
+table, in other words, rather than taking every written block from the parent's row and
+writing it back at each step (fairseq's `reorder_incremental_state` moves the whole
+cache), moves that cost a large share of beam 5's time (docs/experiments.md, Decoding:
+`profile_decode.py`).
 
 A search whose rows never move (greedy, sampling: one hypothesis per sentence) keeps
 `[R, H, L, K]` and attends over the whole length in one product: on its batches of 64
-rows, a loop over blocks costs more than the unwritten positions do (greedy: 2.05-2.52 s
-of thread time for 1,000 sentences against 1.72-1.85 s).
+rows, a loop over blocks costs more than the unwritten positions do
+(docs/experiments.md, "Figures behind the code").
 
 The cache's leaves have their rows first, as `decode.py` expects: `decode.take_rows` sets
 sentences aside with their beams, and the origins stay valid, being beam numbers within
@@ -125,8 +125,8 @@ def attend(q_RHK: jnp.ndarray, k_RHK: jnp.ndarray, v_RHK: jnp.ndarray, layer: Ca
   whose rows never move). Returns the heads' outputs `[R, H, K]` and the layer's cache
   (in `init_layer`'s layout). Its products take float32 operands whatever the model's
   `matmul_dtype`: one query per row makes them matrix-vector products, whose operands,
-  new at every step, bfloat16 would convert every step (6-7x slower than float32 on an
-  AMD EPYC with AVX-512 BF16, `speed_probe.layer_product_seconds`)."""
+  new at every step, bfloat16 would convert every step (slower than float32,
+  `speed_probe.layer_product_seconds`; docs/experiments.md, "Figures behind the code")."""
   if holders_RL is None:
     return _attend_whole(q_RHK, k_RHK, v_RHK, layer, index)
   rows, length, heads, head_dim = layer["k"].shape

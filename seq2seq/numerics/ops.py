@@ -49,7 +49,8 @@ def keep_mask(key: jax.Array, rate, shape: tuple[int, ...]) -> jnp.ndarray:
   """Bernoulli(1 - rate) keep mask from a counter-based hash of each element's index.
 
   `jax.random.bernoulli` runs threefry, which XLA:CPU executes as a loop of separate
-  element-wise kernels (~15 % of a `compact` training step in bench/profile_train_step.py). Two
+  element-wise kernels (a large share of a `compact` training step in
+  bench/profile_train_step.py). Two
   rounds of MurmurHash3's finaliser over the element index, keyed by the two words of
   `key`, are one element-wise expression that XLA fuses into the dropout's multiply.
   Deterministic in `key`; masks of different keys, and of neighbouring elements, are
@@ -78,7 +79,7 @@ def einsum(spec: str, a: jnp.ndarray, b: jnp.ndarray, operand_dtype: str | None 
   """`jnp.einsum(spec, a, b)` in `a`'s dtype. With `operand_dtype` "bfloat16" the operands
   are rounded to it and the products accumulate in float32, forward and backward (each
   backward matmul takes the float32 cotangent rounded too): CPUs with AMX or AVX-512 BF16
-  run such matmuls 1.9-4.5x faster than float32 ones, while XLA:CPU runs bfloat16 x
+  run such matmuls faster than float32 ones, while XLA:CPU runs bfloat16 x
   bfloat16 -> bfloat16 ones slower than float32. None or "float32": a plain einsum.
   `spec` is explicit ("ab,bc->ac"), and every index of an operand appears in the other
   one or in the output (so its gradient is an einsum too)."""
@@ -100,9 +101,9 @@ def einsum(spec: str, a: jnp.ndarray, b: jnp.ndarray, operand_dtype: str | None 
 # rows and compute a block's last row or two with another kernel when that is all the
 # block holds, so in a call of 16k + 1 or 16k + 2 rows the last one or two differ from the
 # same rows in a larger call. Padded to a multiple of 4 rows, every block keeps 4 or more:
-# every row count from 1 to 339 then agrees (tests/numerics/test_ops.py sweeps them), and
-# a lone sentence decodes at 0.91x (beam 5) and 0.98x (greedy) of the speed with 2 rows,
-# where a multiple of 8 cost 0.87x (bench/lone_sentence.py; docs/experiments.md).
+# every row count then agrees (tests/numerics/test_ops.py sweeps them), and a lone
+# sentence decodes nearly as fast as with 2 rows, faster than with a multiple of 8
+# (bench/lone_sentence.py; docs/experiments.md).
 MATMUL_ROWS = {"float32": 64, "bfloat16": 4}
 MATMUL_ROW_MULTIPLE = {"float32": 1, "bfloat16": 4}
 REDUCTION_ELEMENTS = 4096
@@ -300,7 +301,7 @@ def layer_norm(x: jnp.ndarray, scale: jnp.ndarray, offset: jnp.ndarray) -> jnp.n
   The gradient's two sums over the features that carry `scale`, of `g * scale` and
   `g * scale * x_hat`, are matrix-vector products with `scale` here. Left to autodiff,
   XLA:CPU feeds them to YNNPACK reductions that take only materialised operands, so it
-  writes `scale` broadcast to the activations' shape for every layer norm, ~6 % of the
+  writes `scale` broadcast to the activations' shape for every layer norm, a share of the
   `compact` step (bench/profile_train_step.py).
   """
   return _layer_norm_fwd(x, scale, offset)[0]

@@ -26,9 +26,8 @@ def max_argmax_rows(x_RN: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
   maximum. XLA:CPU runs argmax as a (value, index) reduction element by element, a
   quarter of a greedy step in a profile; here every pass is a plain max or min: the
   row's maximum over group maxima, the first group holding it, the first position in
-  that group (320 rows of 8,000 pieces: 6.17 ms against 0.98 ms per step in
-  docs/experiments.md, AMD EPYC with AVX-512 BF16). A row holding NaN gives some
-  index within the row."""
+  that group (docs/experiments.md, Decoding). A row holding NaN gives some index
+  within the row."""
   rows, n = x_RN.shape
   group = _group_size(n, 16)
   num_groups = -(-n // group)
@@ -64,15 +63,13 @@ def max_top_k_rows(x_RN: jnp.ndarray, k: int
                    ) -> tuple[jnp.ndarray, jnp.ndarray, jnp.ndarray]:
   """Each row's maximum, and `lax.top_k` over the last axis of `[R, N]`, exact (up to
   ties), for long rows and small k. The maximum comes from the group maxima, not from the
-  top-k's values: read from those, XLA:CPU ran the top-k as a whole sort (22.8 ms per
-  320-row step instead of 0.64 ms).
+  top-k's values: read from those, XLA:CPU ran the top-k as a whole sort.
 
-  XLA:CPU's top-k scans every row element by element on one thread (7 ms for 320 rows
-  of 8,000 pieces, as much as the output layer). Instead: split each row into groups,
-  keep the k groups with the largest maxima (every top-k element lies in one of them:
-  a group outside them has k maxima above its own), and take the top k of those k
-  groups only. Groups of about 64: 1.9 ms for 320 rows of 8,000 against 2.8 ms with
-  groups of 125 (docs/experiments.md). The k groups' candidates (640 for beam 5) are
+  XLA:CPU's top-k scans every row element by element on one thread (as long as the
+  output layer). Instead: split each row into groups, keep the k groups with the
+  largest maxima (every top-k element lies in one of them: a group outside them has k
+  maxima above its own), and take the top k of those k groups only. Groups of about 64
+  ran fastest (docs/experiments.md, Decoding). The k groups' candidates (640 for beam 5) are
   narrowed the same way, in groups of about 8, while that leaves more than 4k groups.
   """
   return _max_top_k(x_RN, k, 64)

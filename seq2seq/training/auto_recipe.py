@@ -226,8 +226,8 @@ def time_update(cfg: Config, length: int, rounds: int = 10) -> tuple[float, floa
   training settings, on a batch of `data.max_tokens` pieces padded to `length` (the
   trainer's batch of that bucket, or with `data.pack_length` its packed batch, `length`
   then being the row's length) of made-up ids and parameters: the fastest of `rounds`
-  updates after a first one (on 2 AVX2 cores the first few after compiling ran up to
-  1.6x slower than the rest in one process out of three; the fastest varied by 5 %).
+  updates after a first one (the first few after compiling can run much slower than
+  the rest; docs/experiments.md, "The automatic recipe's constants").
   The program is the one the trainer runs for that shape (`train_step.jitted_programs`),
   so a run of these settings in this process does not compile it again."""
   devices = jax.local_devices()
@@ -279,7 +279,7 @@ def measure_speed(cfg: ml_collections.ConfigDict, given: set[str], m: Measuremen
   first plan gives (`NOMINAL_UPDATE_SECONDS`), at the bucket of a typical pair. Process
   0 times it; every process takes its figures. Where the final plan keeps the first
   one's warmup and dropout ramp, the run trains with the program timed here; otherwise
-  the timing cost one compilation more (16 s on a 2-core AVX2 machine, empty cache)."""
+  the timing cost one compilation more."""
   first, _ = plan(dataclasses.replace(m, update_seconds=NOMINAL_UPDATE_SECONDS))
   timed = _with_choices(cfg, first, given)
   compact = PRESETS["compact"]

@@ -45,8 +45,8 @@ def _is_top(logits_NV: jnp.ndarray, label_logit_N: jnp.ndarray) -> jnp.ndarray:
 
   The same as `argmax(logits) == label` except on exact ties, which count as correct
   here. A max is a plain reduction; XLA:CPU runs argmax as a variadic (value, index)
-  reduction over the whole `[tokens, vocab]` array, ~11 % of the `compact` training
-  step (compared in turns on an AMD EPYC with AVX-512 BF16: 293 against 329 ms).
+  reduction over the whole `[tokens, vocab]` array, a share of the `compact` training
+  step (docs/experiments.md).
   """
   top_N = jnp.max(jax.lax.stop_gradient(logits_NV), axis=-1)
   return (jax.lax.stop_gradient(label_logit_N) >= top_N).astype(jnp.float32)

@@ -160,7 +160,7 @@ def jitted_programs(model: Model, cfg: TrainConfig, devices: tuple) -> Programs:
   return Programs(
       optimizer, mesh,
       # One program: run eagerly, the initializers' ~100 operations were each compiled
-      # on their own (2.9 s of a tiny run's start on 2 cores).
+      # on their own (seconds of a tiny run's start on 2 cores).
       initial_state=jax.jit(functools.partial(initial_state, model, optimizer, key),
                             out_shardings=replicated),
       train_step=jax.jit(functools.partial(train_step, model, optimizer, schedule, cfg, key),

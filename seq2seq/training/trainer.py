@@ -238,7 +238,7 @@ class Trainer:
     self.sigterm: list[int] = []  # set by sigterm_stops_the_loop() while train() runs
     # Validation's greedy batches do not shrink as sentences finish (decode.min_rows):
     # on 1,014 sentences shrinking saves under half a second a validation, while its
-    # copies of the decoder step (one per size) cost ~50 s of compilation on 2 cores.
+    # copies of the decoder step (one per size) cost most of a minute of compilation on 2 cores.
     translator = Translator(cfg.model, self.state.params, self.tok,
                             dataclasses.replace(cfg.decode, min_rows=0))
     self.validation = Validation(cfg, self.steps, translator, val_corpus, val_refs)
