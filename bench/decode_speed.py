@@ -38,6 +38,7 @@ from pathlib import Path
 import sacrebleu
 
 from seq2seq.data.textfiles import read_lines
+from seq2seq.decoding.engines import load_engine
 from seq2seq.decoding.translator import Translator
 from seq2seq.rundir import ctranslate2_model
 from seq2seq.runtime import enable_compilation_cache
@@ -152,7 +153,7 @@ def main():
       timed = dict(firsts) if q in (None, "float32") else {}
       if q is not None:
         path = ctranslate2_model.export_ctranslate2(args.workdir, Path(tmp) / q, args.checkpoint, q)
-        ct2 = Translator.load(path, engine="ctranslate2")
+        ct2 = load_engine(path, "ctranslate2")
         for name, beam in (("greedy", 1), (f"beam{args.beam}", args.beam)):
           alpha = 0.0 if beam == 1 else args.ct2_alpha
           timed[f"ctranslate2_{q}_{name}"] = first_pass(ct2, lines, beam, args.batch_size, alpha)

@@ -168,16 +168,23 @@ async def client(host: str, port: int, texts, stop_at: float, out: dict) -> None
 
 
 class InstantEngine:
-  """A translator that answers at once ("<" + the text's first word): the server around
-  it is all that costs."""
+  """An engine that answers at once ("<" + the text's first word): the server around it is
+  all that costs."""
 
-  languages = ("en", "de")
+  directions = (("en", "de"),)
 
   def __init__(self):
-    from seq2seq.config import DecodeConfig, ModelConfig
-    self.decode_cfg, self.model_cfg = DecodeConfig(), ModelConfig()
+    from seq2seq.decoding.engine import EngineLimits
+    from seq2seq.decoding.engine_io import SearchSettings
+    self.defaults, self.limits = SearchSettings(), EngineLimits(128, 126)
 
-  def translate(self, texts, **_):
+  def describe(self):
+    return {"engine": "instant"}
+
+  def check(self, texts, prefixes=None):
+    pass
+
+  def translate(self, texts, settings=None, **_):
     return ["<" + t.split()[0] for t in texts]
 
 

@@ -2,6 +2,8 @@
 
 Public API:
   Translator   load a trained run directory and translate text (`Translator.load(RUN_DIR)`).
+  load_engine  the JAX engine of a run, or the CTranslate2 engine of an export
+               (`load_engine(EXPORT_DIR, "ctranslate2")`): the same `Engine` contract.
   train        train (or resume) a run: `seq2seq.train("tiny", "runs/tiny")`, as train.py.
   Config       typed configuration (model, data, train, decode).
 
@@ -13,7 +15,7 @@ Shape glossary (tensor names end in these letters, einsums use them too):
 from seq2seq.config import Config, ModelConfig
 from seq2seq.version import __version__
 
-__all__ = ["Config", "ModelConfig", "Translator", "__version__", "train"]
+__all__ = ["Config", "ModelConfig", "Translator", "__version__", "load_engine", "train"]
 
 
 def __getattr__(name):
@@ -21,6 +23,9 @@ def __getattr__(name):
   if name == "Translator":
     from seq2seq.decoding.translator import Translator
     return Translator
+  if name == "load_engine":
+    from seq2seq.decoding.engines import load_engine
+    return load_engine
   if name == "train":  # training code, loaded only by those who train
     from seq2seq.training.trainer import train
     return train

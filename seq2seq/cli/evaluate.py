@@ -11,6 +11,8 @@ from typing import Sequence
 from seq2seq.cli import parsing
 from seq2seq.data import data_source, textfiles
 from seq2seq.data.textfiles import one_line
+from seq2seq.decoding.engine import Engine
+from seq2seq.decoding.engine_io import SearchSettings
 from seq2seq.decoding.glossary import term_use
 from seq2seq.rundir import checkpoint, ctranslate2_model, model_card
 from seq2seq.runtime import Progress
@@ -19,8 +21,8 @@ from seq2seq.scoring import ScoreError, score, write_sentence_level
 log = logging.getLogger(__name__)
 
 
-def translate_all(translator, sources: Sequence[str], c, split_sentences: bool = False,
-                  glossary=None) -> list[str]:
+def translate_all(engine: Engine, sources: Sequence[str], c: SearchSettings,
+                  split_sentences: bool = False) -> list[str]:
   """The translations of `sources` with the settings `c` (each a sentence, or cut into
   sentences with `split_sentences`: a test set of paragraphs), one batch first and then 16
   batches at a time, with progress (a bar on a terminal, else log lines): from an empty
@@ -30,10 +32,8 @@ def translate_all(translator, sources: Sequence[str], c, split_sentences: bool =
   out: list[str] = []
   with Progress("translating", total=len(sources), unit="sentences") as progress:
     for chunk in chunks(iter(sources), c.batch_size, 16 * c.batch_size):
-      extra = {} if glossary is None else {"glossary": glossary}
-      out += [one_line(h) for h in translator.translate(
-          chunk, beam_size=c.beam_size, alpha=c.alpha, batch_size=c.batch_size,
-          split_sentences=split_sentences, **extra)]
+      out += [one_line(h) for h in engine.translate(chunk, c,
+                                                    split_sentences=split_sentences)]
       progress.update(len(chunk))
   return out
 
@@ -118,16 +118,16 @@ def main(argv=None) -> None:
       if len(sources) != len(references):
         raise ScoreError(f"{args.src} has {len(sources)} lines but {args.ref} has "
                          f"{len(references)}")
-    translator, c = parsing.load_translator(args)
+    engine, c = parsing.load_engine(args, glossary=glossary)
   except (textfiles.DataError, checkpoint.CheckpointError, ScoreError, ValueError) as e:
     sys.exit(f"error: {e}")
-  beam = c.beam_size
+  beam, search = c.beam_size, engine.describe()["search"]
   try:
-    hypotheses = translate_all(translator, sources, c, args.split_sentences, glossary)
+    hypotheses = translate_all(engine, sources, c, args.split_sentences)
   except ValueError as e:  # a line too long to cut (TooLongError)
     sys.exit(f"error: {args.split or args.src}: {e}")
   ensemble = ".ensemble" if len(args.workdir) > 1 else ""
-  mbr_name = f".mbr-{c.mbr}-{c.mbr_weights}" if c.mbr else ""
+  mbr_name = f".mbr-{search['mbr']}-{search['mbr_weights']}" if search["mbr"] else ""
   mbr_name += ".glossary" if glossary is not None else ""
   # Readers leave the run directory as they found it: the hypotheses go to a folder here.
   out = (Path(args.output) if args.output else
@@ -144,10 +144,10 @@ def main(argv=None) -> None:
     write_sentence_level(Path(args.sentence_level), sources, hypotheses, references)
   result = dict(result, hypotheses=str(out), checkpoint=args.checkpoint, beam=beam,
                 alpha=c.alpha, engine=args.engine)
-  if c.mbr:
-    result.update(mbr=c.mbr, mbr_weights=c.mbr_weights)
+  if search["mbr"]:
+    result.update(mbr=search["mbr"], mbr_weights=search["mbr_weights"])
   if args.engine == "jax":
-    result["beam_stop"] = c.beam_stop
+    result["beam_stop"] = search["beam_stop"]
   if glossary is not None:
     used, terms = term_use(glossary, sources, hypotheses)
     result.update(glossary=args.glossary, glossary_terms=terms,

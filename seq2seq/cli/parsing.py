@@ -153,18 +153,21 @@ def check_search_flags(parser: argparse.ArgumentParser, args: argparse.Namespace
     parser.error(BEAM_STOP_CT2_ERROR)
 
 
-def load_translator(args: argparse.Namespace):
-  """The `Translator` the model and search flags describe, and its search settings (a
-  `DecodeConfig`: the flags over the run's own)."""
-  from seq2seq.decoding.translator import Translator
+def load_engine(args: argparse.Namespace, sampling=None, glossary=None, nbest: int = 0):
+  """The engine the model flags describe, and the one `SearchSettings` of the search
+  flags (over the run's own): (engine, settings). A setting out of range is a ValueError
+  naming it."""
+  from seq2seq.decoding.engines import load_engine as load
 
+  # the flags over the run's settings: the engine's defaults (a server's for every request)
   overrides = {k: v for k, v in (("workers", getattr(args, "workers", None)),
-                                 ("beam_stop", args.beam_stop)) if v is not None}
-  translator = Translator.load(args.workdir, args.checkpoint,
-                               engine=getattr(args, "engine", "jax"), **overrides,
-                               **mbr.overrides(args))
-  return translator, translator.settings(args.beam, args.alpha,
-                                         getattr(args, "batch_size", None))
+                                 ("beam_stop", args.beam_stop), ("beam_size", args.beam),
+                                 ("alpha", args.alpha),
+                                 ("batch_size", getattr(args, "batch_size", None)))
+               if v is not None}
+  engine = load(args.workdir, getattr(args, "engine", "jax"), args.checkpoint, **overrides,
+                **mbr.overrides(args))
+  return engine, engine.settings(sampling=sampling, glossary=glossary, nbest=nbest or None)
 
 
 # ------------------------------------------------------------------ training's config

@@ -10,13 +10,14 @@ import dataclasses
 import logging
 import sys
 import threading
+import time
 from pathlib import Path
 
 from seq2seq import runtime
 from seq2seq.cli import parsing
 from seq2seq.rundir import checkpoint, ctranslate2_model
 from seq2seq.serving.http_api import Limits, check_defaults
-from seq2seq.serving.http_server import access_log, create_app, follow_checkpoint, log, warm_up
+from seq2seq.serving.http_server import access_log, create_app, follow_checkpoint, log
 
 
 def parser() -> argparse.ArgumentParser:
@@ -94,16 +95,13 @@ def main(argv=None) -> None:
   info = {"engine": args.engine, "model": shown, "checkpoint": args.checkpoint}
 
   def load():
-    # what is loaded, looked up first: one written while it loads and compiles is newer
-    loaded = (checkpoint.checkpoint_path(args.workdir, args.checkpoint)
-              if args.reload_every else None)
-    translator, settings = parsing.load_translator(args)
-    translator.decode_cfg = settings  # the flags are the default of every request
-    log.info("compiled the batch shapes in %.1f s", warm_up(translator, limits))
+    engine, _ = parsing.load_engine(args)  # the flags are the default of every request
+    started = time.perf_counter()
+    engine.warm_up(limits.max_batch)
+    log.info("compiled the batch shapes in %.1f s", time.perf_counter() - started)
     if args.reload_every:
-      follow_checkpoint(translator, args.workdir, args.checkpoint, args.reload_every, info,
-                        threading.Event(), loaded)
-    return translator
+      follow_checkpoint(engine, args.reload_every, info, threading.Event())
+    return engine
 
   try:  # a wrong directory is an error now, not a failed /health
     cfg = (checkpoint.load_config(args.workdir) if args.engine == "jax"

@@ -170,23 +170,22 @@ def main(argv=None) -> None:
   setup_cli_logging()
   parsing.resolve_model(p, args)
   try:
-    translator, c = parsing.load_translator(args)
+    engine, c = parsing.load_engine(args, sampling, glossary)
   except (checkpoint.CheckpointError, ValueError) as e:
     sys.exit(f"error: {e}")
   if args.nbest > c.beam_size and sampling is None:
     p.error(f"--nbest {args.nbest} needs a beam of at least {args.nbest} hypotheses, "
             f"but the beam size is {c.beam_size}: add --beam {args.nbest} or more")
-  opts = dict(beam_size=c.beam_size, alpha=c.alpha, batch_size=c.batch_size, sampling=sampling,
-              split_sentences=args.split_sentences)
-  if glossary is not None:
-    opts["glossary"] = glossary
+  if args.nbest:
+    c = c.changed(nbest=args.nbest)
+  split = args.split_sentences
 
   if fmt is not None:
-    translate_file(translator, args, fmt, opts)
+    translate_file(engine, args, fmt, c)
     return
   if args.interactive:
     for line in sys.stdin:
-      print(one_line(translator.translate(line.rstrip("\n"), **opts)), flush=True)
+      print(one_line(engine.translate(line.rstrip("\n"), c, split_sentences=split)), flush=True)
     return
   src = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")
   lines = read_input(src, args.strict)
@@ -194,7 +193,7 @@ def main(argv=None) -> None:
     lines = list(lines)
     if len(lines) != 1:
       sys.exit(f"error: --attention-plot takes exactly one input line, got {len(lines)}")
-    print(one_line(plot_attention(translator, lines[0], args.attention_plot, c.beam_size)))
+    print(one_line(plot_attention(engine, lines[0], args.attention_plot, c.beam_size)))
     log.info("wrote %s", args.attention_plot)
     return
   out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
@@ -206,20 +205,22 @@ def main(argv=None) -> None:
     lines = tab_pairs(lines, "PREFIX")
   try:
     for chunk in chunks(lines, c.batch_size, c.batch_size * max(args.buffer, 1)):
+      prefixes = None
       if args.prefix:
-        opts["prefixes"] = [b for _, b in chunk]
+        prefixes = [b for _, b in chunk]
         chunk = [a for a, _ in chunk]
       if args.score:
-        scores = translator.score([a for a, _ in chunk], [b for _, b in chunk], c.batch_size)
+        scores = engine.score([a for a, _ in chunk], [b for _, b in chunk], c)
         out.write("".join(f"{x.logprob:.4f}\t{x.per_token:.4f}\t{x.tokens}\n" for x in scores))
       elif args.nbest:
-        for number, hyps in enumerate(translator.translate(chunk, nbest=args.nbest,
-                                                           first_index=count, **opts), count + 1):
+        found = engine.translate(chunk, c, prefixes=prefixes, first_index=count,
+                                 split_sentences=split)
+        for number, hyps in enumerate(found, count + 1):
           out.write("".join(f"{number - 1} ||| {one_line(h.text)} ||| {h.score:.4f}\n"
                             for h in hyps))
       else:
-        out.write("".join(one_line(t) + "\n"
-                          for t in translator.translate(chunk, first_index=count, **opts)))
+        out.write("".join(one_line(t) + "\n" for t in engine.translate(
+            chunk, c, prefixes=prefixes, first_index=count, split_sentences=split)))
       out.flush()
       count += len(chunk)
       progress.update(len(chunk))
@@ -254,15 +255,14 @@ def document_format(p: argparse.ArgumentParser, args) -> str | None:
   return fmt
 
 
-def translate_file(translator, args, fmt: str, opts: dict) -> None:
+def translate_file(engine, args, fmt: str, settings) -> None:
   """translate.py --input DOCUMENT: the document translated whole into --output."""
   from seq2seq.documents import translate_document
-  options = {k: v for k, v in opts.items() if k != "sampling"}
-  if opts.get("sampling") is not None:
+  if settings.sampling is not None:
     sys.exit("error: --sample translates lines, not documents")
   try:
-    out = translate_document(translator, args.input, None if args.output == "-" else args.output,
-                             fmt, **options)
+    out = translate_document(engine, args.input, None if args.output == "-" else args.output,
+                             fmt, settings, split_sentences=args.split_sentences)
   except ValueError as e:
     sys.exit(f"error: {e}")
   if out is not None:

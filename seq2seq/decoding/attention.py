@@ -6,25 +6,22 @@ import os
 
 import numpy as np
 
-from seq2seq.decoding.translator import Translator
-from seq2seq.vocab import BOS_ID, EOS_ID, cut_at_eos
+from seq2seq.decoding.engine import Engine
 
 
-def attention(translator: Translator, text: str, beam_size: int = 1
+def attention(engine: Engine, text: str, beam_size: int = 1
               ) -> tuple[str, list[str], list[str], np.ndarray]:
   """Translates one sentence: (translation, source pieces, target pieces, cross-attention
   weights [target, source] of the last decoder layer, mean over heads; EOS included)."""
-  src = translator.encode([text])[0]
-  hyp = translator.translate_ids([src], beam_size=beam_size, batch_size=1)[0][0][0]
-  out = cut_at_eos(hyp) + [EOS_ID]
-  tgt_in = np.array([[BOS_ID] + out[:-1]], np.int32)
-  probs = translator.model.cross_attention(translator.params, src[None], tgt_in)
-  weights = np.asarray(probs[-1, 0].mean(axis=0))  # [T, S]
-  return (translator.detokenize(hyp), translator.tokenizer.pieces(src),
-          translator.tokenizer.pieces(out), weights)
+  hyp = engine.translate([text], beam_size=beam_size, batch_size=1, nbest=1,
+                         split_sentences=False)[0][0]
+  found = engine.align([text], [hyp.ids])[0]
+  if found.weights is None:
+    raise ValueError("attention needs the JAX engine: this engine returns none")
+  return hyp.text, found.source_pieces, found.target_pieces, found.weights
 
 
-def plot_attention(translator: Translator, text: str, path: str | os.PathLike,
+def plot_attention(engine: Engine, text: str, path: str | os.PathLike,
                    beam_size: int = 1) -> str:
   """Translates one sentence and writes a heatmap of its cross-attention (last decoder
   layer, mean over heads; source pieces x target pieces), like Joey NMT's plots."""
@@ -32,7 +29,7 @@ def plot_attention(translator: Translator, text: str, path: str | os.PathLike,
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  translation, src_pieces, tgt_pieces, weights = attention(translator, text, beam_size)
+  translation, src_pieces, tgt_pieces, weights = attention(engine, text, beam_size)
   fig, ax = plt.subplots(figsize=(max(4, 0.45 * len(src_pieces)), max(3, 0.4 * len(tgt_pieces))))
   ax.imshow(weights, cmap="viridis", aspect="auto", vmin=0.0, vmax=1.0)
   ax.set_xticks(range(len(src_pieces)), src_pieces, rotation=90)

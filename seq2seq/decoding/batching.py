@@ -20,7 +20,7 @@ import numpy as np
 from seq2seq.config import DecodeConfig
 from seq2seq.data.input_pipeline import LengthBuckets, pad_batch
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.decoding.engine_io import PairScore, Sampling
+from seq2seq.decoding.engine_io import PairScore, SearchSettings
 from seq2seq.decoding.model_search import max_steps_for
 from seq2seq.numerics import LEAST_ROWS
 from seq2seq.vocab import EOS_ID, PAD_ID
@@ -80,27 +80,28 @@ def encode_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], rows: Sequenc
   return [np.asarray(ids, np.int32) for ids in pieces]
 
 
-def search_jobs(src_ids: Sequence[np.ndarray], c: DecodeConfig, buckets: LengthBuckets,
-                model_max_len: int, sampling: Sampling | None,
+def search_jobs(src_ids: Sequence[np.ndarray], settings: SearchSettings, c: DecodeConfig,
+                buckets: LengthBuckets, model_max_len: int,
                 key_indices: Sequence[int] | None, prefix_ids: Sequence[np.ndarray] | None,
                 row_sizes: Sequence[int] = (),
                 constraint_ids: Sequence[Sequence[Sequence[np.ndarray]]] | None = None,
                 word_start_V: np.ndarray | None = None
                 ) -> Iterator[tuple[list[int], dict]]:
-  """(input indices, the search's array arguments) of each batch, shortest first:
-  sources padded to their length bucket in `batch_rows` rows, with the batch's step
+  """(input indices, the search's array arguments) of each batch of `settings.batch_size`
+  inputs at most, shortest first (`c`: the run's output limits): sources padded to their length bucket in `batch_rows` rows, with the batch's step
   limit, sampling keys and forced prefixes. `constraint_ids[i]`: input i's constraints,
   each a list of alternatives (pieces, no EOS), as `constraints_BCAL` (`pad_constraints`),
   the step limit raised by the pieces they may add; `word_start_V` goes with them."""
+  sampling = settings.sampling
   if sampling is not None and len(src_ids):
     base = jax.random.PRNGKey(sampling.seed)
     keys = sampling_keys(base, np.arange(len(src_ids)) if key_indices is None
                          else np.asarray(key_indices))
   order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
-  for start in range(0, len(order), c.batch_size):
-    chunk = order[start:start + c.batch_size]
+  for start in range(0, len(order), settings.batch_size):
+    chunk = order[start:start + settings.batch_size]
     length = buckets.length_for(max(len(src_ids[i]) for i in chunk))
-    rows = max(LEAST_ROWS, batch_rows(len(chunk), c.batch_size, row_sizes))
+    rows = max(LEAST_ROWS, batch_rows(len(chunk), settings.batch_size, row_sizes))
     src = np.full((rows, length), PAD_ID, np.int32)
     src[:, 0] = EOS_ID  # filler rows: a one-token source, discarded below
     for row, i in enumerate(chunk):
@@ -177,12 +178,30 @@ def forced_scores(logprob_fn, src_ids: Sequence[np.ndarray], tgt_ids: Sequence[n
   return results
 
 
-def bound_search(search_fn, params, c: DecodeConfig, sampling: Sampling | None, nbest: int):
-  """The jitted search (or its `.lower`) with the static settings of `c` bound: call it
-  with one job's arguments (`search_jobs`)."""
+def bound_search(search_fn, params, settings: SearchSettings, c: DecodeConfig):
+  """The jitted search (or its `.lower`) with the static settings bound (the call's, and
+  the run's `c`): call it with one job's arguments (`search_jobs`)."""
   # The seed is in the keys; a compiled search serves every seed.
+  sampling = settings.sampling
   unseeded = None if sampling is None else dataclasses.replace(sampling, seed=0)
-  return functools.partial(search_fn, params, beam_size=c.beam_size, alpha=c.alpha,
-                           max_len_a=c.max_len_a, max_len_b=c.max_len_b, sampling=unseeded,
-                           nbest=min(nbest, c.beam_size), min_rows=c.min_rows,
-                           beam_stop=c.beam_stop)
+  return functools.partial(search_fn, params, beam_size=settings.beam_size,
+                           alpha=settings.alpha, max_len_a=c.max_len_a, max_len_b=c.max_len_b,
+                           sampling=unseeded,
+                           nbest=min(max(settings.nbest, 1), settings.beam_size),
+                           min_rows=c.min_rows, beam_stop=c.beam_stop)
+
+
+def alignment_batches(src_ids: Sequence[np.ndarray], tgt_ids: Sequence[np.ndarray], rows: int,
+                      buckets: LengthBuckets
+                      ) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
+  """(input indices, sources `[R, S]`, targets `[R, T]`) of padded batches of pairs, by
+  length (`R`: the next power of two of the pairs, at most `rows`; S and T: buckets), so
+  that aligning a document runs a few compiled shapes whatever its sentences."""
+  order = sorted(range(len(src_ids)), key=lambda i: (len(tgt_ids[i]), len(src_ids[i])))
+  for start in range(0, len(order), rows):
+    chunk = order[start:start + rows]
+    batch = pad_batch([src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk],
+                      max(LEAST_ROWS, batch_rows(len(chunk), rows)),
+                      buckets.length_for(max(len(src_ids[i]) for i in chunk)),
+                      buckets.length_for(max(len(tgt_ids[i]) for i in chunk)))
+    yield chunk, batch.src, batch.tgt

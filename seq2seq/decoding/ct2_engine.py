@@ -1,5 +1,5 @@
-"""Translate with a model exported to CTranslate2 (`seq2seq-export`), behind the same API
-as the JAX `Translator`: `translate`, `score`, `settings`, `encode`, `detokenize`.
+"""The CTranslate2 engine: a model exported by `seq2seq-export`, behind the same
+`engine.Engine` contract as the JAX `Translator`.
 
 The run's SentencePiece model tokenizes and detokenizes, so the two engines see and
 produce the same pieces; the run's search settings (beam size, output length limits,
@@ -12,7 +12,7 @@ batch size) are the defaults. What differs, by CTranslate2's design:
 - the output length limit is one per batch (a * longest source + b), not per sentence;
 - sampling draws from CTranslate2's global random generator (`--seed` seeds it), so a
   seed gives the same samples for the same batches, not regardless of batch size.
-Ensembles and attention plots are JAX-engine features.
+Ensembles, glossaries and attention are JAX-engine features.
 """
 
 from __future__ import annotations
@@ -24,25 +24,19 @@ from typing import Sequence
 
 import numpy as np
 
-from seq2seq.config import DecodeConfig
+from seq2seq.decoding.engine import Alignment, EngineLimits, SentenceEngine
 from seq2seq.decoding.engine_io import (
   Hypothesis,
   PairScore,
-  Sampling,
-  check_request,
+  SearchSettings,
   encode_sources,
   has_text,
-  hypotheses_needed,
-  pick,
-  resolve_settings,
-  source_limit,
 )
-from seq2seq.decoding.sentences import Plan
 from seq2seq.rundir import ctranslate2_model
-from seq2seq.vocab import cut_at_eos
+from seq2seq.vocab import EOS_ID, cut_at_eos
 
 
-class CTranslate2Translator:
+class CTranslate2Translator(SentenceEngine):
   """A CTranslate2 model directory written by `seq2seq-export`, with its tokenizer."""
 
   engine = "ctranslate2"
@@ -54,6 +48,7 @@ class CTranslate2Translator:
     self.path = Path(path)
     self.info, cfg, self.tokenizer = ctranslate2_model.load_export(path)
     self.model_cfg = cfg.model
+    self.max_len = cfg.model.max_len
     self.languages = (cfg.data.src_lang, cfg.data.tgt_lang)
     self.decode_cfg = dataclasses.replace(cfg.decode, **decode_overrides)
     self.translator = ct2.Translator(str(path), device=device, compute_type=compute_type,
@@ -64,10 +59,46 @@ class CTranslate2Translator:
   def load(cls, path: str | os.PathLike, **kwargs) -> "CTranslate2Translator":
     return cls(path, **kwargs)
 
-  def settings(self, beam_size: int | None = None, alpha: float | None = None,
-               batch_size: int | None = None) -> DecodeConfig:
-    """The export's search settings with the given ones in their place (as the JAX engine)."""
-    return resolve_settings(self.decode_cfg, beam_size, alpha, batch_size)
+  # ------------------------------------------------------------------ the Engine contract
+
+  @property
+  def limits(self) -> EngineLimits:
+    return EngineLimits(self.source_limit(), self.max_len - 2)
+
+  def describe(self) -> dict:
+    cfg = self.model_cfg
+    return {"engine": self.engine, "languages": {"source": self.languages[0],
+                                                 "target": self.languages[1]},
+            "model": {"encoder_layers": cfg.encoder_layers, "decoder_layers": cfg.decoder_layers,
+                     "d_model": cfg.d_model,
+                      "vocab_size": cfg.vocab_size, "max_len": cfg.max_len},
+            "search": self.search_description()}
+
+  def translate_ids(self, src_ids: Sequence[np.ndarray], settings: SearchSettings | None = None,
+                    **changes) -> list[list[tuple[np.ndarray, float]]]:
+    """Each id sequence (EOS included, as the JAX engine takes it) searched; the best
+    `max(nbest, 1)` hypotheses (ids, score) of each, best first."""
+    s = self.settings(settings, **changes)
+    texts = [self.tokenizer.decode([ids])[0] for ids in src_ids]
+    hyps = self.hypotheses(texts, s.changed(nbest=s.nbest or 1), None,
+                           [(i, 0) for i in range(len(texts))])
+    return [[(np.asarray(h.ids + [EOS_ID], np.int32), h.score) for h in found]
+            for found in hyps]
+
+  def align(self, sources: Sequence[str], target_ids: Sequence[Sequence[int]]
+            ) -> list[Alignment]:
+    """The pieces' spans without weights: an exported model returns no attention here,
+    so documents place styles by relative position."""
+    return self.alignments(sources, target_ids, [None] * len(sources))
+
+  def warm_up(self, max_batch: int, longest: int = 64) -> None:
+    """CTranslate2 compiles nothing: one translation loads what it loads lazily."""
+    self.translate(["A man in a blue shirt is standing on a ladder."])
+
+  def reload(self) -> int | None:
+    return None  # an export holds one checkpoint
+
+  # ------------------------------------------------------------------ its own
 
   def encode(self, texts: Sequence[str], line_numbers: Sequence[int] | None = None
              ) -> list[list[str]]:
@@ -82,42 +113,17 @@ class CTranslate2Translator:
   def detokenize(self, ids: Sequence[int]) -> str:
     return self.tokenizer.decode([ids])[0]
 
-  def count_pieces(self, texts: list[str]) -> list[int]:
-    """The pieces of each text as a source, EOS included."""
-    return [len(x) + 1 for x in self.tokenizer.encode(texts)]
-
-  def translate(self, texts: str | Sequence[str], beam_size: int | None = None,
-                alpha: float | None = None, nbest: int = 0, batch_size: int | None = None,
-                sampling: Sampling | None = None, first_index: int = 0,
-                prefixes: Sequence[str] | None = None, split_sentences: bool = True,
-                glossary=None):
-    """As `Translator.translate` (see the module docstring for what differs); no glossary:
-    CTranslate2 has no constrained search."""
-    if glossary is not None:
+  def hypotheses(self, texts: list[str], settings: SearchSettings,
+                 prefixes: Sequence[str] | None, owners: Sequence[tuple[int, int]]
+                 ) -> list[list[Hypothesis]]:
+    if settings.glossary is not None:
       raise ValueError("a glossary needs the JAX engine: CTranslate2 has no constrained "
                        "search (its target prefixes force the start of a translation only)")
-    if isinstance(texts, str):
-      return self.translate([texts], beam_size, alpha, nbest, batch_size, sampling,
-                            prefixes=None if prefixes is None else [prefixes],
-                            split_sentences=split_sentences)[0]
-    texts = list(texts)
-    c = self.settings(beam_size, alpha, batch_size)
-    check_request(texts, prefixes, c, nbest, sampling)
-    plan = Plan.of(texts, self.languages[0] if split_sentences else None, self.count_pieces,
-                   source_limit(self.model_cfg.max_len, c), first_index)
-    hyps = self.hypotheses(plan.sentences, c, nbest, sampling, plan.prefixes(prefixes),
-                           [first_index + i + 1 for i, _ in plan.owners()])
-    return pick(plan.join(hyps), nbest, c)
-
-  def hypotheses(self, texts: list[str], c: DecodeConfig, nbest: int,
-                 sampling: Sampling | None, prefixes: Sequence[str] | None,
-                 line_numbers: Sequence[int]) -> list[list[Hypothesis]]:
-    """Each sentence's hypotheses, best first (one "" for empty ones); `line_numbers[k]`:
-    the 1-based text of sentence k, which warnings name."""
+    c = self.decode_cfg
     hyps: list[list[Hypothesis]] = [[Hypothesis("", 0.0, [])] for _ in texts]
     nonempty = [i for i, t in enumerate(texts) if has_text(t)]
     sources = self.encode([texts[i] for i in nonempty],
-                          [line_numbers[i] for i in nonempty]) if nonempty else []
+                          [owners[i][0] + 1 for i in nonempty]) if nonempty else []
     # no pieces once normalised: "", as for an empty line
     nonempty, sources = [i for i, s in zip(nonempty, sources) if s], [s for s in sources if s]
     if not nonempty:
@@ -126,25 +132,26 @@ class CTranslate2Translator:
     if prefixes is not None:
       target_prefix = [self.tokenizer.pieces(ids) or None
                        for ids in self.tokenizer.encode([prefixes[i] for i in nonempty])]
-    options = dict(max_batch_size=c.batch_size, return_scores=True, min_decoding_length=0,
-                   max_input_length=self.model_cfg.max_len,
+    options = dict(max_batch_size=settings.batch_size, return_scores=True,
+                   min_decoding_length=0, max_input_length=self.model_cfg.max_len,
                    # the JAX engine's limit for the longest source, one per call
                    max_decoding_length=max(1, min(
                        self.model_cfg.max_len - 1,
                        int(c.max_len_a * max(len(s) for s in sources) + c.max_len_b))))
-    if sampling is None:
+    if settings.sampling is None:
       results = self.translator.translate_batch(
-          sources, target_prefix, beam_size=c.beam_size, length_penalty=c.alpha,
-          num_hypotheses=hypotheses_needed(c, nbest, sampling), **options)
+          sources, target_prefix, beam_size=settings.beam_size, length_penalty=settings.alpha,
+          num_hypotheses=settings.hypotheses(c), **options)
       found = [[(self._ids(h), s) for h, s in zip(r.hypotheses, r.scores)] for r in results]
     else:
-      found = self._sample(sources, target_prefix, sampling, max(nbest, 1), options)
+      found = self._sample(sources, target_prefix, settings.sampling,
+                           max(settings.nbest, 1), options)
     for i, options_i in zip(nonempty, found):
       hyps[i] = [Hypothesis(self.detokenize(ids), float(score), cut_at_eos(ids))
                  for ids, score in options_i]
     return hyps
 
-  def _sample(self, sources, target_prefix, sampling: Sampling, draws: int, options):
+  def _sample(self, sources, target_prefix, sampling, draws: int, options):
     """`draws` samples per source (seeds seed .. seed + draws - 1), best first."""
     greedy = sampling.temperature == 0
     found = [[] for _ in sources]
@@ -161,12 +168,12 @@ class CTranslate2Translator:
     return [sorted(f, key=lambda h: -h[1]) for f in found]
 
   def score(self, sources: Sequence[str], targets: Sequence[str],
-            batch_size: int | None = None) -> list[PairScore]:
+            settings: SearchSettings | None = None, **changes) -> list[PairScore]:
     """Forced decoding, as `Translator.score`: log-probability of each target (pieces +
     EOS) given its source."""
     if len(sources) != len(targets):
       raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
-    rows = self.settings(batch_size=batch_size).batch_size
+    rows = self.settings(settings, **changes).batch_size
     tgt = [self.tokenizer.pieces(ids) for ids in self.tokenizer.encode(targets)]
     results = self.translator.score_batch(self.encode(sources), tgt, max_batch_size=rows)
     return [PairScore(float(np.sum(r.log_probs)), len(r.log_probs)) for r in results]

@@ -1,21 +1,24 @@
 """What a translation engine takes and gives back, shared by the JAX `Translator` and the
-CTranslate2 engine: search settings, sampling settings, hypotheses and forced scores.
-Imports only the config, the tokenizer and the MBR choice (text only)."""
+CTranslate2 engine: one `SearchSettings` value, hypotheses and forced scores, the source
+limit and the sources encoded."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
+import os
 import unicodedata
 from typing import Sequence
 
 import numpy as np
 
-from seq2seq.config import BEAM_STOPS, DecodeConfig
+from seq2seq.config import DecodeConfig
 from seq2seq.data.corpus import encode_texts
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding import mbr
-from seq2seq.decoding.decode import Sampling  # noqa: F401 (part of this module's API)
+from seq2seq.decoding.decode import Sampling
+from seq2seq.decoding.glossary import Glossary
 from seq2seq.vocab import truncate_keeping_eos
 
 log = logging.getLogger("seq2seq.translate")
@@ -41,55 +44,90 @@ class PairScore:
     return self.logprob / self.tokens
 
 
-def resolve_settings(c: DecodeConfig, beam_size: int | None = None, alpha: float | None = None,
-                     batch_size: int | None = None) -> DecodeConfig:
-  """The saved decoding settings with the given ones in their place (None keeps the
-  saved one); the one place where defaults are resolved and checked."""
-  c = dataclasses.replace(c, beam_size=c.beam_size if beam_size is None else beam_size,
-                          alpha=c.alpha if alpha is None else float(alpha),
-                          batch_size=batch_size or c.batch_size)
-  if c.beam_size < 1:
-    raise ValueError(f"beam size must be at least 1 (1 = greedy), got {c.beam_size}")
-  if c.batch_size < 1:
-    raise ValueError(f"batch size must be at least 1, got {c.batch_size}")
-  if c.workers < 1:
-    raise ValueError(f"decoding workers must be at least 1, got {c.workers}")
-  if c.beam_stop not in BEAM_STOPS:
-    raise ValueError(f"decode.beam_stop must be one of {', '.join(BEAM_STOPS)}, got "
-                     f"{c.beam_stop!r}")
-  if c.min_rows < 0:
-    raise ValueError(f"decode.min_rows must be at least 0 (0: batches never shrink), got "
-                     f"{c.min_rows}")
-  if c.mbr:
-    mbr.check_settings(c.mbr, c.mbr_weights)
-  return c
+def _whole(value, name: str, least: int) -> int:
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+    raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
+  return int(value)
 
 
-def check_request(texts: list, prefixes, c: DecodeConfig, nbest: int, sampling) -> None:
-  """Refuses a translate() call whose prefixes or n-best do not fit its texts and beam."""
+@dataclasses.dataclass(frozen=True)
+class SearchSettings:
+  """How one call searches, checked once when made: from an HTTP request, the command
+  line or the Python API to the search, as one value. Equal settings decode together
+  (the server batches by them). The run's `DecodeConfig` gives the defaults
+  (`of`) and what no call changes (output limits, when beam search stops, MBR)."""
+
+  beam_size: int = 1  # 1 = greedy search
+  alpha: float = 0.6  # length penalty exponent of beam search
+  nbest: int = 0  # 0: one translation per text; N: the N best hypotheses
+  batch_size: int = 64  # sentences per decoding batch
+  sampling: Sampling | None = None  # draw from the model instead of searching
+  glossary: Glossary | None = None  # terms the translation must use (constrained search)
+
+  def __post_init__(self):
+    _whole(self.beam_size, "beam size", 1)
+    _whole(self.batch_size, "batch size", 1)
+    _whole(self.nbest, "nbest", 0)
+    if (isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float))
+        or not math.isfinite(self.alpha) or self.alpha < 0):
+      raise ValueError(f"alpha must be a number of at least 0, got {self.alpha!r}")
+    object.__setattr__(self, "alpha", float(self.alpha))
+    if self.sampling is not None and not isinstance(self.sampling, Sampling):
+      raise ValueError(f"sampling must be a Sampling, got {type(self.sampling).__name__}")
+    if self.nbest > self.beam_size and self.sampling is None:
+      raise ValueError(f"nbest={self.nbest} needs a beam of at least {self.nbest} "
+                       f"hypotheses (beam size {self.beam_size}); raise the beam size or "
+                       "lower nbest")
+    if self.glossary is not None:
+      if self.sampling is not None:
+        raise ValueError("a glossary constrains beam search: it does not combine with "
+                         "sampling")
+      if isinstance(self.glossary, (str, os.PathLike)):
+        object.__setattr__(self, "glossary", Glossary.read(self.glossary))
+      else:
+        object.__setattr__(self, "glossary", Glossary.of(self.glossary))
+
+  @classmethod
+  def of(cls, decode: DecodeConfig, **changes) -> "SearchSettings":
+    """The run's search settings (`decode`) with `changes` (SearchSettings fields; None
+    keeps the run's)."""
+    unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:
+      raise TypeError(f"unknown search setting(s) {', '.join(unknown)}; known: "
+                      f"{', '.join(f.name for f in dataclasses.fields(cls))}")
+    base = {"beam_size": decode.beam_size, "alpha": decode.alpha,
+            "batch_size": decode.batch_size}
+    return cls(**{**base, **{k: v for k, v in changes.items() if v is not None}})
+
+  def changed(self, **changes) -> "SearchSettings":
+    """These settings with `changes` (None keeps a setting), checked again."""
+    return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+  def hypotheses(self, decode: DecodeConfig) -> int:
+    """How many hypotheses per text the search returns: N for `nbest=N`; all W of the
+    beam for an MBR choice (`decode.mbr`); else 1."""
+    if self.nbest:
+      return self.nbest
+    return self.beam_size if decode.mbr and self.sampling is None else 1
+
+
+def check_prefixes(texts: list, prefixes) -> None:
+  """Refuses prefixes that do not pair with the texts one to one."""
   if prefixes is not None and len(prefixes) != len(texts):
     raise ValueError(f"{len(texts)} texts but {len(prefixes)} prefixes")
-  if nbest < 0 or (nbest > c.beam_size and sampling is None):
-    raise ValueError(f"nbest={nbest} needs a beam of at least {nbest} hypotheses "
-                     f"(beam size {c.beam_size}); raise the beam size or lower nbest")
+  if prefixes is not None and not all(isinstance(p, str) for p in prefixes):
+    raise ValueError("prefixes must be strings (\"\" for none)")
 
 
-def hypotheses_needed(c: DecodeConfig, nbest: int, sampling) -> int:
-  """How many hypotheses per text the search returns: N for `nbest=N`; all W of the beam
-  for an MBR choice (decode.mbr); else 1."""
-  if nbest:
-    return nbest
-  return c.beam_size if c.mbr and sampling is None else 1
-
-
-def pick(hyps: list[list[Hypothesis]], nbest: int, c: DecodeConfig) -> list:
+def pick(hyps: list[list[Hypothesis]], settings: SearchSettings, decode: DecodeConfig
+         ) -> list:
   """translate()'s answer: N hypotheses per text with `nbest=N`, else one text: the MBR
   choice among the text's hypotheses with decode.mbr, the best one without."""
-  if nbest:
-    return [h[:nbest] for h in hyps]
-  if c.mbr:
-    return [h[mbr.choose([x.text for x in h], [x.score for x in h], c.mbr, c.mbr_weights)].text
-            for h in hyps]
+  if settings.nbest:
+    return [h[:settings.nbest] for h in hyps]
+  if decode.mbr:
+    return [h[mbr.choose([x.text for x in h], [x.score for x in h], decode.mbr,
+                         decode.mbr_weights)].text for h in hyps]
   return [h[0].text for h in hyps]
 
 

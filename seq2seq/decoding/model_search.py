@@ -90,3 +90,12 @@ def forced_logprob(model: Model | Ensemble, params, src_BS: jnp.ndarray,
   logp_BTV = jax.nn.log_softmax(model.log_probs(params, src_BS, shift_right(tgt_out_BT)))
   picked_BT = jnp.take_along_axis(logp_BTV, tgt_out_BT[..., None], axis=-1)[..., 0]
   return jnp.sum(jnp.where(tgt_out_BT != PAD_ID, picked_BT, 0.0), axis=1)
+
+
+def cross_attention(model: Model, params, src_BS: jnp.ndarray, tgt_out_BT: jnp.ndarray
+                    ) -> jnp.ndarray:
+  """`[B, T, S]`: how much each target position attends to each source piece as the model
+  predicts it (the last decoder layer's cross-attention, mean over heads), teacher-forced
+  on `tgt_out_BT` (the target's pieces and EOS)."""
+  probs_LBHTS = model.cross_attention(params, src_BS, shift_right(tgt_out_BT))
+  return jnp.mean(probs_LBHTS[-1].astype(jnp.float32), axis=1)

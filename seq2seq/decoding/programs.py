@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from seq2seq.decoding.model_search import forced_logprob, search
+from seq2seq.decoding.model_search import cross_attention, forced_logprob, search
 from seq2seq.decoding.program_store import StoredPrograms, store_folder
 from seq2seq.model.ensemble import Ensemble
 from seq2seq.model.transformer import Model
@@ -67,12 +67,17 @@ SEARCH_STATIC = ("beam_size", "alpha", "max_len_a", "max_len_b", "max_steps", "s
 
 
 @functools.lru_cache(maxsize=16)
-def compiled_functions(models: Model | Ensemble) -> tuple[StoredPrograms, StoredPrograms]:
-  """The search and forced decoding of `models`, jitted and kept in the program store
+def compiled_functions(models: Model | Ensemble
+                       ) -> tuple[StoredPrograms, StoredPrograms, StoredPrograms]:
+  """The search, forced decoding and cross-attention (of the first model) of `models`,
+  jitted and kept in the program store
   (`program_store`): one pair per process for equal models (`Model.__eq__`), so that a
   run loaded again, or the trainer's validation translator made anew, runs what an
   earlier translator built; a later process loads them instead of tracing them."""
   folder = store_folder()
+  first = models.models[0] if isinstance(models, Ensemble) else models
   return (StoredPrograms(functools.partial(search, models), repr(models), SEARCH_STATIC,
                          folder, on_build=_count_program),
-          StoredPrograms(functools.partial(forced_logprob, models), repr(models), (), folder))
+          StoredPrograms(functools.partial(forced_logprob, models), repr(models), (), folder),
+          StoredPrograms(functools.partial(cross_attention, first), f"cross_attention {first!r}",
+                         (), folder))

@@ -1,4 +1,5 @@
-"""Translate text with a trained model: the `Translator` Python API.
+"""The JAX engine: a trained run's model, parameters and tokenizer, with the compiled
+searches it reuses across calls (`engine.Engine`; `Translator` is its Python name).
 
     from seq2seq import Translator
     t = Translator.load("runs/multi30k")
@@ -15,6 +16,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import jax
@@ -26,25 +31,23 @@ from seq2seq.data.textfiles import one_line  # noqa: F401 (part of this module's
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding import loading
 from seq2seq.decoding.batching import (
+  alignment_batches,
   bound_search,
   encode_prefixes,
   forced_scores,
   ordered_map,
   search_jobs,
 )
-from seq2seq.decoding.engine_io import (
+from seq2seq.decoding.engine import Alignment, EngineLimits, SentenceEngine
+from seq2seq.decoding.engine_io import (  # noqa: F401 (Sampling: part of this module's API)
   Hypothesis,
   PairScore,
   Sampling,
-  check_request,
+  SearchSettings,
   encode_sources,
   has_text,
-  hypotheses_needed,
-  pick,
-  resolve_settings,
-  source_limit,
 )
-from seq2seq.decoding.glossary import Glossary, constraint_pieces, load_glossary, word_starts
+from seq2seq.decoding.glossary import constraint_pieces, word_starts
 from seq2seq.decoding.programs import ShapeCompileLog, compiled_functions, counting_programs
 from seq2seq.decoding.sentences import Plan, TooLongError  # noqa: F401 (TooLongError: API)
 from seq2seq.model.ensemble import Ensemble
@@ -52,13 +55,17 @@ from seq2seq.model.transformer import Model
 from seq2seq.numerics import resolve
 from seq2seq.rundir import checkpoint
 from seq2seq.runtime import give_back_freed_memory
-from seq2seq.vocab import cut_at_eos
+from seq2seq.vocab import EOS_ID, cut_at_eos
 
 log = logging.getLogger(__name__)
 
+WARM_UP = "A man in a blue shirt is standing on a ladder cleaning windows."
 
-class Translator:
+
+class Translator(SentenceEngine):
   """A model, its parameters and tokenizer, with compiled search functions reused across calls."""
+
+  engine = "jax"
 
   def __init__(self, model_cfg: ModelConfig, params, tokenizer: Tokenizer,
                decode_cfg: DecodeConfig | None = None,
@@ -78,6 +85,7 @@ class Translator:
           f"tokenizer has {tokenizer.vocab_size} pieces but the model's embedding has "
           f"{model_cfg.vocab_size} rows: the tokenizer does not belong to this checkpoint")
     self.model_cfg, self.params, self.tokenizer = model_cfg, params, tokenizer
+    self.max_len = model_cfg.max_len
     self.languages = tuple(languages)
     self.decode_cfg = decode_cfg or DecodeConfig()
     self.row_sizes: tuple[int, ...] = ()  # the rows a decoding batch may have (batch_rows)
@@ -94,17 +102,19 @@ class Translator:
         [self.model, *(Model(c, resolve(c.matmul_dtype, numerics_use)) for c, _ in ensemble)])
     self.search_programs = 0  # searches this translator built (one per new batch shape
     # and settings): traced, or loaded from the program store
-    self._search, self._forced_logprob = compiled_functions(models)
+    self._search, self._forced_logprob, self._cross_attention = compiled_functions(models)
     self.keep_programs(self.decode_cfg.programs, at_least=False)
     self._shape_log = ShapeCompileLog()
     self._word_starts: np.ndarray | None = None  # word_starts(), made once
+    self.followed: tuple[Any, str, Path] | None = None  # (run, checkpoint kind, step
+    # directory served): what `reload` looks for newer ones of
 
   def keep_programs(self, n: int, at_least: bool = True) -> None:
     """Keeps `n` compiled searches in memory (0: all), or at least `n` (`at_least`: a
     server's set of batch shapes); the least recently used beyond it are dropped. The
     limit belongs to the compiled functions, which translators of equal models share:
     the newest one's holds."""
-    for programs in (self._search, self._forced_logprob):
+    for programs in (self._search, self._forced_logprob, self._cross_attention):
       if not at_least:
         programs.limit = n
       elif programs.limit and (n == 0 or n > programs.limit):
@@ -118,88 +128,202 @@ class Translator:
 
   @classmethod
   def load(cls, workdir: str | os.PathLike | Sequence[str | os.PathLike],
-           checkpoint_name: str = "best", engine: str = "jax", **decode_overrides):
+           checkpoint_name: str = "best", **decode_overrides) -> "Translator":
     """Loads a run directory written by train.py (config, tokenizer, parameters), or a
     list of run directories as an ensemble (the first run's search settings are used;
     all must share its SentencePiece model). `decode_overrides`: DecodeConfig fields.
-
-    `engine="ctranslate2"` loads a directory written by `seq2seq-export` instead and
-    returns a `ct2_engine.CTranslate2Translator` (same translate/score API)."""
-    workdirs = loading.workdir_list(workdir, engine, checkpoint_name)
-    if engine == "ctranslate2":
-      from seq2seq.decoding.ct2_engine import CTranslate2Translator
-      return CTranslate2Translator.load(workdirs[0], **decode_overrides)
+    (`engines.load_engine` chooses between this engine and CTranslate2's.)"""
+    workdirs = loading.workdir_list(workdir, "jax", checkpoint_name)
+    # the step served, looked up first: one written while this loads is newer (`reload`)
+    followed = None
+    if len(workdirs) == 1 and checkpoint_name in checkpoint.KINDS:
+      try:
+        followed = checkpoint.checkpoint_path(workdirs[0], checkpoint_name)
+      except checkpoint.CheckpointError:
+        pass  # read_run says what is wrong with the directory
     run = loading.read_run(workdirs, checkpoint_name)
-    return cls(run.config.model, run.params, run.tokenizer,
-               dataclasses.replace(run.config.decode, **decode_overrides), None, run.ensemble,
-               numerics_use="decoding",
-               languages=(run.config.data.src_lang, run.config.data.tgt_lang))
+    translator = cls(run.config.model, run.params, run.tokenizer,
+                     dataclasses.replace(run.config.decode, **decode_overrides), None,
+                     run.ensemble, numerics_use="decoding",
+                     languages=(run.config.data.src_lang, run.config.data.tgt_lang))
+    if followed is not None:
+      translator.followed = (workdirs[0], checkpoint_name, followed)
+    return translator
 
   @classmethod
   def from_pretrained(cls, name_or_path: str | os.PathLike, checkpoint_name: str = "best",
-                      engine: str = "jax", revision: str | None = None, **decode_overrides):
-    """`load`, by the name Hugging Face users know, for a run directory, an export or a
-    model on the Hugging Face Hub (`"org/name"`, at `revision`): downloaded once into
-    huggingface_hub's cache, read from there offline (HF_HUB_OFFLINE=1), with the token
-    of `hf auth login` for a private one."""
+                      revision: str | None = None, **decode_overrides) -> "Translator":
+    """`load`, by the name Hugging Face users know, for a run directory or a model on the
+    Hugging Face Hub (`"org/name"`, at `revision`): downloaded once into huggingface_hub's
+    cache, read from there offline (HF_HUB_OFFLINE=1), with the token of `hf auth login`
+    for a private one."""
     from seq2seq.rundir import hub
-    return cls.load(hub.resolve(name_or_path, revision), checkpoint_name, engine,
-                    **decode_overrides)
+    return cls.load(hub.resolve(name_or_path, revision), checkpoint_name, **decode_overrides)
 
-  def settings(self, beam_size: int | None = None, alpha: float | None = None,
-               batch_size: int | None = None) -> DecodeConfig:
-    """The run's decoding settings with the given ones in their place (None keeps the
-    run's)."""
-    return resolve_settings(self.decode_cfg, beam_size, alpha, batch_size)
+  # ------------------------------------------------------------------ the Engine contract
+
+  @property
+  def limits(self) -> EngineLimits:
+    return EngineLimits(self.source_limit(), self.max_len - 2, tuple(self.row_sizes),
+                        glossary=True, attention=True)
+
+  def describe(self) -> dict[str, Any]:
+    cfg = self.model_cfg
+    out = {"engine": self.engine, "languages": {"source": self.languages[0],
+                                                "target": self.languages[1]},
+           "model": {"encoder_layers": cfg.encoder_layers, "decoder_layers": cfg.decoder_layers,
+                     "d_model": cfg.d_model,
+                     "vocab_size": cfg.vocab_size, "max_len": cfg.max_len,
+                     "ensemble": 1 + len(self.ensemble_params)},
+           "search": self.search_description()}
+    if self.followed is not None and self.followed[2].name.isdigit():
+      out["step"] = int(self.followed[2].name)
+    return out
+
+  def translate_ids(self, src_ids: Sequence[np.ndarray], settings: SearchSettings | None = None,
+                    *, params=None, key_indices: Sequence[int] | None = None,
+                    prefix_ids: Sequence[np.ndarray] | None = None,
+                    constraint_ids: Sequence | None = None, **changes
+                    ) -> list[list[tuple[np.ndarray, float]]]:
+    """Searches each id sequence; returns, per input, the best `max(nbest, 1)`
+    hypotheses (ids, score), best first (`translate_batches`)."""
+    results: list = [None] * len(src_ids)
+    for found in self.translate_batches(src_ids, self.settings(settings, **changes), params,
+                                        key_indices, prefix_ids, constraint_ids):
+      for i, hyps in found.items():
+        results[i] = hyps
+    return results
+
+  def score(self, sources: Sequence[str], targets: Sequence[str],
+            settings: SearchSettings | None = None, **changes) -> list[PairScore]:
+    """Forced decoding of given translations: each target's log-probability given its
+    source, with the target's token count (its pieces + EOS)."""
+    if len(sources) != len(targets):
+      raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
+    return self.score_ids(self.encode(sources), self.encode(targets),
+                          self.settings(settings, **changes).batch_size)
+
+  def align(self, sources: Sequence[str], target_ids: Sequence[Sequence[int]],
+            batch_size: int | None = None) -> list[Alignment]:
+    """Each pair's `Alignment`: the model's cross-attention as it predicts the target's
+    pieces (`[T + 1, S]` with the EOS row and column), computed in batches padded to the
+    length buckets, as the searches are, by one compiled program per shape."""
+    if len(sources) != len(target_ids):
+      raise ValueError(f"{len(sources)} sources but {len(target_ids)} targets")
+    src_ids = self.encode(sources)
+    tgt_ids = [np.asarray(list(t) + [EOS_ID], np.int32) for t in target_ids]
+    rows = batch_size or self.decode_cfg.batch_size
+    weights: list = [None] * len(sources)
+    for chunk, src_BS, tgt_BT in alignment_batches(src_ids, tgt_ids, rows, self.buckets):
+      probs_BTS = np.asarray(self._cross_attention(self.params, src_BS, tgt_BT))
+      for row, i in enumerate(chunk):
+        weights[i] = probs_BTS[row, :len(tgt_ids[i]), :len(src_ids[i])]
+    return self.alignments(sources, target_ids, weights)
+
+  def warm_up(self, max_batch: int, longest: int = 64) -> None:
+    """Compiles, before a server says it is ready, the searches it runs first: batches of
+    1 or `max_batch` rows of every length bucket up to `longest` pieces, at the default
+    settings, two at a time; then compiles the row counts between (2, 4, ... max_batch /
+    2) on a thread, each taken into use once all its lengths are compiled, so that a batch
+    of a few texts stops paying for max_batch rows. Kept in the XLA cache, a restart
+    loads them in seconds."""
+    self.row_sizes = tuple(sorted({1, max_batch}))
+    between = [1 << k for k in range(1, max_batch.bit_length()) if 1 << k < max_batch]
+    # every batch shape the server may run stays compiled, and decode.programs more for
+    # requests with their own search settings
+    self.keep_programs((2 + len(between)) * len(self.buckets.boundaries)
+                       + self.decode_cfg.programs)
+    self._compile_rows(self.row_sizes, max_batch, longest)
+    self.translate([WARM_UP], batch_size=max_batch)
+    if between:
+      threading.Thread(target=self._add_row_sizes, args=(between, max_batch, longest),
+                       daemon=True, name="compile-rows").start()
+
+  def _compile_rows(self, rows: Sequence[int], batch_size: int, longest: int) -> None:
+    """Compiles the searches of `rows`-row batches of every length bucket up to `longest`."""
+    pieces = self.encode([WARM_UP])[0][:-1]
+    sources = [np.append(np.resize(pieces, length - 1), EOS_ID).astype(np.int32)
+               for length in self.buckets.boundaries if length <= longest]
+    lowered = [lowered for src in sources for r in rows
+               for lowered in self.lower_searches([src] * r, batch_size=batch_size,
+                                                  row_sizes=(r,))]
+    with ThreadPoolExecutor(2) as pool:
+      list(pool.map(lambda lower: lower.compile(), lowered))
+
+  def _add_row_sizes(self, rows: Sequence[int], batch_size: int, longest: int) -> None:
+    """Compiles each row count in turn and adds it to the row sizes."""
+    started = time.perf_counter()
+    for r in rows:
+      self._compile_rows([r], batch_size, longest)
+      self.row_sizes = tuple(sorted({*self.row_sizes, r}))
+    log.info("compiled batches of %s rows too, in %.1f s", ", ".join(map(str, rows)),
+             time.perf_counter() - started)
+
+  def reload(self) -> int | None:
+    """Swaps in the newest complete checkpoint of the kind loaded (a run that is training
+    writes new ones): calls that started keep the parameters they started with, later
+    ones get the new ones, and the compiled searches stay (the shapes are the same).
+    Reads only: a checkpoint being written is not complete, and is not seen."""
+    if self.followed is None:
+      return None
+    workdir, name, current = self.followed
+    newest = checkpoint.checkpoint_path(workdir, name)
+    if newest == current:
+      return None
+    self.params, _ = checkpoint.load_params(workdir, str(newest), self.model_cfg)
+    self.followed = (workdir, name, newest)
+    log.info("now serving the '%s' checkpoint of step %s", name, newest.name)
+    return int(newest.name)
+
+  # ------------------------------------------------------------------ the JAX engine's own
 
   def encode(self, texts: Sequence[str], line_numbers: Sequence[int] | None = None
              ) -> list[np.ndarray]:
     return encode_sources(self.tokenizer, texts, self.model_cfg.max_len, line_numbers)
 
-  def translate_batches(self, src_ids: Sequence[np.ndarray], params=None,
-                        beam_size: int | None = None, alpha: float | None = None,
-                        batch_size: int | None = None, sampling: Sampling | None = None,
-                        key_indices: Sequence[int] | None = None,
-                        prefix_ids: Sequence[np.ndarray] | None = None, nbest: int = 1,
+  def translate_batches(self, src_ids: Sequence[np.ndarray], settings: SearchSettings,
+                        params=None, key_indices: Sequence[int] | None = None,
+                        prefix_ids: Sequence[np.ndarray] | None = None,
                         constraint_ids: Sequence | None = None
                         ) -> Iterator[dict[int, list[tuple[np.ndarray, float]]]]:
-    """Searches the id sequences batch by batch (shortest first, the settings' `workers`
+    """Searches the id sequences batch by batch (shortest first, the run's `workers`
     batches at once on threads); yields, in that order, per batch,
-    {input index: the best `nbest` hypotheses (ids, score), best first; beam search
-    stops as soon as these can no longer change}. With `sampling`, draws one
-    sample per input instead, input i with the key fold_in(seed key, key_indices[i])
+    {input index: the best `max(nbest, 1)` hypotheses (ids, score), best first; beam
+    search stops as soon as these can no longer change}. With `settings.sampling`, draws
+    one sample per input instead, input i with the key fold_in(seed key, key_indices[i])
     (default i). `prefix_ids[i]` (pieces, no EOS) forces the start of input i's output;
     `constraint_ids[i]` (constraints, each a list of alternatives' pieces) must appear in
     it (`constraints.py`)."""
-    c = self.settings(beam_size, alpha, batch_size)
-    run = bound_search(self._search, self.all_params(params), c, sampling, nbest)
+    nbest = max(settings.nbest, 1)
+    run = bound_search(self._search, self.all_params(params), settings, self.decode_cfg)
 
     def search(job):
       chunk, args = job
-      key = (args["max_steps"], c.beam_size, nbest, sampling is None)
+      key = (args["max_steps"], settings.beam_size, nbest, settings.sampling is None)
       with counting_programs(self):
         return (chunk, *self._shape_log.run(args["src_BS"].shape, key, lambda: run(**args)))
 
-    jobs = search_jobs(src_ids, c, self.buckets, self.model_cfg.max_len, sampling,
-                       key_indices, prefix_ids, self.row_sizes, constraint_ids,
+    jobs = search_jobs(src_ids, settings, self.decode_cfg, self.buckets,
+                       self.model_cfg.max_len, key_indices, prefix_ids, self.row_sizes,
+                       constraint_ids,
                        None if constraint_ids is None else self.word_starts())
-    for chunk, seqs, scores in ordered_map(search, jobs, c.workers):
+    for chunk, seqs, scores in ordered_map(search, jobs, self.decode_cfg.workers):
       yield {i: [(seqs[row, k], float(scores[row, k])) for k in range(min(nbest, seqs.shape[1]))]
              for row, i in enumerate(chunk)}
 
-  def lower_searches(self, src_ids: Sequence[np.ndarray], params=None,
-                     beam_size: int | None = None, alpha: float | None = None,
-                     batch_size: int | None = None, row_sizes: Sequence[int] | None = None
+  def lower_searches(self, src_ids: Sequence[np.ndarray], settings: SearchSettings | None = None,
+                     params=None, row_sizes: Sequence[int] | None = None, **changes
                      ) -> Iterator[jax.stages.Lowered]:
     """The searches `translate_batches` would run on these inputs (with `row_sizes` in
     place of the translator's), one per distinct batch shape, traced and lowered but not
     run: `.compile()` puts each in the cache that call uses, so it then compiles nothing
     (the trainer compiles the validation's searches this way before the first update)."""
-    c = self.settings(beam_size, alpha, batch_size)
-    run = bound_search(self._search.lower, self.all_params(params), c, None, 1)
+    s = self.settings(settings, **changes)
+    run = bound_search(self._search.lower, self.all_params(params), s, self.decode_cfg)
     seen = set()
-    for _, args in search_jobs(src_ids, c, self.buckets, self.model_cfg.max_len, None, None,
-                               None, self.row_sizes if row_sizes is None else row_sizes):
+    for _, args in search_jobs(src_ids, s, self.decode_cfg, self.buckets,
+                               self.model_cfg.max_len, None, None,
+                               self.row_sizes if row_sizes is None else row_sizes):
       shape = (args["src_BS"].shape, args["max_steps"])
       if shape not in seen:
         seen.add(shape)
@@ -207,87 +331,14 @@ class Translator:
           lowered = run(**args)
         yield lowered
 
-  def translate_ids(self, src_ids: Sequence[np.ndarray], params=None,
-                    beam_size: int | None = None, alpha: float | None = None,
-                    batch_size: int | None = None, sampling: Sampling | None = None,
-                    key_indices: Sequence[int] | None = None,
-                    prefix_ids: Sequence[np.ndarray] | None = None, nbest: int = 1,
-                    constraint_ids: Sequence | None = None
-                    ) -> list[list[tuple[np.ndarray, float]]]:
-    """Searches each id sequence; returns, per input, the best `nbest` hypotheses (ids,
-    score), best first."""
-    results: list = [None] * len(src_ids)
-    for found in self.translate_batches(src_ids, params, beam_size, alpha, batch_size,
-                                        sampling, key_indices, prefix_ids, nbest,
-                                        constraint_ids):
-      for i, hyps in found.items():
-        results[i] = hyps
-    return results
-
-  def translate(self, texts: str | Sequence[str], beam_size: int | None = None,
-                alpha: float | None = None, nbest: int = 0, batch_size: int | None = None,
-                sampling: Sampling | None = None, first_index: int = 0,
-                prefixes: Sequence[str] | None = None, split_sentences: bool = True,
-                glossary=None):
-    """Translates a text or a list of texts. Empty or whitespace-only texts give "".
-
-    Each text is cut into sentences in the run's source language (`split_sentences=False`:
-    a text is one sentence, for sentence-per-line data), and a part longer than the model
-    takes is cut at clause punctuation or white space (`sentences.Plan`); the sentences of
-    all texts are searched together and each text's translations joined with its own
-    spacing and line breaks. A part that cannot be cut to fit raises `TooLongError`.
-
-    With `sampling=Sampling(temperature, top_k, top_p, seed)`, draws from the model
-    instead of searching (beam size and alpha are unused); text i (counted from
-    `first_index`, for a stream read in parts) has its own random key, so a seed gives
-    the same samples whatever the batch size.
-
-    Returns:
-      For a string, its translation; for a list, a list of translations. With
-      `nbest=N > 0`, N `Hypothesis` (text, score, ids) per input instead, best first
-      (with sampling: N samples, seeds seed .. seed + N - 1, sorted by log-probability).
-
-    `prefixes[i]` (a string, "" for none) forces the start of text i's translation: the
-    output begins with the prefix's pieces and the search continues from them.
-
-    `glossary` (a `glossary.Glossary`, a {source term: target term} mapping, or a TSV
-    file's path): each sentence in which a source term occurs is translated with the
-    constrained beam search, its translation holding one of the term's target
-    alternatives; sentences without a term translate as without the glossary.
-    """
-    if isinstance(texts, str):
-      return self.translate([texts], beam_size, alpha, nbest, batch_size, sampling,
-                            first_index, None if prefixes is None else [prefixes],
-                            split_sentences, glossary)[0]
-    texts = list(texts)
-    c = self.settings(beam_size, alpha, batch_size)
-    check_request(texts, prefixes, c, nbest, sampling)
-    glossary = load_glossary(glossary, sampling, prefixes)
-    plan = Plan.of(texts, self.languages[0] if split_sentences else None, self.count_pieces,
-                   source_limit(self.model_cfg.max_len, c), first_index)
-    hyps = self.hypotheses(plan.sentences, c, nbest, sampling, plan.prefixes(prefixes),
-                           [(first_index + i, j) for i, j in plan.owners()], glossary)
-    out = pick(plan.join(hyps), nbest, c)
-    if len(texts) > c.batch_size:  # a pass of several batches: worth a few ms (the
-      give_back_freed_memory()  # server's single batches are not)
-    return out
-
   def score_ids(self, src_ids: Sequence[np.ndarray], tgt_ids: Sequence[np.ndarray],
                 batch_size: int | None = None) -> list[PairScore]:
     """Forced decoding: the model's log-probability of each target (ids ending in EOS)."""
     if len(src_ids) != len(tgt_ids):
       raise ValueError(f"{len(src_ids)} sources but {len(tgt_ids)} targets")
     return forced_scores(lambda src, tgt: self._forced_logprob(self.all_params(), src, tgt),
-                         src_ids, tgt_ids, self.settings(batch_size=batch_size).batch_size,
+                         src_ids, tgt_ids, batch_size or self.decode_cfg.batch_size,
                          self.buckets)
-
-  def score(self, sources: Sequence[str], targets: Sequence[str],
-            batch_size: int | None = None) -> list[PairScore]:
-    """Forced decoding of given translations: each target's log-probability given its
-    source, with the target's token count (its pieces + EOS)."""
-    if len(sources) != len(targets):
-      raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
-    return self.score_ids(self.encode(sources), self.encode(targets), batch_size)
 
   def detokenize(self, seq: np.ndarray) -> str:
     """Text of an output id sequence (cut at its first EOS)."""
@@ -300,7 +351,7 @@ class Translator:
     return self._word_starts
 
   def search_with_constraints(self, ids: list[np.ndarray], constraint_ids: list[list],
-                              c: DecodeConfig, nbest: int) -> list:
+                              settings: SearchSettings) -> list:
     """`translate_ids` of the sentences a glossary term applies to with the constrained
     search, and of the others with the plain one (unchanged by the glossary)."""
     found: list = [None] * len(ids)
@@ -309,24 +360,15 @@ class Translator:
       if not group:
         continue
       results = self.translate_ids(
-          [ids[k] for k in group], beam_size=c.beam_size, alpha=c.alpha,
-          batch_size=c.batch_size, nbest=nbest,
+          [ids[k] for k in group], settings,
           constraint_ids=[constraint_ids[k] for k in group] if constrained else None)
       for k, hyps in zip(group, results):
         found[k] = hyps
     return found
 
-  def count_pieces(self, texts: list[str]) -> list[int]:
-    """The pieces of each text as a source, EOS included."""
-    return [len(x) + 1 for x in self.tokenizer.encode(texts)]
-
-  def hypotheses(self, texts: list[str], c: DecodeConfig, nbest: int,
-                 sampling: Sampling | None, prefixes: Sequence[str] | None,
-                 owners: Sequence[tuple[int, int]], glossary: Glossary | None = None
+  def hypotheses(self, texts: list[str], settings: SearchSettings,
+                 prefixes: Sequence[str] | None, owners: Sequence[tuple[int, int]]
                  ) -> list[list[Hypothesis]]:
-    """`Translator.translate`'s hypotheses for each sentence, best first (one "" for empty
-    ones). `owners[k]`: sentence k's text (0-based, counted over the whole input: errors
-    name it, its number picks a sampling key) and its place within that text."""
     # A text with nothing to translate (blank, control characters such as NUL, or no pieces
     # once normalised) translates to "", as an empty line does.
     nonempty = [i for i, t in enumerate(texts) if has_text(t)]
@@ -337,27 +379,27 @@ class Translator:
     prefix_ids = (None if prefixes is None else
                   encode_prefixes(self.tokenizer, prefixes, nonempty, self.model_cfg.max_len,
                                   [owners[i][0] for i in nonempty]))
-    if glossary is not None:
-      constraint_ids = [constraint_pieces(self.tokenizer, glossary.applying(texts[i]),
+    needed = dataclasses.replace(settings, nbest=settings.hypotheses(self.decode_cfg),
+                                 glossary=None)
+    if settings.glossary is not None:
+      constraint_ids = [constraint_pieces(self.tokenizer, settings.glossary.applying(texts[i]),
                                           self.model_cfg.max_len, owners[i][0])
                         for i in nonempty]
-      found = self.search_with_constraints(ids, constraint_ids, c,
-                                           hypotheses_needed(c, nbest, sampling))
-    elif sampling is None:
-      found = self.translate_ids(ids, beam_size=c.beam_size, alpha=c.alpha,
-                                 batch_size=c.batch_size, prefix_ids=prefix_ids,
-                                 nbest=hypotheses_needed(c, nbest, sampling))
+      found = self.search_with_constraints(ids, constraint_ids, needed)
+    elif settings.sampling is None:
+      found = self.translate_ids(ids, needed, prefix_ids=prefix_ids)
     else:
       key_indices = [owners[i] for i in nonempty]
-      draws = [self.translate_ids(ids, batch_size=c.batch_size, key_indices=key_indices,
-                                  sampling=dataclasses.replace(sampling, seed=sampling.seed + n),
-                                  prefix_ids=prefix_ids)
-               for n in range(max(nbest, 1))]
+      draws = [self.translate_ids(
+                   ids, dataclasses.replace(needed, nbest=0, sampling=dataclasses.replace(
+                       settings.sampling, seed=settings.sampling.seed + n)),
+                   key_indices=key_indices, prefix_ids=prefix_ids)
+               for n in range(max(settings.nbest, 1))]
       found = [sorted((d[k][0] for d in draws), key=lambda h: -h[1]) for k in range(len(ids))]
     hyps: list[list[Hypothesis]] = [[Hypothesis("", 0.0, [])] for _ in texts]
     for i, options in zip(nonempty, found):
       hyps[i] = [Hypothesis(self.detokenize(seq), score, cut_at_eos(seq))
                  for seq, score in options]
+    if len(texts) > settings.batch_size:  # a pass of several batches: worth a few ms (the
+      give_back_freed_memory()  # server's single batches are not)
     return hyps
-
-

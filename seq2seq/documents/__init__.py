@@ -1,8 +1,8 @@
 """Documents: files translated whole, their structure and everything that is not prose
 kept, each format read and written with its own maintained library.
 
-    translate_document(translator, "report.docx", "bericht.docx")
-    translate_document(translator, "page.md", fmt="md")     # the translation as a string
+    translate_document(engine, "report.docx", "bericht.docx")
+    translate_document(engine, "page.md", fmt="md")     # the translation as a string
 
     inline.py     formatted runs of text translated whole, styles carried by alignment
     blocks.py     blocks of runs translated in chunks with progress; runs written back
@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from seq2seq.decoding.engine import Engine
+from seq2seq.decoding.engine_io import SearchSettings
 from seq2seq.documents.blocks import BlockTranslator
 
 # Extension -> format name.
@@ -44,12 +46,13 @@ def format_of(path: str | os.PathLike, fmt: str | None = None) -> str:
   return FORMATS[suffix]
 
 
-def translate_bytes(translator, data: bytes, fmt: str, progress: bool = True,
-                    **options) -> bytes:
-  """A document's bytes translated (UTF-8 for the text formats, a BOM allowed).
-  `options`: translate()'s search settings and `split_sentences`."""
+def translate_bytes(engine: Engine, data: bytes, fmt: str, settings: SearchSettings | None = None,
+                    progress: bool = True, split_sentences: bool = True) -> bytes:
+  """A document's bytes translated (UTF-8 for the text formats, a BOM allowed) with the
+  search `settings` (default: the engine's)."""
   from seq2seq.documents import html, markdown, plain, subtitles, word
-  translate = BlockTranslator(translator, progress=progress, **options)
+  translate = BlockTranslator(engine, settings, progress=progress,
+                              split_sentences=split_sentences)
   if fmt in BINARY:
     return word.translate_docx(data, translate)
   try:
@@ -64,19 +67,23 @@ def translate_bytes(translator, data: bytes, fmt: str, progress: bool = True,
   return handler(text, translate).encode("utf-8")
 
 
-def translate_document(translator, source: str | os.PathLike,
+def translate_document(engine: Engine, source: str | os.PathLike,
                        target: str | os.PathLike | None = None, fmt: str | None = None,
-                       progress: bool = True, **options) -> str | None:
+                       settings: SearchSettings | None = None, progress: bool = True,
+                       split_sentences: bool = True, **changes) -> str | None:
   """Translates the document at `source` into `target` (same format; written whole or
   not at all), or returns its translation (text formats) when no target is given.
-  `fmt`: the format, else from `source`'s extension (`FORMATS`)."""
+  `fmt`: the format, else from `source`'s extension (`FORMATS`). `settings` (default:
+  the engine's) with `changes` (SearchSettings fields: beam_size, glossary, ...) say how
+  to search."""
   fmt = format_of(source, fmt)
+  settings = engine.settings(settings, **changes)
   try:
     data = Path(source).read_bytes()
   except OSError as e:
     raise ValueError(f"{source}: {e.strerror}") from None
   try:
-    out = translate_bytes(translator, data, fmt, progress, **options)
+    out = translate_bytes(engine, data, fmt, settings, progress, split_sentences)
   except ValueError as e:
     raise ValueError(f"{source}: {e}") from None
   if target is None:

@@ -1,7 +1,7 @@
 """What every format hands over: blocks of styled runs, translated in chunks with a
 progress display, and the runs written back with the format's own markup.
 
-    translate = BlockTranslator(translator, verbatim=..., **search_options)
+    translate = BlockTranslator(engine, settings, verbatim=...)
     new_blocks = translate(blocks)           # a list of lists of `Run`
     text = render(runs, open_style, close_style)
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Callable, Hashable, Sequence
 
+from seq2seq.decoding.engine import Engine
+from seq2seq.decoding.engine_io import SearchSettings
 from seq2seq.documents.inline import Run, translate_blocks
 from seq2seq.runtime import Progress
 
@@ -17,20 +19,21 @@ CHUNK = 64  # blocks per translate() call: a progress update each, sentences bat
 
 
 class BlockTranslator:
-  """Translates blocks of runs with one translator and one set of search settings."""
+  """Translates blocks of runs with one engine and one search settings value."""
 
-  def __init__(self, translator, verbatim: Callable[[Hashable], bool] = lambda style: False,
-               split_sentences: bool = True, progress: bool = True, **options):
-    self.translator, self.verbatim = translator, verbatim
-    self.split_sentences, self.progress, self.options = split_sentences, progress, options
+  def __init__(self, engine: Engine, settings: SearchSettings | None = None,
+               verbatim: Callable[[Hashable], bool] = lambda style: False,
+               split_sentences: bool = True, progress: bool = True):
+    self.engine, self.settings, self.verbatim = engine, settings, verbatim
+    self.split_sentences, self.progress = split_sentences, progress
 
   def __call__(self, blocks: Sequence[Sequence[Run]], what: str = "translating") -> list[list[Run]]:
     out: list[list[Run]] = []
     progress = Progress(what, total=len(blocks), unit="blocks") if self.progress else None
     for start in range(0, len(blocks), CHUNK):
       chunk = blocks[start:start + CHUNK]
-      out += translate_blocks(self.translator, chunk, self.verbatim, self.split_sentences,
-                              **self.options)
+      out += translate_blocks(self.engine, chunk, self.verbatim, self.split_sentences,
+                              self.settings)
       if progress is not None:
         progress.update(len(chunk))
     if progress is not None:

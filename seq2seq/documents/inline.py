@@ -4,7 +4,7 @@ as one text, cut into sentences as any text is, and each style carried over to t
 of the translation that the model's cross-attention aligns with the styled words.
 
     runs = [Run("A ", None), Run("young", "b"), Run(" man is riding.", None)]
-    translate_blocks(translator, [runs])   # [[Run("Ein ", None), Run("junger", "b"), ...]]
+    translate_blocks(engine, [runs])   # [[Run("Ein ", None), Run("junger", "b"), ...]]
 
 So the translation's text is the translation of the untagged text, and a style stays on
 the words it wrapped (where the alignment finds them). A verbatim style (inline code)
@@ -21,9 +21,8 @@ from typing import Callable, Hashable, Sequence
 
 import numpy as np
 
-from seq2seq.decoding.engine_io import source_limit
-from seq2seq.decoding.sentences import Plan
-from seq2seq.vocab import BOS_ID
+from seq2seq.decoding.engine import Alignment, Engine
+from seq2seq.decoding.engine_io import SearchSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,46 +83,9 @@ def _char_styles(runs: Sequence[Run]) -> list[Hashable]:
   return [run.style for run in runs for _ in run.text]
 
 
-def _source_piece_spans(tokenizer, text: str) -> list[tuple[int, int]]:
-  """(start, end) character offsets in `text` of each of its source pieces."""
-  proto = tokenizer.sp.encode(text, return_type="proto")
-  spans, byte_to_char = [], {}
-  position = 0
-  for i, ch in enumerate(text):
-    byte_to_char[position] = i
-    position += len(ch.encode("utf-8"))
-  byte_to_char[position] = len(text)
-  for piece in proto.pieces:
-    start = byte_to_char.get(piece.begin, 0)
-    end = byte_to_char.get(piece.end, start)
-    spans.append((start, end))
-  return spans
-
-
-def _target_piece_spans(tokenizer, ids: Sequence[int]) -> list[tuple[int, int]]:
-  """(start, end) character offsets of each target piece in its detokenized text."""
-  ends = [len(tokenizer.decode([list(ids[:i + 1])])[0]) for i in range(len(ids))]
-  return [(ends[i - 1] if i else 0, end) for i, end in enumerate(ends)]
-
-
-def alignment(translator, text: str, ids: Sequence[int]) -> np.ndarray | None:
-  """How much each target piece of `ids` (a translation of `text`) attends to each source
-  piece as the model predicts it, `[T, S]` (the last decoder layer's cross-attention,
-  mean over heads; EOS left out): a piece's argmax is the source piece it translates.
-  None for an engine without the model (CTranslate2)."""
-  model = getattr(translator, "model", None)
-  if model is None or not hasattr(model, "cross_attention"):
-    return None
-  src = translator.encode([text])[0]
-  tgt_in = np.array([[BOS_ID, *ids]], np.int32)
-  probs = model.cross_attention(translator.params, src[None], tgt_in)
-  return np.asarray(probs[-1, 0].mean(axis=0))[:len(ids), :len(src) - 1]
-
-
-def _styled_translation(translator, source: str, styles: list[Hashable], target: str,
-                        ids: Sequence[int], verbatim: Callable[[Hashable], bool],
-                        base: Hashable) -> list[Run]:
-  """`target` (a translation of the sentence `source`, `ids` its pieces) as runs.
+def _styled_translation(found: Alignment, source: str, styles: list[Hashable], target: str,
+                        verbatim: Callable[[Hashable], bool], base: Hashable) -> list[Run]:
+  """`target` (a translation of the sentence `source`, aligned to it by `found`) as runs.
 
   Each target word takes the style of the source piece its pieces attend to most (the
   block's `base` style counts as none); a style no word took goes to the unstyled word
@@ -134,14 +96,14 @@ def _styled_translation(translator, source: str, styles: list[Hashable], target:
   the word that attends to it most), so that it appears once, as written."""
   if not target:
     return []
-  src_spans = _source_piece_spans(translator.tokenizer, source)
-  tgt_spans = _target_piece_spans(translator.tokenizer, ids)
-  weights = alignment(translator, source, ids)
-  if weights is None:  # by relative position
-    weights = np.zeros((len(ids), len(src_spans)))
-    for k in range(len(ids)):
-      weights[k, min(len(src_spans) - 1, int(k * len(src_spans) / max(len(ids), 1)))] = 1.0
-  weights = weights[:, :len(src_spans)]
+  src_spans, tgt_spans = found.source_spans, found.target_spans
+  n = len(tgt_spans)
+  if found.weights is None:  # by relative position
+    weights = np.zeros((n, len(src_spans)))
+    for k in range(n):
+      weights[k, min(len(src_spans) - 1, int(k * len(src_spans) / max(n, 1)))] = 1.0
+  else:  # without the EOS row and column
+    weights = found.weights[:n, :len(src_spans)]
   piece_style = [next((styles[c] for c in range(start, min(end, len(styles)))
                        if not source[c].isspace()), None) for start, end in src_spans]
   piece_style = [None if s == base else s for s in piece_style]
@@ -265,17 +227,19 @@ def _between(left: Hashable, right: Hashable) -> Hashable:
   return None
 
 
-def translate_blocks(translator, blocks: Sequence[Sequence[Run]],
+def translate_blocks(engine: Engine, blocks: Sequence[Sequence[Run]],
                      verbatim: Callable[[Hashable], bool] = lambda style: False,
-                     split_sentences: bool = True, **options) -> list[list[Run]]:
+                     split_sentences: bool = True, settings: SearchSettings | None = None,
+                     **changes) -> list[list[Run]]:
   """Each block's runs translated: its plain text cut into sentences and searched with
-  every other block's in one call (`options`: translate()'s search settings), its
-  styles carried over (see the module docstring), URLs and e-mail addresses kept as
-  written. A block whose runs all have one style is translated as plain text with it."""
+  every other block's in one call (`settings`, default the engine's, with `changes`), its
+  styles carried over (see the module docstring) by one batched alignment of all its
+  styled sentences, URLs and e-mail addresses kept as written. A block whose runs all
+  have one style is translated as plain text with it."""
   keep = lambda style: isinstance(style, Verbatim) or verbatim(style)  # noqa: E731
   cut = [_kept_edges(protect_urls(b), keep) for b in blocks]
-  found = _translate_blocks(translator, [middle for _, middle, _ in cut], keep,
-                            split_sentences, **options)
+  found = _translate_blocks(engine, [middle for _, middle, _ in cut], keep,
+                            split_sentences, engine.settings(settings, **changes))
   return [unprotected(merged([*head, *runs, *tail])) for (head, _, tail), runs in zip(cut, found)]
 
 
@@ -292,21 +256,28 @@ def _kept_edges(runs: list[Run], keep: Callable[[Hashable], bool]
   return runs[:start], runs[start:end], runs[end:]
 
 
-def _translate_blocks(translator, blocks: Sequence[Sequence[Run]],
+def _translate_blocks(engine: Engine, blocks: Sequence[Sequence[Run]],
                       verbatim: Callable[[Hashable], bool], split_sentences: bool,
-                      **options) -> list[list[Run]]:
+                      settings: SearchSettings | None) -> list[list[Run]]:
   plains = ["".join(run.text for run in block) for block in blocks]
-  c = translator.settings(options.get("beam_size"), options.get("alpha"),
-                          options.get("batch_size"))
-  language = translator.languages[0] if split_sentences else None
-  plan = Plan.of(plains, language, translator.count_pieces,
-                 source_limit(translator.model_cfg.max_len, c))
-  hyps = translator.translate(plan.sentences, nbest=1, split_sentences=False, **options)
-  out, k = [], 0
-  for block, segmented in zip(blocks, plan.texts):
+  plan = engine.plan(plains, split_sentences)
+  hyps = engine.translate(plan.sentences, engine.settings(settings, nbest=1),
+                          split_sentences=False)
+  styled, k = [], 0  # (block, its sentences' first index) of the blocks with styles
+  for b, (block, segmented) in enumerate(zip(blocks, plan.texts)):
+    styles = _char_styles(block)
+    if not (len(set(styles)) <= 1 and not (styles and verbatim(styles[0]))):
+      styled.append((b, k))
+    k += len(segmented.units)
+  pairs = [(plan.texts[b].units[u], hyps[k + u][0])
+           for b, k in styled for u in range(len(plan.texts[b].units))]
+  aligned = iter(engine.align([unit for unit, _ in pairs], [h.ids for _, h in pairs])
+                 if pairs else [])
+  out, k, first = [], 0, dict(styled)
+  for b, (block, segmented) in enumerate(zip(blocks, plan.texts)):
     mine, k = hyps[k:k + len(segmented.units)], k + len(segmented.units)
     styles = _char_styles(block)
-    if len(set(styles)) <= 1 and not (styles and verbatim(styles[0])):
+    if b not in first:
       style = styles[0] if styles else None
       out.append(merged([Run(segmented.join([h[0].text for h in mine]) if mine else "",
                              style)]))
@@ -315,8 +286,8 @@ def _translate_blocks(translator, blocks: Sequence[Sequence[Run]],
     position = len(segmented.spaces[0])
     base = _base(styles)
     for unit, space, found in zip(segmented.units, segmented.spaces[1:], mine):
-      runs += _styled_translation(translator, unit, styles[position:position + len(unit)],
-                                  found[0].text, found[0].ids, verbatim, base)
+      runs += _styled_translation(next(aligned), unit, styles[position:position + len(unit)],
+                                  found[0].text, verbatim, base)
       position += len(unit)
       runs.append(Run(space, styles[position] if space and position < len(styles) else None))
       position += len(space)

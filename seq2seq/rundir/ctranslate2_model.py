@@ -7,7 +7,7 @@ of the format, below both the CTranslate2 engine and the server.
 DIR is a CTranslate2 model directory (model.bin, config.json, the shared vocabulary)
 plus this package's `spm.model` and `seq2seq.json` (the run's config, the checkpoint it
 came from, the quantization), so that `translate.py --engine ctranslate2 --workdir DIR`
-and `Translator.load(DIR, engine="ctranslate2")` tokenize and detokenize exactly as the
+and `load_engine(DIR, "ctranslate2")` tokenize and detokenize exactly as the
 JAX engine does. CTranslate2 is an optional extra: `pip install "seq2seq-haiku[ctranslate2]"`.
 
 The conversion maps each Haiku parameter to the CTranslate2 `TransformerSpec` layer

@@ -26,7 +26,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from seq2seq.serving.http_api import Limits, RequestError, Search, TranslateRequest
+from seq2seq.decoding.engine import Engine
+from seq2seq.decoding.engine_io import SearchSettings
+from seq2seq.serving.http_api import Limits, RequestError, TranslateRequest
 
 # While the decoders are idle after batches of several texts, a batch goes once no text has
 # arrived for this long (or after Limits.max_wait_ms, or full).
@@ -134,12 +136,12 @@ class Batcher:
     if not self.pending:
       return []
     first = self.pending[0][0]
-    alone = first.request.search.sampling is not None
+    alone = first.request.settings.sampling is not None
     limit = min(limit, self.limits.max_batch)
     batch, rest = [], collections.deque()
     for entry in self.pending:
       job = entry[0]
-      fits = job is first if alone else (job.request.search == first.request.search
+      fits = job is first if alone else (job.request.batch_key == first.request.batch_key
                                          and not job.cancelled)
       if fits and len(batch) < limit:
         batch.append(entry)
@@ -184,12 +186,12 @@ class Batcher:
     request = batch[0][0].request
     texts = [job.request.texts[i] for job, i in batch]
     prefixes = ([job.request.prefixes[i] for job, i in batch]
-                if request.search.prefixed else None)
+                if request.prefixes is not None else None)
     first_index = batch[0][1]  # a sampled batch holds one request's texts, in order
     started = time.perf_counter()
     try:
       out = await loop.run_in_executor(self.executor, lambda: self.translate_fn(
-          texts, request.search, prefixes, first_index))
+          texts, request.settings, prefixes, first_index))
     except Exception as e:  # a failed batch fails its requests, not the server
       for job, _ in batch:
         if not job.future.done():
@@ -236,19 +238,16 @@ class Batcher:
       self.alone -= texts
 
 
-def engine_call(translator, batch_size: int
-                ) -> Callable[[list[str], Search, list[str] | None, int], list]:
-  """translate(texts, search, prefixes, first_index) on either engine: a str per text, or
+def engine_call(engine: Engine, batch_size: int
+                ) -> Callable[[list[str], SearchSettings, list[str] | None, int], list]:
+  """translate(texts, settings, prefixes, first_index) on an engine: a str per text, or
   with nbest, a list of {"text", "score"} per text. `batch_size` bounds the rows of one
   decoding batch (its rows are the next power of two of the texts: few compiled shapes)."""
 
-  def translate(texts, search: Search, prefixes, first_index):
-    extra = {} if search.glossary is None else {"glossary": search.glossary}
-    out = translator.translate(texts, beam_size=search.beam_size, alpha=search.alpha,
-                               nbest=search.nbest, batch_size=batch_size,
-                               sampling=search.sampling, first_index=first_index,
-                               prefixes=prefixes, **extra)
-    if not search.nbest:
+  def translate(texts, settings: SearchSettings, prefixes, first_index):
+    out = engine.translate(texts, settings.changed(batch_size=batch_size), prefixes=prefixes,
+                           first_index=first_index)
+    if not settings.nbest:
       return out
     return [[{"text": h.text, "score": round(float(h.score), 4)} for h in hyps]
             for hyps in out]

@@ -9,8 +9,8 @@ import json
 import math
 from typing import Any
 
-from seq2seq.config import DecodeConfig
-from seq2seq.decoding.engine_io import Sampling
+from seq2seq.decoding.engine import EngineLimits
+from seq2seq.decoding.engine_io import Sampling, SearchSettings
 from seq2seq.decoding.glossary import Glossary, GlossaryError
 
 MAX_ALPHA = 10.0  # the largest length penalty exponent a request (or a default) may set
@@ -61,25 +61,18 @@ class RequestError(ValueError):
     self.status, self.headers = status, headers or {}
 
 
-@dataclasses.dataclass(frozen=True)
-class Search:
-  """A request's search settings; requests with equal ones are decoded together."""
-
-  beam_size: int
-  alpha: float
-  nbest: int = 0  # 0: one translation per text; N: N alternatives with scores
-  sampling: Sampling | None = None
-  prefixed: bool = False
-  glossary: Glossary | None = None  # constrained beam search (decoding/glossary.py)
-
-
 @dataclasses.dataclass
 class TranslateRequest:
   texts: list[str]
   single: bool  # "text" was sent (answer "translation"), not "texts"
-  search: Search
+  settings: SearchSettings
   prefixes: list[str] | None = None
   attention: bool = False
+
+  @property
+  def batch_key(self) -> tuple[SearchSettings, bool]:
+    """Requests of equal keys decode together: equal settings, prefixed or not."""
+    return self.settings, self.prefixes is not None
 
 
 GLOSSARY_SCHEMA = {"type": "object", "additionalProperties": {"type": "string"},
@@ -92,9 +85,11 @@ MAX_TERMS = 64  # and MAX_ALTERNATIVES each: every shape of constraints is a sea
 MAX_ALTERNATIVES = 8
 
 
-def parse_glossary(value: Any, limits: Limits, engine: str, status: int = 422) -> Glossary:
-  """A request's glossary field as a Glossary, or the RequestError naming what is wrong."""
-  if engine != "jax":
+def parse_glossary(value: Any, limits: Limits, supported: bool, status: int = 422
+                   ) -> Glossary:
+  """A request's glossary field as a Glossary, or the RequestError naming what is wrong
+  (`supported`: whether the engine has constrained search)."""
+  if not supported:
     raise RequestError(status, "a glossary needs the JAX engine (CTranslate2 has no "
                                "constrained search)")
   if isinstance(value, str):  # a form field: the object as JSON text
@@ -223,9 +218,10 @@ def _strings(value: Any, name: str, limits: Limits, statuses: tuple[int, int] = 
 check_texts = _strings  # the shared check, by its public name
 
 
-def parse_request(body: Any, limits: Limits, defaults: DecodeConfig,
-                  engine: str = "jax") -> TranslateRequest:
-  """A /translate body checked against the limits, with the run's search defaults."""
+def parse_request(body: Any, limits: Limits, defaults: SearchSettings,
+                  engine: EngineLimits) -> TranslateRequest:
+  """A /translate body checked against the server's limits and what the engine takes,
+  with the engine's search defaults: the request's one `SearchSettings`."""
   if not isinstance(body, dict):
     raise RequestError(400, "the body must be a JSON object")
   unknown = sorted(set(body) - set(FIELDS))
@@ -259,18 +255,21 @@ def parse_request(body: Any, limits: Limits, defaults: DecodeConfig,
   attention = body.get("attention", False)
   if not isinstance(attention, bool):
     raise RequestError(422, f"attention must be true or false, got {_show(attention)}")
-  if attention and (not single or engine != "jax" or sampling or prefixes or nbest):
+  if attention and (not single or not engine.attention or sampling or prefixes or nbest):
     raise RequestError(422, 'attention needs "text" (one), the JAX engine, and no '
                             "sampling, prefix or nbest")
   glossary = None
   if "glossary" in body:
-    glossary = parse_glossary(body["glossary"], limits, engine)
+    glossary = parse_glossary(body["glossary"], limits, engine.glossary)
     if sampling or prefixes is not None or attention:
       raise RequestError(422, "a glossary constrains beam search: it does not go with "
                               "sampling, prefixes or attention")
-  return TranslateRequest(texts, single, Search(beam, alpha, nbest, sampling,
-                                                prefixes is not None, glossary),
-                          prefixes, attention)
+  try:
+    settings = defaults.changed(beam_size=beam, alpha=alpha, nbest=nbest, sampling=sampling,
+                                glossary=glossary)
+  except ValueError as e:
+    raise RequestError(422, str(e)) from None
+  return TranslateRequest(texts, single, settings, prefixes, attention)
 
 
 def parse_sampling(value: Any) -> Sampling:

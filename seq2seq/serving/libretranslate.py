@@ -1,6 +1,6 @@
 """LibreTranslate's API, served beside the native one, so that the clients that speak it
 (libretranslatepy, deep-translator, browser extensions, editors) can use a model trained
-here.
+here: its routes (`LibreTranslate`), its parameters read and checked, its answers.
 
     POST /translate    q (a string or a list), source (a code or "auto"), target,
                        format ("text" or "html"), api_key, alternatives
@@ -8,6 +8,9 @@ here.
     GET  /languages    [{"code", "name", "targets"}] of the model's one pair
     POST /detect       q -> [{"language", "confidence"}]: the model's source language
     GET  /frontend/settings   what LibreTranslate's web clients read first
+    POST /translate_file      a document (multipart: file, source, target)
+                              -> {"translatedFileUrl": ...}, kept for `file_ttl_s`
+    GET  /download_file/NAME  that document
 
 The parameters come as JSON, as a form (application/x-www-form-urlencoded) or in the
 query string, as LibreTranslate takes them. A model translates one pair: another source or
@@ -19,10 +22,27 @@ is translated (script and style left as they are). Errors are LibreTranslate's s
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import re
+import secrets
+import shutil
+import tempfile
+import time
 import urllib.parse
+from pathlib import Path
 from typing import Any
 
-from seq2seq.serving.http_api import Limits, RequestError, check_texts, media_type, read_json
+from seq2seq.decoding.glossary import Glossary
+from seq2seq.serving.http_api import (
+  Limits,
+  RequestError,
+  TranslateRequest,
+  check_texts,
+  media_type,
+  parse_glossary,
+  read_json,
+)
 
 # English names of the languages LibreTranslate offers (ISO 639-1); a code not here is its
 # own name.
@@ -171,3 +191,192 @@ def answer(translations: list[str], single: bool, params: dict, source: str,
     detected = {"language": source, "confidence": 100.0}
     out["detectedLanguage"] = detected if single else [detected] * len(translations)
   return out
+
+
+FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")  # LibreTranslate's
+_STORED_NAME = re.compile(r"[0-9a-f]{32}\.[^/\\\x00]+")
+
+
+class TranslatedFiles:
+  """Translated files kept for download in a temporary folder, each under a random name
+  ending in its own, removed `ttl` seconds after it was written (at the next put or get)."""
+
+  def __init__(self, ttl: float):
+    self.ttl, self.folder = ttl, Path(tempfile.mkdtemp(prefix="seq2seq-files-"))
+
+  def put(self, name: str, data: bytes) -> str:
+    self.expire()
+    filename = f"{secrets.token_hex(16)}.{name[-100:]}"  # a name the file system takes
+    (self.folder / filename).write_bytes(data)
+    return filename
+
+  def get(self, filename: str) -> Path | None:
+    """The file named `filename` (as `put` named it), or None."""
+    self.expire()
+    if not _STORED_NAME.fullmatch(filename) or len(filename.encode()) > 255:
+      return None
+    path = self.folder / filename
+    try:
+      return path if path.is_file() else None
+    except OSError:  # a name the file system refuses
+      return None
+
+  def expire(self) -> None:
+    now = time.time()
+    for path in self.folder.iterdir():
+      with contextlib.suppress(OSError):
+        if now - path.stat().st_mtime > self.ttl:
+          path.unlink()
+
+  def close(self) -> None:
+    shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class LibreTranslate:
+  """LibreTranslate's routes over the server's state (`http_server.Server`: its engine,
+  batcher, limits, keys and glossary)."""
+
+  def __init__(self, server):
+    self.server = server
+    self.files = TranslatedFiles(server.limits.file_ttl_s)
+
+  @property
+  def pair(self) -> tuple[str, str]:
+    return self.server.engine.directions[0]
+
+  def check_key(self, params: dict) -> None:
+    check_key(params, self.server.api_keys, self.server.require_key)
+
+  async def params(self, request, body: bytes) -> dict:
+    """A request's parameters: the query's, then the body's (JSON, a form, or a multipart
+    form as LibreTranslate's page sends it)."""
+    content_type = request.headers.get("content-type")
+    if media_type(content_type) != "multipart/form-data":
+      return read_params(body, content_type, dict(request.query_params))
+    request._body = body  # size-checked; form() reads it from here
+    try:
+      form = await request.form(max_files=0, max_fields=64)
+    except Exception as e:  # noqa: BLE001 - the multipart parser's errors have no common class
+      raise RequestError(400, f"Invalid request: the form cannot be read ({e})") from None
+    return {**request.query_params, **{k: v for k, v in form.items() if isinstance(v, str)}}
+
+  async def translate(self, params: dict) -> dict[str, Any]:
+    """/translate: texts or HTML documents, with alternatives."""
+    server = self.server
+    self.check_key(params)
+    source, target = self.pair
+    texts, single, fmt, alternatives = parse(params, source, target, server.limits)
+    server.check_texts(texts)
+    defaults = server.engine.defaults.changed(batch_size=server.limits.max_batch)
+    if fmt == "html":  # whole sentences, tags carried onto their words (no alternatives,
+      # as LibreTranslate); one document at a time on a decoding thread
+      from seq2seq.documents.blocks import BlockTranslator
+      from seq2seq.documents.html import translate_html
+      translate = BlockTranslator(server.engine, defaults, progress=False)
+      out = [await server.batcher.run_alone(functools.partial(translate_html, t, translate))
+             for t in texts]
+      return answer(out, single, params, source, None)
+    nbest = alternatives + 1 if alternatives else 0
+    glossary = server.glossary
+    if params.get("glossary") not in (None, ""):  # ours, beside LibreTranslate's fields
+      glossary = (server.glossary or Glossary(())).merged(
+          parse_glossary(params["glossary"], server.limits, server.engine.limits.glossary,
+                         status=400))
+    settings = server.engine.defaults.changed(
+        beam_size=max(server.engine.defaults.beam_size, nbest), nbest=nbest)
+    if glossary is not None:
+      settings = settings.changed(glossary=glossary)
+    out = await server.batcher.submit(TranslateRequest(texts, False, settings)) if texts else []
+    others = None
+    if nbest:
+      others = [[a["text"] for a in found[1:]] for found in out]
+      out = [found[0]["text"] if found else "" for found in out]
+    return answer(out, single, params, source, others)
+
+  async def translate_file(self, request) -> dict[str, Any]:
+    """POST /translate_file: a multipart form with `file`, `source`, `target` (and
+    `api_key`); the translation is kept for `limits.file_ttl_s` seconds at the URL
+    answered."""
+    server = self.server
+    server.check_ready()
+    content_type = request.headers.get("content-type")
+    if media_type(content_type) != "multipart/form-data":
+      raise RequestError(400, "Invalid request: send the file as multipart/form-data")
+    request._body = await server.read_body(request)  # size-checked; form() reads it
+    try:
+      form = await request.form(max_files=1, max_fields=16)
+    except Exception as e:  # noqa: BLE001 - the multipart parser's errors have no common class
+      raise RequestError(400, f"Invalid request: the form cannot be read ({e})") from None
+    upload = form.get("file")
+    params = {k: v for k, v in form.items() if isinstance(v, str)}
+    self.check_key(params)
+    source, target = self.pair
+    parse({**params, "q": "-"}, source, target, server.limits)  # languages checked
+    if upload is None or isinstance(upload, str) or not upload.filename:
+      raise RequestError(400, "Invalid request: missing file parameter")
+    name = Path(upload.filename).name
+    suffix = Path(name).suffix.lower()
+    if suffix not in FILE_FORMATS:
+      raise RequestError(400, f"Invalid request: {suffix or 'no extension'} files are not "
+                         f"supported (supported: {', '.join(FILE_FORMATS)})")
+    data = await upload.read()
+    from seq2seq.documents import format_of, translate_bytes
+    settings = server.engine.defaults.changed(batch_size=server.limits.max_batch)
+    try:
+      out = await server.batcher.run_alone(functools.partial(
+          translate_bytes, server.engine, data, format_of(name), settings, False))
+    except ValueError as e:
+      raise RequestError(400, f"Invalid request: {name}: {e}") from None
+    return {"translatedFileUrl": str(request.url_for("download_file",
+                                                     filename=self.files.put(name, out)))}
+
+  async def languages(self, params: dict) -> list:
+    return languages(*self.pair)
+
+  async def detect(self, params: dict) -> list:
+    if not params.get("q"):
+      raise RequestError(400, "Invalid request: missing q parameter")
+    return [{"language": self.pair[0], "confidence": 100.0}]  # a model of one source
+
+  async def frontend_settings(self, params: dict) -> dict:
+    return frontend_settings(*self.pair, self.server.limits, self.server.api_keys is not None,
+                             self.server.require_key)
+
+  def endpoint(self, answer_of):
+    """A GET (or POST) route answering `answer_of(params)` once the engine is ready."""
+    async def endpoint(request):
+      from starlette.responses import JSONResponse
+      try:
+        self.server.check_ready()
+        params = {}
+        if request.method == "POST":
+          params = await self.params(request, await self.server.read_body(request))
+          self.check_key(params)
+        return JSONResponse(await answer_of(params))
+      except RequestError as e:
+        return JSONResponse({"error": str(e)}, status_code=e.status, headers=e.headers)
+    return endpoint
+
+  async def file_endpoint(self, request):
+    from starlette.responses import JSONResponse
+    answer, status, headers = await self.server.answered(self.translate_file, request)
+    return JSONResponse(answer, status_code=status, headers=headers)
+
+  async def download_file(self, request):
+    from starlette.responses import FileResponse, JSONResponse
+    path = self.files.get(request.path_params["filename"])
+    if path is None:
+      return JSONResponse({"error": "no such file: translated files are kept for "
+                                    f"{self.server.limits.file_ttl_s:g} seconds"},
+                          status_code=404)
+    return FileResponse(path, filename=path.name.split(".", 1)[1])
+
+  def routes(self) -> list:
+    from starlette.routing import Route
+    return [Route("/languages", self.endpoint(self.languages), methods=["GET", "POST"]),
+            Route("/detect", self.endpoint(self.detect), methods=["POST"]),
+            Route("/frontend/settings", self.endpoint(self.frontend_settings),
+                  methods=["GET"]),
+            Route("/translate_file", self.file_endpoint, methods=["POST"]),
+            Route("/download_file/{filename}", self.download_file, methods=["GET"],
+                  name="download_file")]

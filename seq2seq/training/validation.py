@@ -46,8 +46,8 @@ class Validation:
         seen.add(shape)
         yield (f"validation loss {batch.src.shape[0]}x{batch.tgt.shape[1]}",
                self.steps.eval_step.lower(params, batch))
-    for lowered in self.translator.lower_searches(self.my_sources(),
-                                                  distributed.local_copy(params), beam_size=1):
+    for lowered in self.translator.lower_searches(
+        self.my_sources(), params=distributed.local_copy(params), beam_size=1):
       yield "validation search", lowered
 
   def loss(self, params) -> dict[str, float]:

@@ -140,5 +140,5 @@ def test_api_takes_a_string_or_a_list(trained_run):
   t = Translator.load(trained_run)
   one = t.translate("A dog is running.")
   assert isinstance(one, str) and one == t.translate(["A dog is running."])[0]
-  with pytest.raises(ValueError, match=r"decode.beam_size=0: expected an integer >= 1"):
+  with pytest.raises(ValueError, match=r"beam size must be an integer of at least 1, got 0"):
     t.translate("A dog.", beam_size=0)

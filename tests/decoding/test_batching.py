@@ -17,7 +17,7 @@ from seq2seq.decoding.batching import (
   sampling_keys,
   search_jobs,
 )
-from seq2seq.decoding.engine_io import Sampling
+from seq2seq.decoding.engine_io import Sampling, SearchSettings
 from seq2seq.numerics import LEAST_ROWS
 from seq2seq.vocab import EOS_ID, PAD_ID
 
@@ -54,7 +54,8 @@ def test_batch_rows_are_powers_of_two_up_to_the_batch_size():
 
 def test_search_jobs_sort_by_length_pad_to_the_bucket_and_fill_rows_with_one_token():
   sources = [np.asarray(x, np.int32) for x in ids(10, 3, 7, 20, 5)]
-  jobs = list(search_jobs(sources, DecodeConfig(batch_size=2), BUCKETS, 32, None, None, None))
+  jobs = list(search_jobs(sources, SearchSettings(batch_size=2), DecodeConfig(), BUCKETS, 32,
+                          None, None))
   assert [chunk for chunk, _ in jobs] == [[1, 4], [2, 0], [3]]  # shortest first
   for chunk, args in jobs:
     src = args["src_BS"]
@@ -69,10 +70,11 @@ def test_search_jobs_sort_by_length_pad_to_the_bucket_and_fill_rows_with_one_tok
 def test_a_prefix_widens_the_step_limit_and_is_padded_per_row():
   sources = [np.asarray(x, np.int32) for x in ids(4, 4)]
   prefixes = [np.asarray([5, 6, 7], np.int32), np.asarray([], np.int32)]
-  (_, plain), = search_jobs(sources, DecodeConfig(batch_size=2, max_len_a=0.0, max_len_b=2),
-                            BUCKETS, 32, None, None, None)
-  (_, forced), = search_jobs(sources, DecodeConfig(batch_size=2, max_len_a=0.0, max_len_b=2),
-                             BUCKETS, 32, None, None, prefixes)
+  limits = DecodeConfig(max_len_a=0.0, max_len_b=2)
+  (_, plain), = search_jobs(sources, SearchSettings(batch_size=2), limits, BUCKETS, 32, None,
+                            None)
+  (_, forced), = search_jobs(sources, SearchSettings(batch_size=2), limits, BUCKETS, 32, None,
+                             prefixes)
   assert forced["prefix_BP"][0, :3].tolist() == [5, 6, 7] and (forced["prefix_BP"][1] == 0).all()
   assert forced["max_steps"] > plain["max_steps"]
 
@@ -90,8 +92,9 @@ def test_sampling_keys_follow_the_inputs_not_their_batches():
   sampling = Sampling(temperature=1.0, seed=7)
   keys = {}
   for batch_size in (1, 2, 3):
-    for chunk, args in search_jobs(sources, DecodeConfig(batch_size=batch_size), BUCKETS, 32,
-                                   sampling, None, None):
+    for chunk, args in search_jobs(sources, SearchSettings(batch_size=batch_size,
+                                                           sampling=sampling),
+                                   DecodeConfig(), BUCKETS, 32, None, None):
       for row, i in enumerate(chunk):
         keys.setdefault(i, set()).add(np.asarray(args["keys_B"][row]).tobytes())
   assert all(len(k) == 1 for k in keys.values())

@@ -1,5 +1,5 @@
 """What a translation engine takes and gives (seq2seq/decoding/engine_io.py), shared by the
-JAX and CTranslate2 engines: settings resolved and checked once, requests refused by name,
+JAX and CTranslate2 engines: one settings value checked once when made, requests refused by name,
 the answer picked, the source limit, sources encoded, and what counts as text."""
 
 import dataclasses
@@ -10,54 +10,68 @@ from seq2seq.config import DecodeConfig
 from seq2seq.decoding.engine_io import (
   Hypothesis,
   PairScore,
-  check_request,
+  Sampling,
+  SearchSettings,
+  check_prefixes,
   has_text,
-  hypotheses_needed,
   pick,
-  resolve_settings,
   source_limit,
 )
 
 
-def test_given_settings_replace_the_saved_ones_and_none_keeps_them():
+def test_settings_take_the_run_s_and_a_call_s_changes_and_none_keeps_them():
   saved = DecodeConfig(beam_size=4, alpha=0.6, batch_size=32)
-  assert resolve_settings(saved) == saved
-  got = resolve_settings(saved, beam_size=1, alpha=2, batch_size=8)
-  assert (got.beam_size, got.alpha, got.batch_size) == (1, 2.0, 8)
-  assert isinstance(got.alpha, float)
+  assert SearchSettings.of(saved) == SearchSettings(beam_size=4, alpha=0.6, batch_size=32)
+  got = SearchSettings.of(saved, beam_size=1, alpha=2, batch_size=8, nbest=None)
+  assert (got.beam_size, got.alpha, got.batch_size, got.nbest) == (1, 2.0, 8, 0)
+  assert isinstance(got.alpha, float) and got.changed(alpha=None) == got
+  with pytest.raises(TypeError, match="unknown search setting.*colour"):
+    SearchSettings.of(saved, colour=1)
 
 
 @pytest.mark.parametrize("given, name", [
-    (dict(beam_size=0), "beam_size"), (dict(batch_size=-1), "batch_size"),
-    (dict(alpha=-1.0), "alpha"),
+    (dict(beam_size=0), "beam size"), (dict(batch_size=-1), "batch size"),
+    (dict(alpha=-1.0), "alpha"), (dict(alpha=float("nan")), "alpha"),
+    (dict(beam_size=True), "beam size"), (dict(nbest=-1), "nbest"),
+    (dict(sampling="hot"), "sampling must be a Sampling"),
 ])
-def test_bad_given_settings_are_refused_by_name(given, name):
+def test_bad_settings_are_refused_by_name_when_made(given, name):
   with pytest.raises(ValueError, match=name):
-    resolve_settings(DecodeConfig(), **given)
+    SearchSettings(**given)
+  with pytest.raises(ValueError, match=name):  # and when changed
+    SearchSettings().changed(**given)
 
 
-def test_a_request_s_prefixes_and_nbest_must_fit_its_texts_and_beam():
-  c = DecodeConfig(beam_size=3)
-  check_request(["a", "b"], ["x", ""], c, 3, None)
-  with pytest.raises(ValueError, match="2 texts but 1 prefixes"):
-    check_request(["a", "b"], ["x"], c, 0, None)
+def test_nbest_must_fit_the_beam_and_a_glossary_does_not_sample():
+  SearchSettings(beam_size=3, nbest=3)
   with pytest.raises(ValueError, match="nbest=4 needs a beam of at least 4"):
-    check_request(["a"], None, c, 4, None)
-  check_request(["a"], None, c, 4, sampling=object())  # samples are not a beam's
+    SearchSettings(beam_size=3, nbest=4)
+  SearchSettings(beam_size=1, nbest=4, sampling=Sampling())  # samples are not a beam's
+  with pytest.raises(ValueError, match="does not combine with sampling"):
+    SearchSettings(glossary={"dog": "Hund"}, sampling=Sampling())
+  assert SearchSettings(glossary={"dog": "Hund"}).glossary.terms[0].targets == ("Hund",)
+
+
+def test_prefixes_must_pair_with_the_texts():
+  check_prefixes(["a", "b"], ["x", ""])
+  with pytest.raises(ValueError, match="2 texts but 1 prefixes"):
+    check_prefixes(["a", "b"], ["x"])
 
 
 def test_the_search_returns_what_the_answer_needs():
   c = DecodeConfig(beam_size=5)
-  assert hypotheses_needed(c, 3, None) == 3 and hypotheses_needed(c, 0, None) == 1
+  assert SearchSettings(5, nbest=3).hypotheses(c) == 3
+  assert SearchSettings(5).hypotheses(c) == 1
   mbr = dataclasses.replace(c, mbr="bleu")
-  assert hypotheses_needed(mbr, 0, None) == 5 and hypotheses_needed(mbr, 0, object()) == 1
+  assert SearchSettings(5).hypotheses(mbr) == 5
+  assert SearchSettings(5, sampling=Sampling()).hypotheses(mbr) == 1
 
 
 def test_pick_gives_texts_or_the_n_best_lists():
   hyps = [[Hypothesis("b", -1.0, [5]), Hypothesis("a", -2.0, [4])],
           [Hypothesis("c", -0.5, [6]), Hypothesis("d", -3.0, [7])]]
-  assert pick(hyps, 0, DecodeConfig()) == ["b", "c"]
-  assert pick(hyps, 1, DecodeConfig()) == [hyps[0][:1], hyps[1][:1]]
+  assert pick(hyps, SearchSettings(), DecodeConfig()) == ["b", "c"]
+  assert pick(hyps, SearchSettings(nbest=1), DecodeConfig()) == [hyps[0][:1], hyps[1][:1]]
 
 
 def test_a_source_leaves_room_for_its_translation_under_the_output_limit():

@@ -150,10 +150,9 @@ def test_a_translator_keeping_one_search_translates_as_one_keeping_all(trained_r
 
 
 def test_the_server_keeps_every_batch_shape_it_compiled(trained_run):
-  from seq2seq.serving.http_api import Limits
-  from seq2seq.serving.http_server import WARM_UP, warm_up
+  from seq2seq.decoding.translator import WARM_UP
   server = Translator.load(trained_run, programs=1)
-  warm_up(server, Limits(max_batch=2), longest=16)
+  server.warm_up(max_batch=2, longest=16)
   before = server._search.dropped
   for rows in (1, 2):  # every shape warm_up compiled, at the server's batch size
     server.translate([WARM_UP] * rows, batch_size=2)

@@ -93,7 +93,8 @@ def test_a_text_longer_than_the_model_takes_is_translated_whole_in_parts(trained
   assert t.count_pieces([text])[0] > t.model_cfg.max_len
   out = t.translate(text)
   assert "maximum" not in caplog.text  # no truncation warning: cut, not truncated
-  limit = source_limit(t.model_cfg.max_len, t.settings())
+  limit = t.limits.max_source_pieces
+  assert limit == source_limit(t.model_cfg.max_len, t.decode_cfg)
   parts = Plan.of([text], "en", t.count_pieces, limit).sentences
   assert len(parts) > 1 and out == " ".join(t.translate(parts, split_sentences=False))
   with pytest.raises(TooLongError, match="text 1: .* no white space"):

@@ -9,6 +9,7 @@ import pytest
 import sacrebleu
 
 from seq2seq.data.textfiles import read_lines
+from seq2seq.decoding.engines import load_engine
 from seq2seq.decoding.translator import Translator
 from seq2seq.rundir import checkpoint, ctranslate2_model
 from seq2seq.training.trainer import Trainer, train
@@ -63,7 +64,7 @@ def _assert_same_outputs(jax_t, sources, a, b, beam):
 @pytest.mark.parametrize("beam", [1, 4])
 def test_float32_outputs_equal_the_jax_engine(trained_run, exported, beam):
   jax_t = Translator.load(trained_run)
-  ct2_t = Translator.load(exported["float32"], engine="ctranslate2")
+  ct2_t = load_engine(exported["float32"], "ctranslate2")
   # alpha 0: both rank hypotheses by log-probability (their length penalties differ)
   a = jax_t.translate(SOURCES, beam_size=beam, alpha=0.0, nbest=beam)
   b = ct2_t.translate(SOURCES, beam_size=beam, alpha=0.0, nbest=beam)
@@ -74,8 +75,8 @@ def test_ctranslate2_mbr_choice_is_among_its_beam(exported):
   """decode.mbr with the CTranslate2 engine: each output is mbr.choose's pick of that
   engine's own W hypotheses."""
   from seq2seq.decoding import mbr
-  plain = Translator.load(exported["float32"], engine="ctranslate2")
-  chosen = Translator.load(exported["float32"], engine="ctranslate2", mbr="bleu")
+  plain = load_engine(exported["float32"], "ctranslate2")
+  chosen = load_engine(exported["float32"], "ctranslate2", mbr="bleu")
   nbest = plain.translate(SOURCES[:30], beam_size=4, nbest=4)
   for hyps, text in zip(nbest, chosen.translate(SOURCES[:30], beam_size=4)):
     assert text == hyps[mbr.choose([h.text for h in hyps], [h.score for h in hyps])].text
@@ -83,7 +84,7 @@ def test_ctranslate2_mbr_choice_is_among_its_beam(exported):
 
 def test_forced_scores_equal_the_jax_engine(trained_run, exported):
   jax_t = Translator.load(trained_run)
-  ct2_t = Translator.load(exported["float32"], engine="ctranslate2")
+  ct2_t = load_engine(exported["float32"], "ctranslate2")
   a, b = jax_t.score(SOURCES, REFERENCES), ct2_t.score(SOURCES, REFERENCES)
   assert [x.tokens for x in a] == [x.tokens for x in b]
   np.testing.assert_allclose([x.logprob for x in a], [x.logprob for x in b], rtol=1e-4,
@@ -92,7 +93,7 @@ def test_forced_scores_equal_the_jax_engine(trained_run, exported):
 
 def test_int8_bleu_is_within_a_point_of_float32(exported):
   # the same search (CTranslate2's, the run's alpha) on both: only the weights differ
-  best = {q: [n[0] for n in Translator.load(path, engine="ctranslate2").translate(
+  best = {q: [n[0] for n in load_engine(path, "ctranslate2").translate(
               SOURCES, beam_size=4, nbest=1)] for q, path in exported.items()}
   bleu = {q: sacrebleu.corpus_bleu([h.text for h in hyps], [REFERENCES]).score
           for q, hyps in best.items()}
@@ -122,7 +123,7 @@ def test_every_architecture_option_converts(tmp_path, option):
   run.save()
   out = ctranslate2_model.export_ctranslate2(tmp_path / "run", tmp_path / "ct2", checkpoint_name="latest")
   jax_t = Translator.load(tmp_path / "run", "latest")
-  ct2_t = Translator.load(out, engine="ctranslate2")
+  ct2_t = load_engine(out, "ctranslate2")
   sources, targets = SOURCES[:16], REFERENCES[:16]
   # bfloat16 matmul operands are a compute setting of the JAX engine; the exported float32
   # weights score within its rounding.
@@ -158,7 +159,7 @@ def test_rotary_outputs_equal_the_jax_engine(rotary_run, beam):
   run, out = rotary_run
   jax_t = Translator.load(run, "latest")
   a = jax_t.translate(SOURCES, beam_size=beam, alpha=0.0, nbest=beam)
-  b = Translator.load(out, engine="ctranslate2").translate(SOURCES, beam_size=beam, alpha=0.0,
+  b = load_engine(out, "ctranslate2").translate(SOURCES, beam_size=beam, alpha=0.0,
                                                           nbest=beam)
   _assert_same_outputs(jax_t, SOURCES, a, b, beam)
 
@@ -212,7 +213,7 @@ def test_a_run_directory_is_not_an_export(trained_run, tmp_path):
                  input_bytes=b"A dog.\n", check=False)
   assert proc.returncode != 0 and b"seq2seq-export" in proc.stderr
   with pytest.raises(ValueError, match="ensembles need the JAX engine"):
-    Translator.load([trained_run, trained_run], engine="ctranslate2")
+    load_engine([trained_run, trained_run], "ctranslate2")
 
 
 def test_evaluate_scores_an_export_like_its_run(trained_run, exported):

@@ -62,7 +62,7 @@ def test_argostranslate_installs_the_package_and_translates_as_ctranslate2_does(
   if importlib.util.find_spec("argostranslate") is None:
     pytest.skip("argostranslate is not installed (make install: pip install --no-deps "
                 "argostranslate)")
-  from seq2seq import Translator
+  from seq2seq import load_engine
   from seq2seq.rundir.ctranslate2_model import export_ctranslate2
   closed = "http://127.0.0.1:9"  # any download would fail
   env = {"HOME": str(tmp_path), "ARGOS_PACKAGES_DIR": str(tmp_path / "packages"),
@@ -73,8 +73,8 @@ def test_argostranslate_installs_the_package_and_translates_as_ctranslate2_does(
   answer = json.loads(proc.stdout.splitlines()[-1])
   assert answer["installed"] == [["en", "de", "English", "German"]]
   # Argos decodes with CTranslate2: beam 4, length penalty 0.2, on the int8 model.
-  ct2 = Translator.load(export_ctranslate2(trained_run, tmp_path / "ct2", "best", "int8"),
-                        engine="ctranslate2")
+  ct2 = load_engine(export_ctranslate2(trained_run, tmp_path / "ct2", "best", "int8"),
+                    "ctranslate2")
   assert answer["translations"] == ct2.translate(SOURCES, beam_size=4, alpha=0.2)
 
 

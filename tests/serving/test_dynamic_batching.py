@@ -4,10 +4,11 @@ waits for company."""
 import asyncio
 import time
 
+from seq2seq.decoding.engine_io import SearchSettings
 from seq2seq.serving.dynamic_batching import Batcher, Metrics
-from seq2seq.serving.http_api import Limits, Search, TranslateRequest
+from seq2seq.serving.http_api import Limits, TranslateRequest
 
-SEARCH = Search(beam_size=1, alpha=0.6)
+SEARCH = SearchSettings(beam_size=1, alpha=0.6)
 # Generous against a loaded machine: the clients send 1 ms apart, the batcher's quiet
 # period is 25 ms (2 ms in the server), and a batch never waits more than half a second.
 WAIT_MS, QUIET_MS = 500.0, 25.0

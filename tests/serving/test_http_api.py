@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from seq2seq.config import DecodeConfig
+from seq2seq.decoding.engine import EngineLimits
+from seq2seq.decoding.engine_io import SearchSettings
 from seq2seq.serving.http_api import (
   Limits,
   RequestError,
-  Search,
   check_defaults,
   media_type,
   openapi,
@@ -19,12 +19,14 @@ from seq2seq.serving.http_api import (
 )
 
 LIMITS = Limits(max_texts=3, max_chars=20, max_beam=4)
-DEFAULTS = DecodeConfig(beam_size=2, alpha=0.6)
+DEFAULTS = SearchSettings(beam_size=2, alpha=0.6)
+JAX = EngineLimits(100, 100, glossary=True, attention=True)
+CT2 = EngineLimits(100, 100)
 
 
 def refused(body, status, words):
   with pytest.raises(RequestError) as e:
-    parse_request(body, LIMITS, DEFAULTS)
+    parse_request(body, LIMITS, DEFAULTS, JAX)
   assert e.value.status == status and words in str(e.value), str(e.value)
 
 
@@ -51,12 +53,13 @@ def test_json_with_parameters_in_its_content_type_is_read():
 
 
 def test_a_request_takes_the_run_s_defaults_and_its_own_settings():
-  got = parse_request({"text": "A dog."}, LIMITS, DEFAULTS)
+  got = parse_request({"text": "A dog."}, LIMITS, DEFAULTS, JAX)
   assert got.texts == ["A dog."] and got.single
-  assert got.search == Search(beam_size=2, alpha=0.6)
+  assert got.settings == SearchSettings(beam_size=2, alpha=0.6) and got.prefixes is None
   got = parse_request({"texts": ["a", "b"], "beam_size": 4, "alpha": 1, "nbest": 2,
-                       "prefixes": ["x", ""]}, LIMITS, DEFAULTS)
-  assert got.search == Search(4, 1.0, 2, None, True) and got.prefixes == ["x", ""]
+                       "prefixes": ["x", ""]}, LIMITS, DEFAULTS, JAX)
+  assert got.settings == SearchSettings(4, 1.0, 2) and got.prefixes == ["x", ""]
+  assert got.batch_key == (got.settings, True)
 
 
 @pytest.mark.parametrize("body, status, words", [
@@ -82,8 +85,8 @@ def test_a_bad_request_gets_its_status_and_names_the_field(body, status, words):
 
 
 def test_sampling_allows_an_n_best_up_to_the_beam_limit():
-  got = parse_request({"text": "a", "sampling": {"seed": 3}, "nbest": 4}, LIMITS, DEFAULTS)
-  assert got.search.sampling.seed == 3 and got.search.nbest == 4
+  got = parse_request({"text": "a", "sampling": {"seed": 3}, "nbest": 4}, LIMITS, DEFAULTS, JAX)
+  assert got.settings.sampling.seed == 3 and got.settings.nbest == 4
 
 
 def test_the_server_s_own_defaults_must_be_within_its_limits():
@@ -107,18 +110,17 @@ def test_openapi_describes_the_translate_body_with_the_limits():
 
 
 def test_a_glossary_field_becomes_the_request_s_glossary_or_a_4xx():
-  got = parse_request({"text": "A dog.", "glossary": {"dog": "Hund|Hunde"}}, LIMITS, DEFAULTS)
-  assert [(t.source, t.targets) for t in got.search.glossary.terms] == [("dog", ("Hund", "Hunde"))]
+  got = parse_request({"text": "A dog.", "glossary": {"dog": "Hund|Hunde"}}, LIMITS, DEFAULTS, JAX)
+  assert [(t.source, t.targets) for t in got.settings.glossary.terms] == [("dog", ("Hund", "Hunde"))]
   refused({"text": "a", "glossary": {"dog": "Hund"}, "prefix": "Ein"}, 422,
           "constrains beam search")
   with pytest.raises(RequestError) as e:
-    parse_request({"text": "A dog.", "glossary": {"dog": "Hund"}}, LIMITS, DEFAULTS,
-                  engine="ctranslate2")
+    parse_request({"text": "A dog.", "glossary": {"dog": "Hund"}}, LIMITS, DEFAULTS, CT2)
   assert e.value.status == 422 and "needs the JAX engine" in str(e.value)
 
 
 def test_a_form_s_glossary_is_json_text():
   from seq2seq.serving.http_api import parse_glossary
-  assert parse_glossary('{"dog": "Hund"}', LIMITS, "jax").terms[0].targets == ("Hund",)
+  assert parse_glossary('{"dog": "Hund"}', LIMITS, True).terms[0].targets == ("Hund",)
   with pytest.raises(RequestError, match="a JSON object"):
-    parse_glossary("dog=Hund", LIMITS, "jax", status=400)
+    parse_glossary("dog=Hund", LIMITS, True, status=400)

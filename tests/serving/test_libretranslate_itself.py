@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq import Translator
+from seq2seq import load_engine
 
 from helpers import ROOT, SAMPLE
 from serve_helpers import browser_page, free_port, get, post, start_server, stop_server
@@ -99,7 +99,7 @@ def test_libretranslate_translates_as_our_ctranslate2_engine_with_argos_settings
   status, body = post(url, {"q": texts, "source": "en", "target": "de"})
   assert status == 200, body
   # Argos: beam 4, length penalty 0.2, the package's sentences translated in one batch
-  ours = Translator.load(ct2, engine="ctranslate2").translate(texts, beam_size=4, alpha=0.2)
+  ours = load_engine(ct2, "ctranslate2").translate(texts, beam_size=4, alpha=0.2)
   assert body["translatedText"] == ours
 
 

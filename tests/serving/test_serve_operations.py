@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq import Translator
+from seq2seq import Translator, load_engine
 from seq2seq.data.textfiles import read_lines
 from seq2seq.documents import translate_document
 
@@ -109,7 +109,7 @@ def exported(trained_run, tmp_path_factory):
 def test_the_ctranslate2_engine_serves_what_its_translator_gives(exported):
   proc, url = start_server("--engine", "ctranslate2", "--model", exported)
   try:
-    t = Translator.load(exported, engine="ctranslate2")
+    t = load_engine(exported, "ctranslate2")
     status, body = post(url, {"texts": SOURCES[:6], "beam_size": 4, "nbest": 2})
     expected = t.translate(SOURCES[:6], beam_size=4, nbest=2)
     assert status == 200 and body["translations"] == [h[0].text for h in expected]
@@ -201,15 +201,15 @@ def server_for_page(trained_run):
 def test_reload_loads_what_landed_during_warm_up_and_survives_any_error(trained_run,
                                                                         monkeypatch):
   import threading
-  import types
 
   from seq2seq.rundir import checkpoint
   from seq2seq.serving import http_server
   latest = trained_run / "checkpoints" / "latest"
   older = latest / "200"
   assert older.is_dir() and checkpoint.checkpoint_path(trained_run, "latest").name == "300"
-  translator = types.SimpleNamespace(params=None, model_cfg=checkpoint.load_config(
-      trained_run).model)
+  translator = Translator.load(trained_run, "latest")
+  translator.followed = (trained_run, "latest", older)  # as loaded before step 300 landed
+  served = translator.params
   failures = iter([RuntimeError("a disk hiccup")])
   load = checkpoint.load_params
 
@@ -221,14 +221,13 @@ def test_reload_loads_what_landed_during_warm_up_and_survives_any_error(trained_
   monkeypatch.setattr(checkpoint, "load_params", flaky)
   info, stop = {}, threading.Event()
   # loaded from step 200 before the warm-up; step 300 landed meanwhile
-  thread = http_server.follow_checkpoint(translator, trained_run, "latest", 0.05, info, stop,
-                                         loaded=older)
+  thread = http_server.follow_checkpoint(translator, 0.05, info, stop)
   try:
     assert info["step"] == 200
     deadline = time.time() + 60
     while info["step"] != 300 and time.time() < deadline:
       time.sleep(0.05)
-    assert info["step"] == 300 and translator.params is not None  # after the failure
+    assert info["step"] == 300 and translator.params is not served  # after the failure
     assert thread.is_alive()
   finally:
     stop.set()

@@ -1,0 +1,243 @@
+"""The engine contract: what the layers above decoding (the server, documents, the command
+line, evaluation) may ask of a translation engine, and nothing more.
+
+    engine = load_engine("runs/multi30k")                  # engines.py: JAX or CTranslate2
+    engine.translate(["A dog runs."], engine.defaults.changed(beam_size=5))
+    engine.align(["A dog runs."], [hypothesis.ids])         # where each target piece looks
+
+Two engines implement it: the JAX `Translator` (translator.py) and the CTranslate2 engine
+(ct2_engine.py). A caller holds an `Engine`, never a model, its parameters or its
+tokenizer; `tests/decoding/test_engine.py` fails on any other attribute used from above.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from seq2seq.decoding.engine_io import (
+  Hypothesis,
+  PairScore,
+  SearchSettings,
+  check_prefixes,
+  pick,
+  source_limit,
+)
+from seq2seq.decoding.sentences import Plan, check_cuttable
+from seq2seq.vocab import EOS_ID
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineLimits:
+  """What an engine takes: the longest source, the batch rows it has compiled, and the
+  settings it accepts beyond plain search."""
+
+  max_source_pieces: int  # pieces of one source sentence, EOS included (longer: cut)
+  max_prefix_pieces: int  # pieces of a forced prefix
+  row_sizes: tuple[int, ...] = ()  # rows of the decoding batches compiled so far
+  glossary: bool = False  # constrained search for glossary terms
+  attention: bool = False  # `align` gives the model's own cross-attention
+
+
+@dataclasses.dataclass(frozen=True)
+class Alignment:
+  """How a translation lines up with its source sentence, for carrying styles across.
+
+  `weights` is `[T + 1, S + 1]`: how much target piece t (and then EOS) attends to
+  source piece s (and then the source's EOS) as the model predicts it (the last decoder
+  layer's cross-attention, mean over heads), or None where the engine has no attention
+  (place by relative position). The spans are (start, end) character offsets of each
+  piece (EOS left out) in the source and in the detokenized target; the pieces are
+  their names, EOS included."""
+
+  weights: np.ndarray | None
+  source_spans: list[tuple[int, int]]
+  target_spans: list[tuple[int, int]]
+  source_pieces: list[str]
+  target_pieces: list[str]
+
+
+@runtime_checkable
+class Engine(Protocol):
+  """A translation engine: texts (or ids) in, translations out, with one settings value."""
+
+  @property
+  def directions(self) -> tuple[tuple[str, str], ...]:
+    """The (source, target) language codes it translates between."""
+
+  @property
+  def defaults(self) -> SearchSettings:
+    """The search settings of a call that gives none (the run's, or the flags')."""
+
+  @property
+  def limits(self) -> EngineLimits:
+    """What it takes (`EngineLimits`)."""
+
+  def describe(self) -> dict[str, Any]:
+    """What it is, for /health and model cards: engine, languages, model size."""
+
+  def settings(self, settings: SearchSettings | None = None, **changes) -> SearchSettings:
+    """`settings` (default: `defaults`) with `changes`, checked once."""
+
+  def plan(self, texts: Sequence[str], split_sentences: bool = True,
+           first_index: int = 0) -> Plan:
+    """The texts cut into the sentences it translates (and too-long ones into parts)."""
+
+  def translate(self, texts, settings: SearchSettings | None = None, *,
+                prefixes: Sequence[str] | None = None, first_index: int = 0,
+                split_sentences: bool = True, **changes):
+    """A text's translation (a list's, a list); with `nbest`, `Hypothesis` lists."""
+
+  def translate_ids(self, src_ids: Sequence[np.ndarray],
+                    settings: SearchSettings | None = None, **changes
+                    ) -> list[list[tuple[np.ndarray, float]]]:
+    """Each id sequence's best hypotheses (ids, score), best first."""
+
+  def score(self, sources: Sequence[str], targets: Sequence[str],
+            settings: SearchSettings | None = None) -> list[PairScore]:
+    """Forced decoding: each target's log-probability given its source."""
+
+  def align(self, sources: Sequence[str], target_ids: Sequence[Sequence[int]]
+            ) -> list[Alignment]:
+    """Each source sentence's alignment to its translation's pieces (no EOS), batched."""
+
+  def check(self, texts: Sequence[str], prefixes: Sequence[str] | None = None) -> None:
+    """Raises ValueError naming a text no cut brings within the limits, or a prefix too
+    long: a request is refused before it joins a batch that it would fail."""
+
+  def warm_up(self, max_batch: int, longest: int = 64) -> None:
+    """Prepares what the first requests run (the JAX engine compiles their searches)."""
+
+  def reload(self) -> int | None:
+    """Serves the newest complete checkpoint of the kind it was loaded from, if newer;
+    returns its step (None: nothing to reload, or not a run that trains)."""
+
+
+class SentenceEngine:
+  """The half of an engine that both share: settings, sentences, request checks, and
+  texts in and out around `hypotheses` (the engine's own search). A subclass sets
+  `tokenizer`, `decode_cfg`, `languages` and `max_len` (the model's longest sequence)."""
+
+  tokenizer: Any
+  decode_cfg: Any
+  languages: tuple[str, str]
+  max_len: int
+
+  @property
+  def directions(self) -> tuple[tuple[str, str], ...]:
+    return (tuple(self.languages),)
+
+  @property
+  def defaults(self) -> SearchSettings:
+    return SearchSettings.of(self.decode_cfg)
+
+  def settings(self, settings: SearchSettings | None = None, **changes) -> SearchSettings:
+    base = self.defaults if settings is None else settings
+    unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(SearchSettings)})
+    if unknown:
+      raise TypeError(f"unknown search setting(s) {', '.join(unknown)}")
+    return base.changed(**changes) if changes else base
+
+  def search_description(self) -> dict[str, Any]:
+    """The run's settings that no call changes: output limits, the beam's stop, MBR."""
+    c = self.decode_cfg
+    return {"beam_stop": c.beam_stop, "max_len_a": c.max_len_a, "max_len_b": c.max_len_b,
+            "mbr": c.mbr, "mbr_weights": c.mbr_weights}
+
+  def source_limit(self) -> int:
+    """The most pieces (EOS included) a source sentence may have."""
+    return source_limit(self.max_len, self.decode_cfg)
+
+  def count_pieces(self, texts: list[str]) -> list[int]:
+    """The pieces of each text as a source, EOS included."""
+    return [len(x) + 1 for x in self.tokenizer.encode(texts)]
+
+  def plan(self, texts: Sequence[str], split_sentences: bool = True,
+           first_index: int = 0) -> Plan:
+    return Plan.of(list(texts), self.languages[0] if split_sentences else None,
+                   self.count_pieces, self.source_limit(), first_index)
+
+  def check(self, texts: Sequence[str], prefixes: Sequence[str] | None = None) -> None:
+    check_cuttable(texts, self.count_pieces, self.source_limit())
+    if prefixes:
+      most = self.max_len - 2
+      for i, ids in enumerate(self.tokenizer.encode(list(prefixes))):
+        if len(ids) > most:
+          raise ValueError(f"prefix {i} has {len(ids)} pieces; at most {most}")
+
+  def translate(self, texts, settings: SearchSettings | None = None, *,
+                prefixes: Sequence[str] | None = None, first_index: int = 0,
+                split_sentences: bool = True, **changes):
+    """Translates a text or a list of texts. Empty or whitespace-only texts give "".
+
+    Each text is cut into sentences in the source language (`split_sentences=False`: a
+    text is one sentence, for sentence-per-line data), and a part longer than the model
+    takes is cut at clause punctuation or white space (`sentences.Plan`); the sentences of
+    all texts are searched together and each text's translations joined with its own
+    spacing and line breaks. A part that cannot be cut to fit raises `TooLongError`.
+
+    `settings` (default: the engine's `defaults`) with `changes` (`SearchSettings`
+    fields: beam_size, alpha, nbest, batch_size, sampling, glossary) say how to search.
+    With `sampling`, draws from the model instead; text i (counted from `first_index`,
+    for a stream read in parts) has its own random key. With `glossary`, each sentence in
+    which a source term occurs is translated with the constrained beam search.
+    `prefixes[i]` (a string, "" for none) forces the start of text i's translation.
+
+    Returns:
+      For a string, its translation; for a list, a list of translations. With
+      `nbest=N > 0`, N `Hypothesis` (text, score, ids) per input instead, best first.
+    """
+    if isinstance(texts, str):
+      return self.translate([texts], settings, prefixes=None if prefixes is None else
+                            [prefixes], first_index=first_index,
+                            split_sentences=split_sentences, **changes)[0]
+    texts = list(texts)
+    s = self.settings(settings, **changes)
+    check_prefixes(texts, prefixes)
+    if s.glossary is not None and prefixes is not None:
+      raise ValueError("a glossary constrains beam search: it does not combine with "
+                       "prefixes")
+    plan = self.plan(texts, split_sentences, first_index)
+    hyps = self.hypotheses(plan.sentences, s, plan.prefixes(prefixes),
+                           [(first_index + i, j) for i, j in plan.owners()])
+    return pick(plan.join(hyps), s, self.decode_cfg)
+
+  def hypotheses(self, texts: list[str], settings: SearchSettings,
+                 prefixes: Sequence[str] | None, owners: Sequence[tuple[int, int]]
+                 ) -> list[list[Hypothesis]]:
+    """Each sentence's hypotheses, best first (one "" for empty ones). `owners[k]`:
+    sentence k's text (0-based over the whole input: errors name it, sampling keys use
+    it) and its place within that text."""
+    raise NotImplementedError
+
+  def piece_spans(self, source: str, target_ids: Sequence[int]
+                  ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(start, end) character offsets of each source piece in `source`, and of each
+    piece of `target_ids` in its detokenized text."""
+    proto = self.tokenizer.sp.encode(source, return_type="proto")
+    byte_to_char, position = {}, 0
+    for i, ch in enumerate(source):
+      byte_to_char[position] = i
+      position += len(ch.encode("utf-8"))
+    byte_to_char[position] = len(source)
+    src_spans = []
+    for piece in proto.pieces:
+      start = byte_to_char.get(piece.begin, 0)
+      src_spans.append((start, byte_to_char.get(piece.end, start)))
+    ends = [len(self.tokenizer.decode([list(target_ids[:i + 1])])[0])
+            for i in range(len(target_ids))]
+    return src_spans, [(ends[i - 1] if i else 0, end) for i, end in enumerate(ends)]
+
+  def alignments(self, sources: Sequence[str], target_ids: Sequence[Sequence[int]],
+                 weights: Sequence[np.ndarray | None]) -> list[Alignment]:
+    """`Alignment`s of the pairs, with the engine's `weights` (None: none)."""
+    out = []
+    for source, ids, w in zip(sources, target_ids, weights):
+      src_spans, tgt_spans = self.piece_spans(source, ids)
+      src_ids = self.tokenizer.encode([source])[0]
+      out.append(Alignment(w, src_spans, tgt_spans,
+                           self.tokenizer.pieces([*src_ids, EOS_ID]),
+                           self.tokenizer.pieces([*ids, EOS_ID])))
+    return out

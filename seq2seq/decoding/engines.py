@@ -1,0 +1,23 @@
+"""`load_engine`: the engine of a run directory (JAX) or of an export (CTranslate2), as
+the contract (`engine.Engine`) that the server, documents and the command line use."""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+from seq2seq.decoding import loading
+from seq2seq.decoding.ct2_engine import CTranslate2Translator
+from seq2seq.decoding.engine import Engine
+from seq2seq.decoding.translator import Translator
+
+
+def load_engine(path: str | os.PathLike | Sequence[str | os.PathLike], engine: str = "jax",
+                checkpoint_name: str = "best", **decode_overrides) -> Engine:
+  """The run directory at `path` (several: an ensemble) with the JAX engine, or the
+  directory written by `seq2seq-export` with `engine="ctranslate2"`.
+  `decode_overrides`: DecodeConfig fields over the saved ones (the defaults of a call)."""
+  workdirs = loading.workdir_list(path, engine, checkpoint_name)
+  if engine == "ctranslate2":
+    return CTranslate2Translator.load(workdirs[0], **decode_overrides)
+  return Translator.load(workdirs, checkpoint_name, **decode_overrides)
