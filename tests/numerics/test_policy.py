@@ -76,13 +76,36 @@ def test_unknown_dtypes_and_uses_are_refused():
 
 
 def test_the_residual_stream_is_the_identity_on_every_backend():
+  """In inference and in a training trace (`training_residuals`), on every backend."""
   x = jax.random.normal(jax.random.PRNGKey(0), (3, 4, 8))
-  token = jnp.float32(0.25)
+  params = {"w": jnp.full((2, 2), 0.25)}
   for backend in ("cpu", "gpu"):
     policy = Numerics("float32", backend)
-    f = lambda v, policy=policy: (policy.residual_stream(v * 2.0, token) ** 2).sum()
-    np.testing.assert_array_equal(jax.jit(f)(x), (4 * x * x).sum())
-    np.testing.assert_allclose(jax.grad(f)(x), 8 * x, rtol=1e-6)
+    f = lambda v, policy=policy: (policy.residual_stream(v * 2.0) ** 2).sum()
+
+    def training(v, policy=policy, f=f):
+      with policy.training_residuals(params):
+        return f(v)
+    for g in (f, training):
+      np.testing.assert_array_equal(jax.jit(g)(x), (4 * x * x).sum())
+      np.testing.assert_allclose(jax.grad(g)(x), 8 * x, rtol=1e-6)
+
+
+def test_only_a_training_trace_on_the_cpu_puts_residuals_in_buffers_of_their_own():
+  x = jnp.ones((2, 3))
+  params = {"w": jnp.full((2, 2), 0.25)}
+  conditional = lambda text: "stablehlo.case" in text or "stablehlo.if" in text  # noqa: E731
+
+  def lowered(policy, train):
+    def f(v, p):
+      if not train:
+        return policy.residual_stream(v)
+      with policy.training_residuals(p):
+        return policy.residual_stream(v)
+    return jax.jit(f).lower(x, params).as_text()
+  assert conditional(lowered(Numerics("float32", "cpu"), True))
+  assert not conditional(lowered(Numerics("float32", "cpu"), False))
+  assert not conditional(lowered(Numerics("float32", "gpu"), True))
 
 
 def test_a_shared_table_is_the_identity_on_every_backend():
