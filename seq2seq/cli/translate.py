@@ -231,6 +231,19 @@ def main(argv=None) -> None:
 
 
 DOCUMENT_FORMATS = ("txt", "md", "html", "srt", "vtt", "docx")
+# Document formats of other tools, named as such rather than read as lines of text.
+OTHER_DOCUMENTS = frozenset("odt odp ods pptx ppt xlsx xls epub pdf doc rtf".split())
+
+
+def binary(path: str) -> bool:
+  """Whether a file is a document container rather than text: a zip (OpenDocument,
+  Office, EPUB) or a PDF."""
+  try:
+    with open(path, "rb") as f:
+      head = f.read(8)
+  except OSError:
+    return False  # reading it later says what is wrong
+  return head.startswith((b"PK\x03\x04", b"%PDF"))
 
 
 def document_format(p: argparse.ArgumentParser, args) -> str | None:
@@ -242,6 +255,10 @@ def document_format(p: argparse.ArgumentParser, args) -> str | None:
   fmt = args.format or {"md": "md", "markdown": "md", "html": "html", "htm": "html",
                         "srt": "srt", "vtt": "vtt", "docx": "docx"}.get(suffix)
   if fmt is None:
+    if args.input != "-" and (suffix in OTHER_DOCUMENTS or binary(args.input)):
+      kind = f".{suffix} document" if suffix in OTHER_DOCUMENTS else "zip or PDF file"
+      p.error(f"{args.input}: a {kind} is not a format translated here; documents: "
+              f"{', '.join('.' + f for f in DOCUMENT_FORMATS)} (or text, a sentence a line)")
     return None
   if args.input == "-":
     p.error(f"--format {fmt} translates a file: give --input FILE")

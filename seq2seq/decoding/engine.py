@@ -212,32 +212,45 @@ class SentenceEngine:
     it) and its place within that text."""
     raise NotImplementedError
 
-  def piece_spans(self, source: str, target_ids: Sequence[int]
-                  ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """(start, end) character offsets of each source piece in `source`, and of each
-    piece of `target_ids` in its detokenized text."""
+  def source_pieces(self, source: str) -> tuple[list[tuple[int, int]], list[str]]:
+    """(start, end) character offsets in `source` of each of its pieces, and the pieces."""
     proto = self.tokenizer.sp.encode(source, return_type="proto")
     byte_to_char, position = {}, 0
     for i, ch in enumerate(source):
       byte_to_char[position] = i
       position += len(ch.encode("utf-8"))
     byte_to_char[position] = len(source)
-    src_spans = []
+    spans = []
     for piece in proto.pieces:
       start = byte_to_char.get(piece.begin, 0)
-      src_spans.append((start, byte_to_char.get(piece.end, start)))
-    ends = [len(self.tokenizer.decode([list(target_ids[:i + 1])])[0])
-            for i in range(len(target_ids))]
-    return src_spans, [(ends[i - 1] if i else 0, end) for i, end in enumerate(ends)]
+      spans.append((start, byte_to_char.get(piece.end, start)))
+    return spans, [piece.piece for piece in proto.pieces]
+
+  def target_spans(self, ids: Sequence[int], pieces: Sequence[str]
+                   ) -> list[tuple[int, int]]:
+    """(start, end) character offsets of each piece of `ids` in its detokenized text: piece
+    i ends where the text of pieces 0..i ends. Read off the pieces' own text where it
+    spells the detokenized text (word pieces, "▁" a space, the first one dropped);
+    otherwise (byte pieces, <unk>) from the text of each prefix."""
+    text = "".join(pieces).replace("\u2581", " ")
+    skip = 1 if text.startswith(" ") else 0
+    if text[skip:] == self.tokenizer.decode([ids])[0]:
+      ends, position = [], 0
+      for piece in pieces:
+        position += len(piece)
+        ends.append(max(position - skip, 0))
+    else:
+      ends = [len(self.tokenizer.decode([list(ids[:i + 1])])[0]) for i in range(len(ids))]
+    return [(ends[i - 1] if i else 0, end) for i, end in enumerate(ends)]
 
   def alignments(self, sources: Sequence[str], target_ids: Sequence[Sequence[int]],
                  weights: Sequence[np.ndarray | None]) -> list[Alignment]:
     """`Alignment`s of the pairs, with the engine's `weights` (None: none)."""
     out = []
+    eos = self.tokenizer.pieces([EOS_ID])
     for source, ids, w in zip(sources, target_ids, weights):
-      src_spans, tgt_spans = self.piece_spans(source, ids)
-      src_ids = self.tokenizer.encode([source])[0]
-      out.append(Alignment(w, src_spans, tgt_spans,
-                           self.tokenizer.pieces([*src_ids, EOS_ID]),
-                           self.tokenizer.pieces([*ids, EOS_ID])))
+      src_spans, src_pieces = self.source_pieces(source)
+      tgt_pieces = self.tokenizer.pieces(ids)
+      out.append(Alignment(w, src_spans, self.target_spans(ids, tgt_pieces),
+                           src_pieces + eos, tgt_pieces + eos))
     return out

@@ -6,6 +6,7 @@ kept, each format read and written with its own maintained library.
 
     inline.py     formatted runs of text translated whole, styles carried by alignment
     blocks.py     blocks of runs translated in chunks with progress; runs written back
+    encodings.py  a text document's encoding, BOM and line endings, read and written back
     plain.py      .txt: paragraphs
     markdown.py   .md: prose of blocks, inline markup; code, links and images kept
     html.py       .html: text of elements, inline tags carried; script, style, code kept
@@ -21,6 +22,7 @@ from pathlib import Path
 from seq2seq.decoding.engine import Engine
 from seq2seq.decoding.engine_io import SearchSettings
 from seq2seq.documents.blocks import BlockTranslator
+from seq2seq.documents.encodings import DocumentError, TextFile, read_text
 
 # Extension -> format name.
 FORMATS = {".txt": "txt", ".text": "txt", ".md": "md", ".markdown": "md", ".html": "html",
@@ -46,25 +48,56 @@ def format_of(path: str | os.PathLike, fmt: str | None = None) -> str:
   return FORMATS[suffix]
 
 
+def malformed(fmt: str) -> tuple[type[Exception], ...]:
+  """The errors by which a format's library says a file is not of that format."""
+  if fmt == "docx":
+    import zipfile
+
+    import lxml.etree
+    from docx.opc.exceptions import OpcError
+    return (zipfile.BadZipFile, zipfile.LargeZipFile, OpcError, lxml.etree.LxmlError,
+            KeyError)
+  if fmt == "srt":
+    import srt
+    return (srt.SRTParseError,)
+  if fmt == "vtt":
+    import webvtt.errors
+    return (webvtt.errors.MalformedFileError, webvtt.errors.MalformedCaptionError)
+  return ()
+
+
 def translate_bytes(engine: Engine, data: bytes, fmt: str, settings: SearchSettings | None = None,
                     progress: bool = True, split_sentences: bool = True) -> bytes:
-  """A document's bytes translated (UTF-8 for the text formats, a BOM allowed) with the
-  search `settings` (default: the engine's)."""
+  """A document's bytes translated with the search `settings` (default: the engine's).
+  A text format is read in its own encoding and written back in it (`encodings`).
+
+  Raises:
+    DocumentError: a file that is not a valid document of its format, naming what is
+      wrong.
+  """
+  translated, source = _translate(engine, data, fmt, settings, progress, split_sentences)
+  return translated if source is None else source.write(translated, fmt)
+
+
+def _translate(engine: Engine, data: bytes, fmt: str, settings: SearchSettings | None,
+               progress: bool, split_sentences: bool) -> tuple[bytes | str, TextFile | None]:
+  """(the translated docx's bytes, None) or (the translated text, how its source was
+  written)."""
   from seq2seq.documents import html, markdown, plain, subtitles, word
   translate = BlockTranslator(engine, settings, progress=progress,
                               split_sentences=split_sentences)
-  if fmt in BINARY:
-    return word.translate_docx(data, translate)
   try:
-    text = data.decode("utf-8-sig")
-  except UnicodeDecodeError as e:
-    raise ValueError(f"not valid UTF-8 (byte {e.start}): a {fmt} document must be "
-                     "UTF-8 text") from None
-  text = text.replace("\r\n", "\n")
-  handler = {"txt": plain.translate_text, "md": markdown.translate_markdown,
-             "html": html.translate_html, "srt": subtitles.translate_srt,
-             "vtt": subtitles.translate_vtt}[fmt]
-  return handler(text, translate).encode("utf-8")
+    if fmt in BINARY:
+      return word.translate_docx(data, translate), None
+    source = read_text(data, fmt)
+    handler = {"txt": plain.translate_text, "md": markdown.translate_markdown,
+               "html": html.translate_html, "srt": subtitles.translate_srt,
+               "vtt": subtitles.translate_vtt}[fmt]
+    return handler(source.text, translate), source
+  except malformed(fmt) as e:
+    reason = " ".join(str(e).split())[:200] or type(e).__name__
+    raise DocumentError(f"not a valid {fmt} document ({type(e).__name__}: {reason})"
+                        ) from None
 
 
 def translate_document(engine: Engine, source: str | os.PathLike,
@@ -82,14 +115,15 @@ def translate_document(engine: Engine, source: str | os.PathLike,
     data = Path(source).read_bytes()
   except OSError as e:
     raise ValueError(f"{source}: {e.strerror}") from None
+  if target is None and fmt in BINARY:
+    raise ValueError(f"{source}: a {fmt} document is written to a file: give a target")
   try:
-    out = translate_bytes(engine, data, fmt, settings, progress, split_sentences)
+    translated, text_file = _translate(engine, data, fmt, settings, progress, split_sentences)
   except ValueError as e:
     raise ValueError(f"{source}: {e}") from None
   if target is None:
-    if fmt in BINARY:
-      raise ValueError(f"{source}: a {fmt} document is written to a file: give a target")
-    return out.decode("utf-8")
+    return translated
+  out = translated if text_file is None else text_file.write(translated, fmt)
   target = Path(target)
   partial = target.with_name(target.name + ".partial")
   partial.write_bytes(out)

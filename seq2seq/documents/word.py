@@ -12,6 +12,7 @@ import dataclasses
 import io
 
 from seq2seq.documents.blocks import BlockTranslator
+from seq2seq.documents.encodings import DocumentError
 from seq2seq.documents.inline import Run
 
 _TEXT_PARTS = {"rPr", "t", "tab", "br", "cr", "lastRenderedPageBreak", "noBreakHyphen",
@@ -116,7 +117,13 @@ def _replace(paragraph, elements, runs: list[Run], styles: dict) -> None:
 def translate_docx(data: bytes, translate: BlockTranslator) -> bytes:
   """A .docx file's bytes with its prose translated (module docstring)."""
   import docx
-  document = docx.Document(io.BytesIO(data))
+  try:
+    document = docx.Document(io.BytesIO(data))
+  except Exception as e:  # noqa: BLE001 - python-docx's reading fails in many ways on a
+    # file that is not a Word document (a zip of other parts, XML of another shape)
+    reason = " ".join(str(e).split())[:200] or type(e).__name__
+    raise DocumentError(f"not a valid docx document ({type(e).__name__}: {reason})"
+                        ) from None
   styles: dict = {}
   jobs = []
   for paragraph in _all_paragraphs(document):

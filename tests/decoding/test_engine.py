@@ -153,3 +153,13 @@ def test_no_module_above_decoding_names_an_engine_s_class():
         if isinstance(node, ast.ImportFrom) and node.module:
           assert node.module not in ("seq2seq.decoding.translator",
                                      "seq2seq.decoding.ct2_engine"), path
+
+
+def test_target_spans_read_off_the_pieces_are_those_of_each_prefix_s_text(engine):
+  from seq2seq.data.textfiles import read_lines
+  lines = read_lines(SAMPLE / "test.de")[:40] + ["Über 3 € — naïve Café", "x\u2581y  z"]
+  for ids in engine.tokenizer.encode(lines) + [h[0].ids for h in engine.translate(
+      read_lines(SAMPLE / "test.en")[:20], nbest=1)]:
+    ends = [len(engine.detokenize(ids[:i + 1])) for i in range(len(ids))]
+    slow = [(ends[i - 1] if i else 0, end) for i, end in enumerate(ends)]
+    assert engine.target_spans(ids, engine.tokenizer.pieces(ids)) == slow, ids

@@ -164,3 +164,53 @@ def test_formats_are_named_by_extension_or_given():
     format_of("a.pdf")
   with pytest.raises(ValueError, match="unknown document format 'pdf'"):
     format_of("a.txt", "pdf")
+
+
+def test_subtitles_without_numbers_are_numbered_and_tagged_cues_keep_their_lines(
+    translator, tmp_path):
+  path = tmp_path / "a.srt"
+  path.write_text("00:00:01,000 --> 00:00:02,000\nA young man is running\nin the park.\n\n"
+                  "00:00:03,000 --> 00:00:04,000\n<font color=\"#ffff00\">Two dogs</font> are "
+                  "playing\nin the <u>snow</u>.\n", "utf-8")
+  out = list(srt.parse(translate_document(translator, path, progress=False)))
+  assert [c.index for c in out] == [1, 2]
+  assert out[1].content.count("\n") == 1  # two lines, as the cue had
+  assert out[1].content.count('<font color="#ffff00">') == 1
+  assert out[1].content.count("</font>") == 1 and out[1].content.count("<u>") == 1
+
+
+@pytest.mark.parametrize("name, data, words", [
+    ("a.srt", b"1\n00:00:01,000 --> garbage\nHello.\n", "not a valid srt document"),
+    ("a.vtt", b"not a web vtt file\n", "not a valid vtt document"),
+    ("a.docx", b"this is not a zip", "not a valid docx document (BadZipFile"),
+    ("a.docx", None, "not a valid docx document"),
+    ("a.txt", bytes(range(256)) * 8, "must be text"),
+])
+def test_a_malformed_document_is_named_by_the_command_line_in_one_line(trained_run, tmp_path,
+                                                                       name, data, words):
+  import zipfile
+
+  from conftest import run_cli
+  path = tmp_path / name
+  if data is None:  # a zip that is not a Word document: its XML declares an entity
+    with zipfile.ZipFile(path, "w") as z:
+      z.writestr("[Content_Types].xml", '<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a '
+                 '"aaaa">]><Types>&a;</Types>')
+  else:
+    path.write_bytes(data)
+  proc = run_cli("translate.py", "--workdir", trained_run, "--input", path, "--format",
+                 name.rsplit(".", 1)[1], "--output", tmp_path / ("out." + name), check=False)
+  err = proc.stderr.decode()
+  assert proc.returncode == 1 and words in err and str(path) in err, err[-2000:]
+  assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", ["p.odt", "p.pptx", "p.epub", "p.pdf", "unknown.bin"])
+def test_a_document_format_not_translated_here_is_named_with_those_that_are(trained_run,
+                                                                            tmp_path, name):
+  from conftest import run_cli
+  path = tmp_path / name
+  path.write_bytes(b"PK\x03\x04" + bytes(60) if not name.endswith("pdf") else b"%PDF-1.7\n")
+  proc = run_cli("translate.py", "--workdir", trained_run, "--input", path, check=False)
+  err = proc.stderr.decode()
+  assert proc.returncode == 2 and "not a format translated here" in err and ".docx" in err

@@ -2,6 +2,7 @@
 per-request setting, concurrent requests are batched and each gets its own lines in order,
 no request body gets a 5xx (fuzzed), /health, /metrics and the OpenAPI schema."""
 
+import io
 import json
 import socket
 import subprocess
@@ -386,3 +387,29 @@ def test_the_server_s_glossary_applies_to_every_request_and_a_request_s_adds_to_
         text, glossary={"dog": "Hund", "street": "Straße", "man": "Herr"})
   finally:
     stop_server(proc)
+
+
+def test_a_malformed_file_is_a_4xx_naming_it_and_the_server_goes_on(trained_run):
+  import zipfile
+
+  from starlette.testclient import TestClient
+
+  from seq2seq.serving.http_server import create_app
+  entity = io.BytesIO()
+  with zipfile.ZipFile(entity, "w") as z:  # a zip whose XML declares an entity
+    z.writestr("[Content_Types].xml", '<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aa">]>'
+               "<Types>&a;</Types>")
+  broken = {"a.srt": b"1\n00:00:01,000 --> garbage\nHello.\n", "b.vtt": b"no vtt here\n",
+            "c.docx": b"not a zip", "d.docx": entity.getvalue(),
+            "e.docx": b"PK\x03\x04" + bytes(40), "f.txt": bytes(range(256)) * 8,
+            "g.md": b"\xef\xbb\xbfok \xff\xfe"}
+  with TestClient(create_app(Translator.load(trained_run), info={"engine": "jax"})) as client:
+    for name, data in broken.items():
+      got = client.post("/translate_file", data={"source": "en", "target": "de"},
+                        files={"file": (name, data)})
+      assert got.status_code == 400 and name in got.json()["error"], (name, got.text)
+    got = client.post("/translate_file", data={"source": "en", "target": "de"},
+                      files={"file": ("ok.srt", "1\n00:00:01,000 --> 00:00:02,000\n"
+                                      "Two dogs are playing.\n".encode("cp1252"))})
+    assert got.status_code == 200, got.text
+    assert client.get("/health").json()["status"] == "ready"
