@@ -12,6 +12,7 @@ from seq2seq.cli import parsing
 from seq2seq.data.textfiles import decode_line, one_line, split_lines
 from seq2seq.decoding.attention import plot_attention
 from seq2seq.decoding.engine_io import Sampling
+from seq2seq.documents import CONVERT
 from seq2seq.rundir import checkpoint
 
 log = logging.getLogger(__name__)
@@ -93,9 +94,10 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--output", default="-", help="output file; - = stdout")
   p.add_argument("--format", default=None, choices=("lines",) + DOCUMENT_FORMATS,
                  help="lines: each input line translated to one output line; txt, md, "
-                 "html, srt, vtt, docx: --input is a document, translated whole into "
-                 "--output with its structure kept (docs/translating.md). Default: from "
-                 "--input's extension (.md, .html, .srt, .vtt, .docx), else lines")
+                 "html, srt, vtt, docx, odt, odp, pptx, epub: --input is a document, "
+                 "translated whole into --output with its structure kept "
+                 "(docs/translating.md). Default: from --input's extension (.md, .html, "
+                 ".srt, .vtt, .docx, .odt, .odp, .pptx, .epub), else lines")
   p.add_argument("--strict", action="store_true",
                  help="reject invalid UTF-8 (whole input checked before any output) "
                  "instead of replacing it with U+FFFD")
@@ -230,9 +232,9 @@ def main(argv=None) -> None:
   progress.close()
 
 
-DOCUMENT_FORMATS = ("txt", "md", "html", "srt", "vtt", "docx")
+DOCUMENT_FORMATS = ("txt", "md", "html", "srt", "vtt", "docx", "odt", "odp", "pptx", "epub")
 # Document formats of other tools, named as such rather than read as lines of text.
-OTHER_DOCUMENTS = frozenset("odt odp ods pptx ppt xlsx xls epub pdf doc rtf".split())
+OTHER_DOCUMENTS = frozenset("ods ppt xlsx xls pdf doc rtf".split())
 
 
 def binary(path: str) -> bool:
@@ -253,11 +255,14 @@ def document_format(p: argparse.ArgumentParser, args) -> str | None:
     return None
   suffix = "" if args.input == "-" else args.input.lower().rsplit(".", 1)[-1]
   fmt = args.format or {"md": "md", "markdown": "md", "html": "html", "htm": "html",
-                        "srt": "srt", "vtt": "vtt", "docx": "docx"}.get(suffix)
+                        "srt": "srt", "vtt": "vtt", "docx": "docx", "odt": "odt",
+                        "odp": "odp", "pptx": "pptx", "epub": "epub"}.get(suffix)
   if fmt is None:
     if args.input != "-" and (suffix in OTHER_DOCUMENTS or binary(args.input)):
       kind = f".{suffix} document" if suffix in OTHER_DOCUMENTS else "zip or PDF file"
-      p.error(f"{args.input}: a {kind} is not a format translated here; documents: "
+      advice = CONVERT.get("." + suffix, "")
+      p.error(f"{args.input}: a {kind} is not a format translated here"
+              f"{' (' + advice + ')' if advice else ''}; documents: "
               f"{', '.join('.' + f for f in DOCUMENT_FORMATS)} (or text, a sentence a line)")
     return None
   if args.input == "-":
@@ -267,8 +272,8 @@ def document_format(p: argparse.ArgumentParser, args) -> str | None:
                                     ("--attention-plot", args.attention_plot)) if on]
   if clashing:
     p.error(f"a document ({fmt}) is translated whole: {clashing[0]} is for lines")
-  if fmt == "docx" and args.output == "-":
-    p.error("a .docx document is written to a file: give --output FILE")
+  if fmt in ("docx", "odt", "odp", "pptx", "epub") and args.output == "-":
+    p.error(f"a .{fmt} document is written to a file: give --output FILE")
   return fmt
 
 

@@ -12,6 +12,9 @@ kept, each format read and written with its own maintained library.
     html.py       .html: text of elements, inline tags carried; script, style, code kept
     subtitles.py  .srt and .vtt: cue texts; numbers, timings and settings kept
     word.py       .docx: paragraphs of body, tables, headers, footers; run formatting kept
+    opendocument.py .odt, .odp: paragraphs of text, slides, notes; span styles, links kept
+    powerpoint.py .pptx: paragraphs of slides' shapes, tables and notes; run formatting kept
+    epub.py       .epub: chapters and navigation as XHTML; everything else kept
 """
 
 from __future__ import annotations
@@ -26,8 +29,14 @@ from seq2seq.documents.encodings import DocumentError, TextFile, read_text
 
 # Extension -> format name.
 FORMATS = {".txt": "txt", ".text": "txt", ".md": "md", ".markdown": "md", ".html": "html",
-           ".htm": "html", ".xhtml": "html", ".srt": "srt", ".vtt": "vtt", ".docx": "docx"}
-BINARY = frozenset({"docx"})
+           ".htm": "html", ".xhtml": "html", ".srt": "srt", ".vtt": "vtt", ".docx": "docx",
+           ".odt": "odt", ".odp": "odp", ".pptx": "pptx", ".epub": "epub"}
+BINARY = frozenset({"docx", "odt", "odp", "pptx", "epub"})
+# Formats of documents that are not translated here, and what to convert them to.
+CONVERT = {".pdf": "a PDF holds positioned glyphs, not paragraphs: convert it to .docx or "
+                   ".odt (LibreOffice, pdf2docx) and translate that",
+           ".doc": "convert it to .docx", ".ppt": "convert it to .pptx",
+           ".rtf": "convert it to .docx or .odt"}
 
 
 def format_of(path: str | os.PathLike, fmt: str | None = None) -> str:
@@ -42,6 +51,9 @@ def format_of(path: str | os.PathLike, fmt: str | None = None) -> str:
                        f"{', '.join(sorted(set(FORMATS.values())))}")
     return fmt
   suffix = Path(path).suffix.lower()
+  if suffix in CONVERT:
+    raise ValueError(f"{path}: {suffix} documents are not translated ({CONVERT[suffix]}); "
+                     f"known: {', '.join(sorted(FORMATS))}")
   if suffix not in FORMATS:
     raise ValueError(f"{path}: cannot tell the document format from {suffix or 'no'} "
                      f"extension (known: {', '.join(sorted(FORMATS))}); give the format")
@@ -63,6 +75,14 @@ def malformed(fmt: str) -> tuple[type[Exception], ...]:
   if fmt == "vtt":
     import webvtt.errors
     return (webvtt.errors.MalformedFileError, webvtt.errors.MalformedCaptionError)
+  if fmt in ("odt", "odp", "epub"):
+    import zipfile
+
+    import lxml.etree
+    return (zipfile.BadZipFile, zipfile.LargeZipFile, lxml.etree.LxmlError)
+  if fmt == "pptx":
+    import zipfile
+    return (zipfile.BadZipFile, zipfile.LargeZipFile)
   return ()
 
 
@@ -83,12 +103,27 @@ def _translate(engine: Engine, data: bytes, fmt: str, settings: SearchSettings |
                progress: bool, split_sentences: bool) -> tuple[bytes | str, TextFile | None]:
   """(the translated docx's bytes, None) or (the translated text, how its source was
   written)."""
-  from seq2seq.documents import html, markdown, plain, subtitles, word
+  from seq2seq.documents import (
+    epub,
+    html,
+    markdown,
+    opendocument,
+    plain,
+    powerpoint,
+    subtitles,
+    word,
+  )
   translate = BlockTranslator(engine, settings, progress=progress,
                               split_sentences=split_sentences)
   try:
-    if fmt in BINARY:
+    if fmt == "docx":
       return word.translate_docx(data, translate), None
+    if fmt in ("odt", "odp"):
+      return opendocument.translate_opendocument(data, translate, fmt), None
+    if fmt == "pptx":
+      return powerpoint.translate_pptx(data, translate), None
+    if fmt == "epub":
+      return epub.translate_epub(data, translate), None
     source = read_text(data, fmt)
     handler = {"txt": plain.translate_text, "md": markdown.translate_markdown,
                "html": html.translate_html, "srt": subtitles.translate_srt,

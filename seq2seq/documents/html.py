@@ -90,10 +90,11 @@ def _replace(soup: BeautifulSoup, nodes: list, runs: list[Run]) -> None:
     node.extract()
 
 
-def translate_html(text: str, translate: BlockTranslator) -> str:
-  """`text` (an HTML document or fragment) with its prose translated (module docstring)."""
+def translate_html(text: str, translate: BlockTranslator, parser: str = "html.parser") -> str:
+  """`text` (an HTML document or fragment) with its prose translated (module docstring).
+  `parser`: BeautifulSoup's; "xml" for XHTML, whose names and case stay as written."""
   translate.verbatim = _verbatim
-  soup = BeautifulSoup(text, "html.parser")
+  soup = BeautifulSoup(text, parser)
   numbers = itertools.count()
   sequences = [(nodes, _runs(nodes, (), numbers)) for nodes in _sequences(soup)]
   sequences = [(nodes, runs) for nodes, runs in sequences

@@ -377,7 +377,7 @@ def openapi(limits: Limits, engine: str, version: str, languages: dict | None = 
               "200": {"description": "HTML", "content": {"text/html": {}}}}}},
           "/translate_file": {"post": {
               "summary": "Translate a document (LibreTranslate's API): .txt, .md, .html, "
-                         ".htm, .srt, .vtt or .docx",
+                         ".htm, .srt, .vtt, .docx, .odt, .odp, .pptx or .epub",
               "requestBody": {"required": True, "content": {"multipart/form-data": {
                   "schema": {"type": "object", "required": ["file", "source", "target"],
                              "properties": {"file": {"type": "string", "format": "binary"},

@@ -72,7 +72,8 @@ def languages(source: str, target: str) -> list[dict[str, Any]]:
 
 
 # The file extensions /translate_file takes (seq2seq.documents.FORMATS, less .text).
-FILE_FORMATS = (".txt", ".md", ".html", ".htm", ".srt", ".vtt", ".docx")
+FILE_FORMATS = (".txt", ".md", ".html", ".htm", ".srt", ".vtt", ".docx", ".odt", ".odp",
+                ".pptx", ".epub")
 
 
 def frontend_settings(source: str, target: str, limits: Limits, keys: bool,
@@ -317,8 +318,10 @@ class LibreTranslate:
     name = Path(upload.filename).name
     suffix = Path(name).suffix.lower()
     if suffix not in FILE_FORMATS:
+      from seq2seq.documents import CONVERT
+      advice = f" ({CONVERT[suffix]})" if suffix in CONVERT else ""
       raise RequestError(400, f"Invalid request: {suffix or 'no extension'} files are not "
-                         f"supported (supported: {', '.join(FILE_FORMATS)})")
+                         f"supported{advice} (supported: {', '.join(FILE_FORMATS)})")
     data = await upload.read()
     from seq2seq.documents import format_of, translate_bytes
     settings = server.engine.defaults.changed(batch_size=server.limits.max_batch)

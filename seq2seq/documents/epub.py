@@ -1,0 +1,68 @@
+"""E-books (.epub): every chapter and the table of contents (the package's XHTML
+documents, as EbookLib lists them) translated as HTML (html.py: inline markup carried,
+code and `translate="no"` kept), each read and written as XML so that names, namespaces
+and case stay as written; every other entry of the package (the manifest, styles,
+pictures, fonts) copied byte for byte, the `mimetype` entry first and uncompressed, as
+EPUB requires."""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import zipfile
+
+from seq2seq.documents.blocks import BlockTranslator
+from seq2seq.documents.encodings import DocumentError
+from seq2seq.documents.html import translate_html
+
+MIMETYPE = "application/epub+zip"
+
+
+def _documents(data: bytes) -> set[str]:
+  """The zip entry names of the book's XHTML documents (chapters and navigation)."""
+  import ebooklib
+  from ebooklib import epub
+  try:
+    book = epub.read_epub(io.BytesIO(data), options={"ignore_ncx": True})
+  except Exception as e:  # noqa: BLE001 - EbookLib's reading fails in many ways on a file
+    # that is not an EPUB
+    reason = " ".join(str(e).split())[:200] or type(e).__name__
+    raise DocumentError(f"not a valid epub document ({type(e).__name__}: {reason})"
+                        ) from None
+  folder = posixpath.dirname(_package_document(data))
+  kinds = (ebooklib.ITEM_DOCUMENT, ebooklib.ITEM_NAVIGATION)
+  return {posixpath.normpath(posixpath.join(folder, item.file_name))
+          for item in book.get_items() if item.get_type() in kinds
+          and item.file_name.lower().endswith((".xhtml", ".html", ".htm"))}
+
+
+def _package_document(data: bytes) -> str:
+  """The zip entry of the book's package document (its OPF), as META-INF/container.xml
+  names it; EbookLib's items are named relative to its folder."""
+  from lxml import etree
+  with zipfile.ZipFile(io.BytesIO(data)) as z:
+    container = etree.fromstring(z.read("META-INF/container.xml"),
+                                 etree.XMLParser(resolve_entities=False, no_network=True))
+  rootfile = container.find(".//{urn:oasis:names:tc:opendocument:xmlns:container}rootfile")
+  return rootfile.get("full-path", "") if rootfile is not None else ""
+
+
+def translate_epub(data: bytes, translate: BlockTranslator) -> bytes:
+  """An .epub's bytes with its chapters translated (module docstring)."""
+  documents = _documents(data)
+  source = zipfile.ZipFile(io.BytesIO(data))
+  out = io.BytesIO()
+  with zipfile.ZipFile(out, "w") as target:
+    target.writestr(zipfile.ZipInfo("mimetype"), MIMETYPE, zipfile.ZIP_STORED)
+    for info in source.infolist():
+      if info.filename == "mimetype":
+        continue
+      content = source.read(info.filename)
+      if info.filename in documents:
+        try:
+          text = content.decode("utf-8")
+        except UnicodeDecodeError as e:
+          raise DocumentError(f"{info.filename} is not UTF-8 (byte {e.start})") from None
+        content = translate_html(text, translate, parser="xml").encode("utf-8")
+      target.writestr(info, content, zipfile.ZIP_DEFLATED)
+  return out.getvalue()
