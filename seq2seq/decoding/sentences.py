@@ -58,6 +58,37 @@ def split_sentences(text: str, language: str) -> list[str]:
   return out
 
 
+# Words that begin a sentence, as written there, in languages that capitalise a sentence's
+# first word and names only: where one follows a lower-case word inside a long sentence,
+# that sentence is a run-on of several (captions, chat or a transcript joined without
+# punctuation), and it is cut there (`split_run_ons`).
+STARTERS = {"en": frozenset(
+    "A An The Two Three Four Five Six Several Some Many Most People Men Women Children Kids "
+    "Boys Girls This These Those There He She They It We".split())}
+RUN_ON_WORDS = 16  # words of the shortest sentence that may be a run-on of several
+_WORD = re.compile(r"\S+")
+
+
+def split_run_ons(sentence: str, language: str | None) -> list[str]:
+  """`sentence` (a sentence and the white space after it) cut before each sentence start
+  (`STARTERS[language]`) that follows a word ending in a lower-case letter, where the
+  sentence has at least `RUN_ON_WORDS` words and each part at least three; parts keep
+  the white space that follows them. Languages without starters: `[sentence]`."""
+  starters = STARTERS.get(language or "")
+  words = list(_WORD.finditer(sentence))
+  if not starters or len(words) < RUN_ON_WORDS:
+    return [sentence]
+  cuts, last = [], 0
+  for k in range(3, len(words) - 2):
+    before = words[k - 1].group()
+    if (words[k].group() in starters and before[-1].isalpha() and before[-1].islower()
+        and k - last >= 3):
+      cuts.append(words[k].start())
+      last = k
+  bounds = [0, *cuts, len(sentence)]
+  return [sentence[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
 def with_full_stop(sentence: str) -> str:
   """`sentence` ending in a full stop where it ends in no punctuation that closes a
   sentence: caption-style lines (Multi30k's) joined into running text."""
@@ -127,14 +158,16 @@ class Segmented:
   @classmethod
   def of(cls, text: str, language: str | None, fits: Callable[[str], bool],
          what: str = "the text") -> "Segmented":
-    """`text` cut into sentences (none with `language=None`: the text is one unit), and
-    any that does not `fit` cut at clause punctuation, else at white space.
+    """`text` cut into sentences (none with `language=None`: the text is one unit), a
+    long run-on sentence at the sentence starts inside it (`split_run_ons`), and any
+    part that does not `fit` cut at clause punctuation, else at white space.
 
     Raises:
       TooLongError: a run of text without white space does not fit; names `what`.
     """
     units, spaces = [], [""]
-    for sentence in split_sentences(text, language) if language else [text]:
+    found = split_sentences(text, language) if language else [text]
+    for sentence in [part for s in found for part in split_run_ons(s, language)]:
       lead, core, trail = _edges(sentence)
       spaces[-1] += lead
       if not core:

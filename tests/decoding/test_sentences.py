@@ -99,3 +99,29 @@ def test_a_text_longer_than_the_model_takes_is_translated_whole_in_parts(trained
   assert len(parts) > 1 and out == " ".join(t.translate(parts, split_sentences=False))
   with pytest.raises(TooLongError, match="text 1: .* no white space"):
     t.translate("x" * 400)
+
+
+RUN_ON = ("A man in a blue shirt is standing on a ladder cleaning windows Two dogs are "
+          "playing in the snow near a fence A woman sits on a bench reading a book")
+
+
+def test_a_long_run_on_sentence_is_cut_at_the_sentence_starts_inside_it():
+  parts = sentences.split_run_ons(RUN_ON + "  ", "en")
+  assert "".join(parts) == RUN_ON + "  "
+  assert [p.split()[0] for p in parts] == ["A", "Two", "A"]
+  assert sentences.split_run_ons(RUN_ON, "de") == [RUN_ON]  # no starters: German nouns
+  short = "A man runs Two dogs play in the snow"  # capitalised too, so no starters
+  assert sentences.split_run_ons(short, "en") == [short]
+  names = ("In the park near The Hague a man with a red hat sings and A Tribe Called Quest "
+           "plays on the stage tonight")
+  assert all(len(p.split()) >= 3 for p in sentences.split_run_ons(names, "en"))
+  punctuated = RUN_ON.replace(" Two", ". Two").replace(" A woman", ", A woman")
+  assert len(sentences.split_run_ons(punctuated, "en")) == 1  # after punctuation: no cut
+
+
+def test_captions_joined_without_punctuation_translate_as_the_captions(trained_run):
+  t = Translator.load(trained_run)
+  captions = ["A young man is running in the park", "Two dogs are playing in the snow",
+              "A woman is sitting on a bench with a small dog"]
+  assert t.translate(" ".join(captions)) == " ".join(t.translate(captions,
+                                                                 split_sentences=False))
