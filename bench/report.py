@@ -301,6 +301,31 @@ def paragraphs(runs):
                 "sentences/s by sentences", "paragraphs split exactly (%)"], rows)
 
 
+def unpunctuated(runs):
+  """Captions joined without punctuation (bench/paragraphs.py --unpunctuated), the newest
+  row of each CPU class first: as paragraphs (run-ons cut at sentence starts), without
+  that cut, and one sentence a line."""
+  rows = [[r["cpu"], r["model"], r["beam"], fmt(r["bleu_paragraphs"]),
+           fmt(r["bleu_paragraphs_without_run_on_cut"]), fmt(r["bleu_sentences_joined"]),
+           fmt(r["bleu_paragraphs"] - r["bleu_sentences_joined"]),
+           fmt(100 * r["boundary_accuracy"], 1)]
+          for r in reversed(runs) if r["kind"] == "paragraphs_unpunctuated"]
+  return table(["CPU", "model", "beam", "BLEU as paragraphs", "BLEU without the run-on cut",
+                "BLEU by sentences, joined", "paragraphs - sentences",
+                "paragraphs cut exactly (%)"], rows)
+
+
+def styled_documents(runs):
+  """A styled Markdown report against its plain text (bench/styled_documents.py), the
+  newest row of each CPU class first."""
+  rows = [[r["cpu"], r["model"], r["paragraphs"], r["beam"],
+           fmt(r["plain_sentences_per_s"], 1), fmt(r["styled_sentences_per_s"], 1),
+           fmt(r["styled_over_plain"]), "yes" if r["same_text"] else "no", r["commit"]]
+          for r in reversed(runs) if r["kind"] == "documents"]
+  return table(["CPU", "model", "paragraphs", "beam", "plain sentences/s",
+                "styled sentences/s", "styled / plain", "same text", "commit"], rows)
+
+
 def glossary(runs):
   """Glossaries on the terminology test (bench/glossary.py), the newest row of each CPU
   class: term use, BLEU and speed without and with the glossary."""
@@ -466,7 +491,8 @@ TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, 
           "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now,
           "serving_now": serving_now, "decode_compile": decode_compile,
           "first_minutes": first_minutes, "decode_memory": decode_memory,
-          "paragraphs": paragraphs, "batch_rows": batch_rows, "soak": soak}
+          "paragraphs": paragraphs, "batch_rows": batch_rows, "soak": soak,
+          "unpunctuated": unpunctuated, "styled_documents": styled_documents}
 BENCH_README = ROOT / "bench" / "README.md"
 BENCH_INTRO = r"""Each script measures one thing on the machine at hand and prints its figures with a
 last JSON line. Run them from a checkout after `make install`, with `.venv/bin/python`

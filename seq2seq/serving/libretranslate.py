@@ -320,8 +320,8 @@ class LibreTranslate:
     if suffix not in FILE_FORMATS:
       from seq2seq.documents import CONVERT
       advice = f" ({CONVERT[suffix]})" if suffix in CONVERT else ""
-      raise RequestError(400, f"Invalid request: {suffix or 'no extension'} files are not "
-                         f"supported{advice} (supported: {', '.join(FILE_FORMATS)})")
+      raise RequestError(400, f"Invalid request: {name}: {suffix or 'no extension'} files "
+                         f"are not supported{advice} (supported: {', '.join(FILE_FORMATS)})")
     data = await upload.read()
     from seq2seq.documents import format_of, translate_bytes
     settings = server.engine.defaults.changed(batch_size=server.limits.max_batch)

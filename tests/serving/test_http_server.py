@@ -402,7 +402,8 @@ def test_a_malformed_file_is_a_4xx_naming_it_and_the_server_goes_on(trained_run)
   broken = {"a.srt": b"1\n00:00:01,000 --> garbage\nHello.\n", "b.vtt": b"no vtt here\n",
             "c.docx": b"not a zip", "d.docx": entity.getvalue(),
             "e.docx": b"PK\x03\x04" + bytes(40), "f.txt": bytes(range(256)) * 8,
-            "g.md": b"\xef\xbb\xbfok \xff\xfe"}
+            "g.md": b"\xef\xbb\xbfok \xff\xfe", "h.odt": b"PK\x03\x04" + bytes(40),
+            "i.pptx": b"not a zip", "j.epub": entity.getvalue(), "k.pdf": b"%PDF-1.7"}
   with TestClient(create_app(Translator.load(trained_run), info={"engine": "jax"})) as client:
     for name, data in broken.items():
       got = client.post("/translate_file", data={"source": "en", "target": "de"},
