@@ -96,10 +96,18 @@ def test_results_rows_are_complete_and_consistent():
   for r in runs:
     assert r["kind"] in ("hour", "longer", "decode", "decode_compile", "setting", "proxy",
                          "serve", "auto", "auto_plan", "first_minutes", "decode_memory",
-                         "paragraphs", "batch_rows", "soak", "glossary"), r["name"]
+                         "paragraphs", "batch_rows", "soak", "glossary", "documents",
+                         "paragraphs_unpunctuated"), r["name"]
     assert r["commit"] and re.fullmatch(r"[0-9a-f]{7,40}", r["commit"]), r["name"]
     if r["kind"] == "decode":
       assert r["sentences_per_s"] > 0, r["name"]
+      continue
+    if r["kind"] == "documents":
+      assert abs(r["styled_over_plain"] - r["styled_sentences_per_s"]
+                 / r["plain_sentences_per_s"]) < 0.01 and r["command"], r["name"]
+      continue
+    if r["kind"] == "paragraphs_unpunctuated":
+      assert 0 < r["bleu_paragraphs"] <= 100 and 0 <= r["boundary_accuracy"] <= 1, r["name"]
       continue
     if r["kind"] == "decode_compile":
       assert r["sentences_per_s"] > 0 and r["compile_and_first_pass_s"] > 0, r["name"]
