@@ -330,3 +330,37 @@ def test_a_presentation_in_opendocument_keeps_its_frames_styles_and_notes(transl
   assert [a.get("{http://www.w3.org/1999/xlink}href")
           for a in paragraphs[1].iter(f"{text}a")] == ["https://x.org"]
   assert "".join(paragraphs[2].itertext()) == translator.translate(PROSE[2])
+
+
+SOFFICE = shutil.which("soffice")
+
+
+@pytest.mark.skipif(not (SOFFICE and PANDOC), reason="LibreOffice writes the .odp file and "
+                    "reads it back (Debian: apt-get install libreoffice-impress-nogui pandoc; "
+                    ".ci/run does)")
+def test_a_presentation_made_by_libreoffice_comes_back_in_it_translated(translator, tmp_path):
+  import pptx
+
+  def soffice(path, to):
+    profile = (tmp_path / "profile").as_uri()
+    subprocess.run([SOFFICE, f"-env:UserInstallation={profile}", "--headless",
+                    "--convert-to", to, "--outdir", str(tmp_path / to), str(path)],
+                   check=True, capture_output=True, timeout=300)
+    return tmp_path / to / (path.stem + "." + to)
+
+  (tmp_path / "a.md").write_text(f"# A young man\n\n- {PROSE[0]}\n- **{PROSE[1]}**\n\n"
+                                 f"::: notes\n{PROSE[2]}\n:::\n")
+  pandoc(tmp_path / "a.md", "-o", tmp_path / "a.pptx")
+  source = soffice(tmp_path / "a.pptx", "odp")  # LibreOffice Impress's own .odp
+  out = tmp_path / "b.odp"
+  translate_document(translator, source, out, progress=False)
+  deck = pptx.Presentation(soffice(out, "pptx"))  # read back by LibreOffice
+  texts = [p.text for slide in deck.slides for shape in slide.shapes if shape.has_text_frame
+           for p in shape.text_frame.paragraphs]
+  bold = [r.text for slide in deck.slides for shape in slide.shapes if shape.has_text_frame
+          for p in shape.text_frame.paragraphs for r in p.runs if r.font.bold]
+  notes = [slide.notes_slide.notes_text_frame.text for slide in deck.slides
+           if slide.has_notes_slide]
+  assert texts == [translator.translate(t) for t in ("A young man", PROSE[0], PROSE[1])]
+  assert bold == [translator.translate(PROSE[1])]
+  assert notes == [translator.translate(PROSE[2])]
