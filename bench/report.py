@@ -308,11 +308,11 @@ def unpunctuated(runs):
   rows = [[r["cpu"], r["model"], r["beam"], fmt(r["bleu_paragraphs"]),
            fmt(r["bleu_paragraphs_without_run_on_cut"]), fmt(r["bleu_sentences_joined"]),
            fmt(r["bleu_paragraphs"] - r["bleu_sentences_joined"]),
-           fmt(100 * r["boundary_accuracy"], 1)]
+           fmt(100 * r["boundary_accuracy"], 1), r["commit"]]
           for r in reversed(runs) if r["kind"] == "paragraphs_unpunctuated"]
   return table(["CPU", "model", "beam", "BLEU as paragraphs", "BLEU without the run-on cut",
                 "BLEU by sentences, joined", "paragraphs - sentences",
-                "paragraphs cut exactly (%)"], rows)
+                "paragraphs cut exactly (%)", "commit"], rows)
 
 
 def styled_documents(runs):
