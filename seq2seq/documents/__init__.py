@@ -19,6 +19,7 @@ kept, each format read and written with its own maintained library.
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -86,6 +87,28 @@ def malformed(fmt: str) -> tuple[type[Exception], ...]:
   return ()
 
 
+# The most a zipped document (docx, odt, odp, pptx, epub) may hold once unpacked: a small
+# upload must not unpack to gigabytes (a zip bomb).
+MAX_UNPACKED = 512 * 2**20
+
+
+def check_package(data: bytes, fmt: str) -> None:
+  """Refuses a zipped document that is no zip, or that unpacks to more than
+  `MAX_UNPACKED` bytes, naming the part."""
+  import zipfile
+  try:
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+      infos = z.infolist()
+  except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError) as e:
+    raise DocumentError(f"not a valid {fmt} document ({type(e).__name__}: {e})") from None
+  total = 0
+  for info in infos:
+    total += info.file_size
+    if total > MAX_UNPACKED:
+      raise DocumentError(f"not a valid {fmt} document: it unpacks to more than "
+                          f"{MAX_UNPACKED >> 20} MB (at {info.filename!r})")
+
+
 def translate_bytes(engine: Engine, data: bytes, fmt: str, settings: SearchSettings | None = None,
                     progress: bool = True, split_sentences: bool = True) -> bytes:
   """A document's bytes translated with the search `settings` (default: the engine's).
@@ -116,6 +139,8 @@ def _translate(engine: Engine, data: bytes, fmt: str, settings: SearchSettings |
   translate = BlockTranslator(engine, settings, progress=progress,
                               split_sentences=split_sentences)
   try:
+    if fmt in BINARY:
+      check_package(data, fmt)
     if fmt == "docx":
       return word.translate_docx(data, translate), None
     if fmt in ("odt", "odp"):

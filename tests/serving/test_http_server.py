@@ -4,6 +4,7 @@ no request body gets a 5xx (fuzzed), /health, /metrics and the OpenAPI schema.""
 
 import io
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -389,7 +390,7 @@ def test_the_server_s_glossary_applies_to_every_request_and_a_request_s_adds_to_
     stop_server(proc)
 
 
-def test_a_malformed_file_is_a_4xx_naming_it_and_the_server_goes_on(trained_run):
+def test_a_malformed_file_is_a_4xx_naming_it_and_the_server_goes_on(trained_run, tmp_path):
   import zipfile
 
   from starlette.testclient import TestClient
@@ -404,6 +405,20 @@ def test_a_malformed_file_is_a_4xx_naming_it_and_the_server_goes_on(trained_run)
             "e.docx": b"PK\x03\x04" + bytes(40), "f.txt": bytes(range(256)) * 8,
             "g.md": b"\xef\xbb\xbfok \xff\xfe", "h.odt": b"PK\x03\x04" + bytes(40),
             "i.pptx": b"not a zip", "j.epub": entity.getvalue(), "k.pdf": b"%PDF-1.7"}
+  bomb = io.BytesIO()  # a small upload that unpacks to 600 MB
+  with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+    for k in range(6):
+      z.writestr(f"part{k}.xml", b"\0" * (100 << 20))
+  broken["l.odt"] = broken["m.docx"] = bomb.getvalue()
+  pandoc = shutil.which("pandoc")
+  if pandoc:  # real documents of each zipped format, cut short
+    source = tmp_path / "a.md"
+    source.write_text("# A dog\n\nA man is **running** in the park.\n")
+    for fmt in ("docx", "odt", "pptx", "epub"):
+      subprocess.run([pandoc, source, "-o", tmp_path / f"whole.{fmt}"], check=True)
+      whole = (tmp_path / f"whole.{fmt}").read_bytes()
+      broken[f"cut.{fmt}"] = whole[:len(whole) // 2]
   with TestClient(create_app(Translator.load(trained_run), info={"engine": "jax"})) as client:
     for name, data in broken.items():
       got = client.post("/translate_file", data={"source": "en", "target": "de"},
