@@ -7,6 +7,7 @@ kept, each format read and written with its own maintained library.
     inline.py     formatted runs of text translated whole, styles carried by alignment
     blocks.py     blocks of runs translated in chunks with progress; runs written back
     encodings.py  a text document's encoding, BOM and line endings, read and written back
+    packages.py   zipped documents checked, rewritten entry by entry, their errors named
     plain.py      .txt: paragraphs
     markdown.py   .md: prose of blocks, inline markup; code, links and images kept
     html.py       .html: text of elements, inline tags carried; script, style, code kept
@@ -19,7 +20,6 @@ kept, each format read and written with its own maintained library.
 
 from __future__ import annotations
 
-import io
 import os
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from seq2seq.decoding.engine import Engine
 from seq2seq.decoding.engine_io import SearchSettings
 from seq2seq.documents.blocks import BlockTranslator
 from seq2seq.documents.encodings import DocumentError, TextFile, read_text
+from seq2seq.documents.packages import check_package
 
 # Extension -> format name.
 FORMATS = {".txt": "txt", ".text": "txt", ".md": "md", ".markdown": "md", ".html": "html",
@@ -85,28 +86,6 @@ def malformed(fmt: str) -> tuple[type[Exception], ...]:
     import zipfile
     return (zipfile.BadZipFile, zipfile.LargeZipFile)
   return ()
-
-
-# The most a zipped document (docx, odt, odp, pptx, epub) may hold once unpacked: a small
-# upload must not unpack to gigabytes (a zip bomb).
-MAX_UNPACKED = 512 * 2**20
-
-
-def check_package(data: bytes, fmt: str) -> None:
-  """Refuses a zipped document that is no zip, or that unpacks to more than
-  `MAX_UNPACKED` bytes, naming the part."""
-  import zipfile
-  try:
-    with zipfile.ZipFile(io.BytesIO(data)) as z:
-      infos = z.infolist()
-  except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError) as e:
-    raise DocumentError(f"not a valid {fmt} document ({type(e).__name__}: {e})") from None
-  total = 0
-  for info in infos:
-    total += info.file_size
-    if total > MAX_UNPACKED:
-      raise DocumentError(f"not a valid {fmt} document: it unpacks to more than "
-                          f"{MAX_UNPACKED >> 20} MB (at {info.filename!r})")
 
 
 def translate_bytes(engine: Engine, data: bytes, fmt: str, settings: SearchSettings | None = None,

@@ -14,6 +14,7 @@ import zipfile
 from seq2seq.documents.blocks import BlockTranslator
 from seq2seq.documents.encodings import DocumentError
 from seq2seq.documents.html import translate_html
+from seq2seq.documents.packages import rewrite, unreadable
 
 MIMETYPE = "application/epub+zip"
 
@@ -26,9 +27,7 @@ def _documents(data: bytes) -> set[str]:
     book = epub.read_epub(io.BytesIO(data), options={"ignore_ncx": True})
   except Exception as e:  # noqa: BLE001 - EbookLib's reading fails in many ways on a file
     # that is not an EPUB
-    reason = " ".join(str(e).split())[:200] or type(e).__name__
-    raise DocumentError(f"not a valid epub document ({type(e).__name__}: {reason})"
-                        ) from None
+    raise unreadable("epub", e) from None
   folder = posixpath.dirname(_package_document(data))
   kinds = (ebooklib.ITEM_DOCUMENT, ebooklib.ITEM_NAVIGATION)
   return {posixpath.normpath(posixpath.join(folder, item.file_name))
@@ -50,19 +49,14 @@ def _package_document(data: bytes) -> str:
 def translate_epub(data: bytes, translate: BlockTranslator) -> bytes:
   """An .epub's bytes with its chapters translated (module docstring)."""
   documents = _documents(data)
-  source = zipfile.ZipFile(io.BytesIO(data))
-  out = io.BytesIO()
-  with zipfile.ZipFile(out, "w") as target:
-    target.writestr(zipfile.ZipInfo("mimetype"), MIMETYPE, zipfile.ZIP_STORED)
-    for info in source.infolist():
-      if info.filename == "mimetype":
-        continue
-      content = source.read(info.filename)
-      if info.filename in documents:
-        try:
-          text = content.decode("utf-8")
-        except UnicodeDecodeError as e:
-          raise DocumentError(f"{info.filename} is not UTF-8 (byte {e.start})") from None
-        content = translate_html(text, translate, parser="xml").encode("utf-8")
-      target.writestr(info, content, zipfile.ZIP_DEFLATED)
-  return out.getvalue()
+
+  def translated(name: str, content: bytes) -> bytes:
+    if name not in documents:
+      return content
+    try:
+      text = content.decode("utf-8")
+    except UnicodeDecodeError as e:
+      raise DocumentError(f"{name} is not UTF-8 (byte {e.start})") from None
+    return translate_html(text, translate, parser="xml").encode("utf-8")
+
+  return rewrite(data, MIMETYPE, translated)

@@ -16,6 +16,7 @@ import zipfile
 from seq2seq.documents.blocks import BlockTranslator
 from seq2seq.documents.encodings import DocumentError
 from seq2seq.documents.inline import Run
+from seq2seq.documents.packages import rewrite
 
 TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
@@ -129,14 +130,5 @@ def translate_opendocument(data: bytes, translate: BlockTranslator, fmt: str) ->
   if mimetype != MIMETYPES[fmt]:
     raise DocumentError(f"not a valid {fmt} document (its mimetype is {mimetype!r}, "
                         f"expected {MIMETYPES[fmt]})")
-  out = io.BytesIO()
-  with zipfile.ZipFile(out, "w") as target:
-    target.writestr(zipfile.ZipInfo("mimetype"), mimetype, zipfile.ZIP_STORED)
-    for info in source.infolist():
-      if info.filename == "mimetype":
-        continue
-      content = source.read(info.filename)
-      if info.filename in PARTS:
-        content = _translate_part(content, translate)
-      target.writestr(info, content, zipfile.ZIP_DEFLATED)
-  return out.getvalue()
+  return rewrite(data, mimetype, lambda name, content: _translate_part(content, translate)
+                 if name in PARTS else content)

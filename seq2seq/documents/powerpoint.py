@@ -12,8 +12,8 @@ import copy
 import io
 
 from seq2seq.documents.blocks import BlockTranslator
-from seq2seq.documents.encodings import DocumentError
 from seq2seq.documents.inline import Run
+from seq2seq.documents.packages import unreadable
 
 A = "http://schemas.openxmlformats.org/drawingml/2006/main"
 
@@ -89,9 +89,7 @@ def translate_pptx(data: bytes, translate: BlockTranslator) -> bytes:
     presentation = pptx.Presentation(io.BytesIO(data))
   except Exception as e:  # noqa: BLE001 - python-pptx's reading fails in many ways on a
     # file that is not a presentation
-    reason = " ".join(str(e).split())[:200] or type(e).__name__
-    raise DocumentError(f"not a valid pptx document ({type(e).__name__}: {reason})"
-                        ) from None
+    raise unreadable("pptx", e) from None
   jobs = []
   for frame in _frames(presentation):
     for paragraph in frame.paragraphs:

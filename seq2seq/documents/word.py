@@ -12,8 +12,8 @@ import dataclasses
 import io
 
 from seq2seq.documents.blocks import BlockTranslator
-from seq2seq.documents.encodings import DocumentError
 from seq2seq.documents.inline import Run
+from seq2seq.documents.packages import unreadable
 
 _TEXT_PARTS = {"rPr", "t", "tab", "br", "cr", "lastRenderedPageBreak", "noBreakHyphen",
                "softHyphen"}
@@ -121,9 +121,7 @@ def translate_docx(data: bytes, translate: BlockTranslator) -> bytes:
     document = docx.Document(io.BytesIO(data))
   except Exception as e:  # noqa: BLE001 - python-docx's reading fails in many ways on a
     # file that is not a Word document (a zip of other parts, XML of another shape)
-    reason = " ".join(str(e).split())[:200] or type(e).__name__
-    raise DocumentError(f"not a valid docx document ({type(e).__name__}: {reason})"
-                        ) from None
+    raise unreadable("docx", e) from None
   styles: dict = {}
   jobs = []
   for paragraph in _all_paragraphs(document):
