@@ -65,15 +65,6 @@ class CTranslate2Translator(SentenceEngine):
   def limits(self) -> EngineLimits:
     return EngineLimits(self.source_limit(), self.max_len - 2)
 
-  def describe(self) -> dict:
-    cfg = self.model_cfg
-    return {"engine": self.engine, "languages": {"source": self.languages[0],
-                                                 "target": self.languages[1]},
-            "model": {"encoder_layers": cfg.encoder_layers, "decoder_layers": cfg.decoder_layers,
-                     "d_model": cfg.d_model,
-                      "vocab_size": cfg.vocab_size, "max_len": cfg.max_len},
-            "search": self.search_description()}
-
   def translate_ids(self, src_ids: Sequence[np.ndarray], settings: SearchSettings | None = None,
                     **changes) -> list[list[tuple[np.ndarray, float]]]:
     """Each id sequence (EOS included, as the JAX engine takes it) searched; the best

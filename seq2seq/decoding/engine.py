@@ -118,8 +118,11 @@ class Engine(Protocol):
 class SentenceEngine:
   """The half of an engine that both share: settings, sentences, request checks, and
   texts in and out around `hypotheses` (the engine's own search). A subclass sets
-  `tokenizer`, `decode_cfg`, `languages` and `max_len` (the model's longest sequence)."""
+  `engine` (its name), `model_cfg`, `tokenizer`, `decode_cfg`, `languages` and `max_len`
+  (the model's longest sequence)."""
 
+  engine: str
+  model_cfg: Any
   tokenizer: Any
   decode_cfg: Any
   languages: tuple[str, str]
@@ -134,11 +137,16 @@ class SentenceEngine:
     return SearchSettings.of(self.decode_cfg)
 
   def settings(self, settings: SearchSettings | None = None, **changes) -> SearchSettings:
-    base = self.defaults if settings is None else settings
-    unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(SearchSettings)})
-    if unknown:
-      raise TypeError(f"unknown search setting(s) {', '.join(unknown)}")
-    return base.changed(**changes) if changes else base
+    return (self.defaults if settings is None else settings).changed(**changes)
+
+  def describe(self) -> dict[str, Any]:
+    cfg = self.model_cfg
+    return {"engine": self.engine,
+            "languages": {"source": self.languages[0], "target": self.languages[1]},
+            "model": {"encoder_layers": cfg.encoder_layers,
+                      "decoder_layers": cfg.decoder_layers, "d_model": cfg.d_model,
+                      "vocab_size": cfg.vocab_size, "max_len": cfg.max_len},
+            "search": self.search_description()}
 
   def search_description(self) -> dict[str, Any]:
     """The run's settings that no call changes: output limits, the beam's stop, MBR."""

@@ -91,16 +91,16 @@ class SearchSettings:
   def of(cls, decode: DecodeConfig, **changes) -> "SearchSettings":
     """The run's search settings (`decode`) with `changes` (SearchSettings fields; None
     keeps the run's)."""
-    unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(cls)})
-    if unknown:
-      raise TypeError(f"unknown search setting(s) {', '.join(unknown)}; known: "
-                      f"{', '.join(f.name for f in dataclasses.fields(cls))}")
-    base = {"beam_size": decode.beam_size, "alpha": decode.alpha,
-            "batch_size": decode.batch_size}
-    return cls(**{**base, **{k: v for k, v in changes.items() if v is not None}})
+    return cls(decode.beam_size, decode.alpha, batch_size=decode.batch_size).changed(**changes)
 
   def changed(self, **changes) -> "SearchSettings":
-    """These settings with `changes` (None keeps a setting), checked again."""
+    """These settings with `changes` (None keeps a setting), checked again; an unknown
+    name is a TypeError listing the known ones."""
+    known = [f.name for f in dataclasses.fields(self)]
+    unknown = sorted(set(changes) - set(known))
+    if unknown:
+      raise TypeError(f"unknown search setting(s) {', '.join(unknown)}; known: "
+                      f"{', '.join(known)}")
     return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
   def hypotheses(self, decode: DecodeConfig) -> int:

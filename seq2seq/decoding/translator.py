@@ -168,14 +168,8 @@ class Translator(SentenceEngine):
                         glossary=True, attention=True)
 
   def describe(self) -> dict[str, Any]:
-    cfg = self.model_cfg
-    out = {"engine": self.engine, "languages": {"source": self.languages[0],
-                                                "target": self.languages[1]},
-           "model": {"encoder_layers": cfg.encoder_layers, "decoder_layers": cfg.decoder_layers,
-                     "d_model": cfg.d_model,
-                     "vocab_size": cfg.vocab_size, "max_len": cfg.max_len,
-                     "ensemble": 1 + len(self.ensemble_params)},
-           "search": self.search_description()}
+    out = super().describe()
+    out["model"]["ensemble"] = 1 + len(self.ensemble_params)
     if self.followed is not None and self.followed[2].name.isdigit():
       out["step"] = int(self.followed[2].name)
     return out

@@ -263,9 +263,9 @@ def _translate_blocks(engine: Engine, blocks: Sequence[Sequence[Run]],
   plan = engine.plan(plains, split_sentences)
   hyps = engine.translate(plan.sentences, engine.settings(settings, nbest=1),
                           split_sentences=False)
+  styles_of = [_char_styles(block) for block in blocks]
   styled, k = [], 0  # (block, its sentences' first index) of the blocks with styles
-  for b, (block, segmented) in enumerate(zip(blocks, plan.texts)):
-    styles = _char_styles(block)
+  for b, (styles, segmented) in enumerate(zip(styles_of, plan.texts)):
     if not (len(set(styles)) <= 1 and not (styles and verbatim(styles[0]))):
       styled.append((b, k))
     k += len(segmented.units)
@@ -274,9 +274,8 @@ def _translate_blocks(engine: Engine, blocks: Sequence[Sequence[Run]],
   aligned = iter(engine.align([unit for unit, _ in pairs], [h.ids for _, h in pairs])
                  if pairs else [])
   out, k, first = [], 0, dict(styled)
-  for b, (block, segmented) in enumerate(zip(blocks, plan.texts)):
+  for b, (styles, segmented) in enumerate(zip(styles_of, plan.texts)):
     mine, k = hyps[k:k + len(segmented.units)], k + len(segmented.units)
-    styles = _char_styles(block)
     if b not in first:
       style = styles[0] if styles else None
       out.append(merged([Run(segmented.join([h[0].text for h in mine]) if mine else "",
