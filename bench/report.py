@@ -340,6 +340,24 @@ def glossary(runs):
                 "speed with / without"], rows)
 
 
+def glossary_sets(runs):
+  """Glossaries on the three terminology sets (bench/glossary.py), the newest row of each
+  CPU class: term use, terms in place, appended outputs, BLEU, chrF and speed."""
+  newest = {r["cpu"]: r["name"] for r in runs if r["kind"] == "glossary_sets"}
+  rows = [[r["cpu"], r["model"], x["set"], f"{x['sentences']:,} ({x['terms_applied']:,})",
+           f"{fmt(100 * x['plain_term_use'], 1)} / {fmt(100 * x['glossary_term_use'], 1)}",
+           f"{fmt(100 * x['in_place'], 1)} (of {x['judged']:,})", str(x["appended"]),
+           f"{fmt(x['plain_bleu'])} / {fmt(x['glossary_bleu'])}",
+           f"{fmt(x['plain_chrf'])} / {fmt(x['glossary_chrf'])}",
+           f"{fmt(x['plain_sentences_per_s'], 1)} / {fmt(x['glossary_sentences_per_s'], 1)}",
+           fmt(x["speed_ratio"]), r["commit"]]
+          for r in runs if r["kind"] == "glossary_sets" and newest[r["cpu"]] == r["name"]
+          for x in r["sets"]]
+  return table(["CPU", "model", "set", "sentences (terms)", "term use without / with (%)",
+                "in place (%)", "appended", "BLEU without / with", "chrF without / with",
+                "sentences/s without / with", "speed with / without", "commit"], rows)
+
+
 def soak(runs):
   """Soaks of the server (bench/soak.py): arrivals beyond its capacity for a long time."""
   rows = [[r["cpu"], fmt(r["minutes"], 0), fmt(r["capacity_requests_per_s"], 1),
@@ -486,7 +504,7 @@ def proxies(runs):
   return table(["change", "updates", "greedy val BLEU", "average of 5", "of 10", "of 20"], rows)
 
 
-TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "glossary": glossary, "hour_now": hour_now, "past_the_hour": past_the_hour, "ablations": ablations,
+TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "glossary": glossary, "glossary_sets": glossary_sets, "hour_now": hour_now, "past_the_hour": past_the_hour, "ablations": ablations,
           "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe, "auto_plan": auto_plan,
           "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now,
           "serving_now": serving_now, "decode_compile": decode_compile,

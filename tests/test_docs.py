@@ -97,7 +97,7 @@ def test_results_rows_are_complete_and_consistent():
     assert r["kind"] in ("hour", "longer", "decode", "decode_compile", "setting", "proxy",
                          "serve", "auto", "auto_plan", "first_minutes", "decode_memory",
                          "paragraphs", "batch_rows", "soak", "glossary", "documents",
-                         "paragraphs_unpunctuated"), r["name"]
+                         "paragraphs_unpunctuated", "glossary_sets"), r["name"]
     assert r["commit"] and re.fullmatch(r"[0-9a-f]{7,40}", r["commit"]), r["name"]
     if r["kind"] == "decode":
       assert r["sentences_per_s"] > 0, r["name"]
@@ -117,6 +117,14 @@ def test_results_rows_are_complete_and_consistent():
       assert r["cpu"] and r["command"] and 0 <= r["boundary_accuracy"] <= 1, r["name"]
       assert r["bleu_paragraphs"] > 0 and r["bleu_sentences_joined"] > 0, r["name"]
       assert r["sentences_per_s_paragraphs"] > 0 and r["sentences_per_s_sentences"] > 0
+      continue
+    if r["kind"] == "glossary_sets":
+      assert r["cpu"] and r["command"] and r["sets"], r["name"]
+      for x in r["sets"]:
+        assert 0 <= x["glossary_term_use"] <= 1 and 0 <= x["in_place"] <= 1, r["name"]
+        assert x["judged"] <= x["terms_applied"] and x["appended"] <= x["sentences"]
+        assert x["speed_ratio"] == pytest.approx(
+            x["glossary_sentences_per_s"] / x["plain_sentences_per_s"], abs=0.01), r["name"]
       continue
     if r["kind"] == "glossary":
       assert r["cpu"] and r["command"] and r["sentences"] > 0 and r["terms_applied"] > 0

@@ -118,9 +118,9 @@ def resolve_model(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 def add_glossary_flag(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--glossary", default=None, metavar="FILE.tsv",
                       help="terms the translation must use: lines of 'source term<TAB>target "
-                      "term' (alternatives with |); a sentence holding a source term (whole "
-                      "words, any case) is translated with constrained beam search "
-                      "(docs/translating.md, Glossaries)")
+                      "term' (alternatives with |); in a sentence holding a source term (whole "
+                      "words, any case) the target takes the place of the model's own word "
+                      "for it (docs/translating.md, Glossaries)")
 
 
 def read_glossary(parser: argparse.ArgumentParser, args: argparse.Namespace):
@@ -137,8 +137,8 @@ def read_glossary(parser: argparse.ArgumentParser, args: argparse.Namespace):
     sys.exit(f"error: {e}")
 
 
-GLOSSARY_CT2_ERROR = ("--glossary needs the JAX engine: CTranslate2 has no constrained "
-                      "search (its target prefixes force the start of a translation only)")
+GLOSSARY_CT2_ERROR = ("--glossary needs the JAX engine: CTranslate2 gives no attention to "
+                      "place terms by")
 
 
 def check_search_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

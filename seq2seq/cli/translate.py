@@ -156,7 +156,7 @@ def check_flags(p: argparse.ArgumentParser, args: argparse.Namespace) -> Samplin
   if args.engine == "ctranslate2" and args.attention_plot:
     p.error("--attention-plot needs the JAX engine")
   if args.glossary and (args.sample or args.prefix or args.score or args.attention_plot):
-    p.error("--glossary constrains beam search: it does not go with --sample, --prefix, "
+    p.error("--glossary goes with beam search: it does not go with --sample, --prefix, "
             "--score or --attention-plot")
   return sampling
 

@@ -4,8 +4,8 @@ two engines that run them on text behind one contract.
     engine.py        the `Engine` contract the layers above use, and the half both share
     engines.py       `load_engine`: the JAX engine of a run or CTranslate2's of an export
     decode.py        greedy search, sampling and beam search (model-agnostic)
-    constraints.py   lexically constrained beam search (model-agnostic)
     glossary.py      glossaries: terms, the TSV file, which terms apply to a sentence
+    term_placement.py glossary terms put in place of the model's words for their source terms
     model_search.py  the searches over a `Model` or `Ensemble`, and forced decoding
     sentences.py     texts cut into sentences (and too-long ones into parts), joined back
     engine_io.py     what an engine takes (one SearchSettings) and gives (hypotheses, scores)

@@ -12,7 +12,7 @@ from seq2seq.decoding.engine import Engine
 def attention(engine: Engine, text: str, beam_size: int = 1
               ) -> tuple[str, list[str], list[str], np.ndarray]:
   """Translates one sentence: (translation, source pieces, target pieces, cross-attention
-  weights [target, source] of the last decoder layer, mean over heads; EOS included)."""
+  weights [target, source], mean over the decoder's layers and heads; EOS included)."""
   hyp = engine.translate([text], beam_size=beam_size, batch_size=1, nbest=1,
                          split_sentences=False)[0][0]
   found = engine.align([text], [hyp.ids])[0]
@@ -23,8 +23,8 @@ def attention(engine: Engine, text: str, beam_size: int = 1
 
 def plot_attention(engine: Engine, text: str, path: str | os.PathLike,
                    beam_size: int = 1) -> str:
-  """Translates one sentence and writes a heatmap of its cross-attention (last decoder
-  layer, mean over heads; source pieces x target pieces), like Joey NMT's plots."""
+  """Translates one sentence and writes a heatmap of its cross-attention (mean over the
+  decoder's layers and heads; source pieces x target pieces), like Joey NMT's plots."""
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt

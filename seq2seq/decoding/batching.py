@@ -83,15 +83,10 @@ def encode_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], rows: Sequenc
 def search_jobs(src_ids: Sequence[np.ndarray], settings: SearchSettings, c: DecodeConfig,
                 buckets: LengthBuckets, model_max_len: int,
                 key_indices: Sequence[int] | None, prefix_ids: Sequence[np.ndarray] | None,
-                row_sizes: Sequence[int] = (),
-                constraint_ids: Sequence[Sequence[Sequence[np.ndarray]]] | None = None,
-                word_start_V: np.ndarray | None = None
-                ) -> Iterator[tuple[list[int], dict]]:
+                row_sizes: Sequence[int] = ()) -> Iterator[tuple[list[int], dict]]:
   """(input indices, the search's array arguments) of each batch of `settings.batch_size`
   inputs at most, shortest first (`c`: the run's output limits): sources padded to their length bucket in `batch_rows` rows, with the batch's step
-  limit, sampling keys and forced prefixes. `constraint_ids[i]`: input i's constraints,
-  each a list of alternatives (pieces, no EOS), as `constraints_BCAL` (`pad_constraints`),
-  the step limit raised by the pieces they may add; `word_start_V` goes with them."""
+  limit, sampling keys and forced prefixes."""
   sampling = settings.sampling
   if sampling is not None and len(src_ids):
     base = jax.random.PRNGKey(sampling.seed)
@@ -121,32 +116,7 @@ def search_jobs(src_ids: Sequence[np.ndarray], settings: SearchSettings, c: Deco
       key_rows[:len(chunk)] = chunk
       keys_B = keys[key_rows]
     args = dict(src_BS=src, max_steps=max_steps, keys_B=keys_B, prefix_BP=prefix)
-    if constraint_ids is not None:
-      args["constraints_BCAL"] = pad_constraints([constraint_ids[i] for i in chunk], rows)
-      args["word_start_V"] = word_start_V
-      extra = max(sum(max(len(a) for a in alts) for alts in constraint_ids[i]) for i in chunk)
-      args["max_steps"] = min(model_max_len, max_steps + extra)
     yield chunk, args
-
-
-def _bucket(n: int) -> int:
-  """The next power of two: constraint arrays of a few shapes, a few compiled searches."""
-  return 1 << max(n - 1, 0).bit_length()
-
-
-def pad_constraints(constraints: Sequence[Sequence[Sequence[np.ndarray]]], rows: int
-                    ) -> np.ndarray:
-  """`[rows, C, A, L]` pieces of each input's constraints (C constraints of A alternatives
-  of L pieces, each a power of two, padded with PAD_ID; filler rows have none)."""
-  c = _bucket(max((len(x) for x in constraints), default=1) or 1)
-  a = _bucket(max((len(alts) for x in constraints for alts in x), default=1))
-  length = _bucket(max((len(p) for x in constraints for alts in x for p in alts), default=1))
-  out = np.full((rows, c, a, length), PAD_ID, np.int32)
-  for row, cons in enumerate(constraints):
-    for i, alts in enumerate(cons):
-      for j, pieces in enumerate(alts):
-        out[row, i, j, :len(pieces)] = pieces
-  return out
 
 
 def sampling_keys(base: jax.Array, index: np.ndarray) -> jax.Array:
@@ -164,15 +134,10 @@ def sampling_keys(base: jax.Array, index: np.ndarray) -> jax.Array:
 
 def forced_scores(logprob_fn, src_ids: Sequence[np.ndarray], tgt_ids: Sequence[np.ndarray],
                   rows: int, buckets: LengthBuckets) -> list[PairScore]:
-  """`logprob_fn(src, tgt)` over padded batches of `rows` pairs, shortest targets first."""
-  order = sorted(range(len(src_ids)), key=lambda i: (len(tgt_ids[i]), len(src_ids[i])))
+  """`logprob_fn(src, tgt)` over the padded batches of `pair_batches`."""
   results: list = [None] * len(src_ids)
-  for start in range(0, len(order), rows):
-    chunk = order[start:start + rows]
-    batch = pad_batch([src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk], rows,
-                      buckets.length_for(max(len(src_ids[i]) for i in chunk)),
-                      buckets.length_for(max(len(tgt_ids[i]) for i in chunk)))
-    logprob = np.asarray(logprob_fn(batch.src, batch.tgt))
+  for chunk, src_BS, tgt_BT in pair_batches(src_ids, tgt_ids, rows, buckets):
+    logprob = np.asarray(logprob_fn(src_BS, tgt_BT))
     for row, i in enumerate(chunk):
       results[i] = PairScore(float(logprob[row]), len(tgt_ids[i]))
   return results
@@ -191,15 +156,18 @@ def bound_search(search_fn, params, settings: SearchSettings, c: DecodeConfig):
                            min_rows=c.min_rows, beam_stop=c.beam_stop)
 
 
-def alignment_batches(src_ids: Sequence[np.ndarray], tgt_ids: Sequence[np.ndarray], rows: int,
-                      buckets: LengthBuckets
-                      ) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
-  """(input indices, sources `[R, S]`, targets `[R, T]`) of padded batches of pairs, by
-  length (`R`: the next power of two of the pairs, at most `rows`; S and T: buckets), so
-  that aligning a document runs a few compiled shapes whatever its sentences."""
+def pair_batches(src_ids: Sequence[np.ndarray], tgt_ids: Sequence[np.ndarray], rows: int,
+                 buckets: LengthBuckets) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
+  """(input indices, sources `[R, S]`, targets `[R, T]`) of padded batches of pairs for a
+  forced pass (scores, alignments), by length (`R`: the next power of two of the pairs,
+  at most `rows`; S and T: buckets, a batch's targets all of one bucket), so that a few
+  compiled shapes serve any pairs, with little padding."""
   order = sorted(range(len(src_ids)), key=lambda i: (len(tgt_ids[i]), len(src_ids[i])))
-  for start in range(0, len(order), rows):
-    chunk = order[start:start + rows]
+  groups: dict[int, list[int]] = {}  # by the targets' length bucket: little padding
+  for i in order:
+    groups.setdefault(buckets.length_for(len(tgt_ids[i])), []).append(i)
+  for chunk in (group[start:start + rows] for group in groups.values()
+                for start in range(0, len(group), rows)):
     batch = pad_batch([src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk],
                       max(LEAST_ROWS, batch_rows(len(chunk), rows)),
                       buckets.length_for(max(len(src_ids[i]) for i in chunk)),

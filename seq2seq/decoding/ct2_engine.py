@@ -108,8 +108,8 @@ class CTranslate2Translator(SentenceEngine):
                  prefixes: Sequence[str] | None, owners: Sequence[tuple[int, int]]
                  ) -> list[list[Hypothesis]]:
     if settings.glossary is not None:
-      raise ValueError("a glossary needs the JAX engine: CTranslate2 has no constrained "
-                       "search (its target prefixes force the start of a translation only)")
+      raise ValueError("a glossary needs the JAX engine: CTranslate2 gives no attention "
+                       "to place terms by")
     c = self.decode_cfg
     hyps: list[list[Hypothesis]] = [[Hypothesis("", 0.0, [])] for _ in texts]
     nonempty = [i for i, t in enumerate(texts) if has_text(t)]

@@ -390,7 +390,7 @@ def beam_search(tokens_to_logits: TokensToLogits, cache: Any, max_len_B: jnp.nda
       `kv_cache.reorder`).
     stop: "exact", "current" or "count", when a sentence's search ends (above).
     strategy: how candidates are proposed and chosen (default: `TopCandidates` with
-      `stop` and `prefix_BP`; `constraints.py` has the constrained search's).
+      `stop` and `prefix_BP`).
 
   Returns:
     Finished sequences `[B, W, max_steps]` and scores `[B, W]`, best first.

@@ -37,17 +37,18 @@ class EngineLimits:
   max_source_pieces: int  # pieces of one source sentence, EOS included (longer: cut)
   max_prefix_pieces: int  # pieces of a forced prefix
   row_sizes: tuple[int, ...] = ()  # rows of the decoding batches compiled so far
-  glossary: bool = False  # constrained search for glossary terms
+  glossary: bool = False  # glossary terms placed (needs the attention)
   attention: bool = False  # `align` gives the model's own cross-attention
 
 
 @dataclasses.dataclass(frozen=True)
 class Alignment:
-  """How a translation lines up with its source sentence, for carrying styles across.
+  """How a translation lines up with its source sentence, for carrying styles across and
+  placing glossary terms.
 
   `weights` is `[T + 1, S + 1]`: how much target piece t (and then EOS) attends to
-  source piece s (and then the source's EOS) as the model predicts it (the last decoder
-  layer's cross-attention, mean over heads), or None where the engine has no attention
+  source piece s (and then the source's EOS) as the model predicts it (the decoder's
+  cross-attention, mean over its layers and heads), or None where the engine has no attention
   (place by relative position). The spans are (start, end) character offsets of each
   piece (EOS left out) in the source and in the detokenized target; the pieces are
   their names, EOS included."""
@@ -189,8 +190,9 @@ class SentenceEngine:
     `settings` (default: the engine's `defaults`) with `changes` (`SearchSettings`
     fields: beam_size, alpha, nbest, batch_size, sampling, glossary) say how to search.
     With `sampling`, draws from the model instead; text i (counted from `first_index`,
-    for a stream read in parts) has its own random key. With `glossary`, each sentence in
-    which a source term occurs is translated with the constrained beam search.
+    for a stream read in parts) has its own random key. With `glossary`, each term of a
+    sentence in which its source term occurs takes the place of the model's word for it
+    (`term_placement`).
     `prefixes[i]` (a string, "" for none) forces the start of text i's translation.
 
     Returns:
@@ -205,7 +207,7 @@ class SentenceEngine:
     s = self.settings(settings, **changes)
     check_prefixes(texts, prefixes)
     if s.glossary is not None and prefixes is not None:
-      raise ValueError("a glossary constrains beam search: it does not combine with "
+      raise ValueError("a glossary goes with beam search: it does not combine with "
                        "prefixes")
     plan = self.plan(texts, split_sentences, first_index)
     hyps = self.hypotheses(plan.sentences, s, plan.prefixes(prefixes),

@@ -62,7 +62,7 @@ class SearchSettings:
   nbest: int = 0  # 0: one translation per text; N: the N best hypotheses
   batch_size: int = 64  # sentences per decoding batch
   sampling: Sampling | None = None  # draw from the model instead of searching
-  glossary: Glossary | None = None  # terms the translation must use (constrained search)
+  glossary: Glossary | None = None  # terms the translation must use (term_placement)
 
   def __post_init__(self):
     _whole(self.beam_size, "beam size", 1)
@@ -80,7 +80,7 @@ class SearchSettings:
                        "lower nbest")
     if self.glossary is not None:
       if self.sampling is not None:
-        raise ValueError("a glossary constrains beam search: it does not combine with "
+        raise ValueError("a glossary goes with beam search: it does not combine with "
                          "sampling")
       if isinstance(self.glossary, (str, os.PathLike)):
         object.__setattr__(self, "glossary", Glossary.read(self.glossary))

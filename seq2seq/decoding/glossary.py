@@ -6,9 +6,9 @@ will do, e.g. the inflected forms). Blank lines and lines starting with `#` are 
 
 A term applies to a sentence when its source term occurs in it as whole words (not
 inside a longer word), in any case (`Dog`, `dog` and `DOG` all match `dog`); where two
-terms overlap, the longer source term applies. Each term that applies becomes one
-constraint of the constrained beam search (`constraints.py`): the translation contains
-one of its target alternatives, written as the glossary writes it.
+terms overlap, the longer source term applies. Each term that applies puts one of its
+target alternatives, written as the glossary writes it, in the place of the model's own
+word for its source term (`term_placement.py`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-import numpy as np
-
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 
 class GlossaryError(ValueError):
@@ -94,8 +91,10 @@ class Glossary:
 
   def applying(self, sentence: str) -> list[Term]:
     """The terms that apply to `sentence`, in the order of their first occurrence."""
-    found = []
+    found, folded = [], sentence.casefold()
     for term in self.terms:
+      if " " not in term.source and term.source.casefold() not in folded:
+        continue  # a quick test first: the pattern only where the word may be
       for m in term.pattern.finditer(sentence):
         found.append((m.start(), m.end(), term))
     found.sort(key=lambda x: (x[0], -(x[1] - x[0])))
@@ -132,7 +131,7 @@ def load_glossary(glossary, sampling=None, prefixes=None) -> Glossary | None:
   if glossary is None:
     return None
   if sampling is not None or prefixes is not None:
-    raise ValueError("a glossary constrains beam search: it does not combine with "
+    raise ValueError("a glossary goes with beam search: it does not combine with "
                      "sampling or prefixes")
   if isinstance(glossary, (str, os.PathLike)):
     return Glossary.read(glossary)
@@ -152,27 +151,18 @@ def term_use(glossary: Glossary, sources: Sequence[str], translations: Sequence[
   return used, total
 
 
-def constraint_pieces(tokenizer: Tokenizer, terms: Sequence[Term], max_len: int,
-                      text_index: int) -> list[list[np.ndarray]]:
-  """The pieces of each term's target alternatives (no EOS), the constraints of a
-  sentence; a target that leaves the sentence no room is refused, naming the text
-  (`text_index`, 0-based) and the term."""
-  out = []
-  for term in terms:
-    alternatives = [np.asarray(x, np.int32) for x in tokenizer.encode(term.targets)]
-    for target, pieces in zip(term.targets, alternatives):
-      if not 0 < len(pieces) < max_len - 1:
-        raise ValueError(f"line {text_index + 1}: the glossary's target {target!r} for "
-                         f"{term.source!r} has {len(pieces)} pieces; the model's outputs "
-                         f"are at most {max_len - 1}")
-    out.append(alternatives)
-  return out
-
-
-def word_starts(tokenizer: Tokenizer) -> np.ndarray:
-  """`[V]` bool: the pieces that begin a word (the word marker, punctuation, the special
-  ids): where a glossary term may end (`constraints.advance`)."""
-  special = {PAD_ID, UNK_ID, BOS_ID, EOS_ID}
-  return np.asarray([i in special or p.startswith("\u2581")
-                     or not any(ch.isalnum() for ch in p) and not p.startswith("<0x")
-                     for i, p in enumerate(tokenizer.pieces(range(tokenizer.vocab_size)))])
+def check_terms(tokenizer: Tokenizer, glossary: Glossary, texts: Sequence[str],
+                max_len: int, line_numbers: Sequence[int]) -> None:
+  """Refuses a term's target that the model's output could not hold, naming the first
+  text it applies to (`line_numbers[i]`, 0-based, of `texts[i]`) and the term."""
+  targets = [target for term in glossary.terms for target in term.targets]
+  pieces = dict(zip(targets, tokenizer.encode(targets)))
+  for term in glossary.terms:
+    for target in term.targets:
+      if 0 < len(pieces[target]) < max_len - 1:
+        continue
+      for text, number in zip(texts, line_numbers):
+        if term in glossary.applying(text):
+          raise ValueError(f"line {number + 1}: the glossary's target {target!r} for "
+                           f"{term.source!r} has {len(pieces[target])} pieces; the model's "
+                           f"outputs are at most {max_len - 1}")

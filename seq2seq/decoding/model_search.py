@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from seq2seq.decoding import constraints, decode
+from seq2seq.decoding import decode
 from seq2seq.decoding.decode import Sampling
 from seq2seq.model.ensemble import Ensemble
 from seq2seq.model.transformer import Model, shift_right
@@ -35,9 +35,7 @@ def search(model: Model | Ensemble, params, src_BS: jnp.ndarray, *,
            max_len_a: float, max_len_b: int, max_steps: int,
            sampling: Sampling | None = None, keys_B: jax.Array | None = None,
            prefix_BP: jnp.ndarray | None = None, nbest: int | None = None,
-           min_rows: int = 0, beam_stop: str = "exact",
-           constraints_BCAL: jnp.ndarray | None = None,
-           word_start_V: jnp.ndarray | None = None) -> tuple[jnp.ndarray, jnp.ndarray]:
+           min_rows: int = 0, beam_stop: str = "exact") -> tuple[jnp.ndarray, jnp.ndarray]:
   """Encodes once, then searches with the KV cache.
 
   The encoder's keys/values are the search's `source` (one row per sentence, never
@@ -49,10 +47,7 @@ def search(model: Model | Ensemble, params, src_BS: jnp.ndarray, *,
     ids `[B, W, T]` (W = 1 for greedy) and scores `[B, W]`: the log-probability for
     greedy, log-probability / length penalty for beam search. Beam search stops once the
     best `nbest` of the W (default all) are final, as `beam_stop` judges it
-    (`decode.beam_search`'s `stop`). With `constraints_BCAL` (`constraints.py`: pieces of
-    each sentence's constraints and their alternatives), the constrained beam search,
-    whose every finished hypothesis holds them, each ending a word (`word_start_V`: the
-    pieces that begin one).
+    (`decode.beam_search`'s `stop`).
   """
   max_len_B = output_limits(src_BS, max_len_a, max_len_b, max_steps)
   if prefix_BP is not None:  # room for the prefix and max_len_b pieces after it
@@ -70,11 +65,6 @@ def search(model: Model | Ensemble, params, src_BS: jnp.ndarray, *,
     seqs_BT, logprob_B = decode.greedy_search(step, cache, max_len_B, max_steps, **args,
                                               choose=choose, keys_B=keys_B)
     return seqs_BT[:, None], logprob_B[:, None]
-  if constraints_BCAL is not None:
-    return constraints.beam_search(step, cache, max_len_B, max_steps, beam_size, alpha,
-                                   constraints_BCAL, word_start_V, bos_id=BOS_ID, eos_id=EOS_ID,
-                                   pad_id=PAD_ID, source=source, nbest=nbest,
-                                   min_rows=min_rows, reorder=reorder)
   if beam_size == 1:
     seqs_BT, logprob_B = decode.greedy_search(step, cache, max_len_B, max_steps, **args)
     return seqs_BT[:, None], logprob_B[:, None]
@@ -95,7 +85,8 @@ def forced_logprob(model: Model | Ensemble, params, src_BS: jnp.ndarray,
 def cross_attention(model: Model, params, src_BS: jnp.ndarray, tgt_out_BT: jnp.ndarray
                     ) -> jnp.ndarray:
   """`[B, T, S]`: how much each target position attends to each source piece as the model
-  predicts it (the last decoder layer's cross-attention, mean over heads), teacher-forced
-  on `tgt_out_BT` (the target's pieces and EOS)."""
+  predicts it (the decoder's cross-attention, mean over its layers and heads: as a word
+  alignment, better than the last layer's alone, whose article attends to its noun),
+  teacher-forced on `tgt_out_BT` (the target's pieces and EOS)."""
   probs_LBHTS = model.cross_attention(params, src_BS, shift_right(tgt_out_BT))
-  return jnp.mean(probs_LBHTS[-1].astype(jnp.float32), axis=1)
+  return jnp.mean(probs_LBHTS.astype(jnp.float32), axis=(0, 2))

@@ -31,11 +31,11 @@ from seq2seq.data.textfiles import one_line  # noqa: F401 (part of this module's
 from seq2seq.data.tokenizer import Tokenizer
 from seq2seq.decoding import loading
 from seq2seq.decoding.batching import (
-  alignment_batches,
   bound_search,
   encode_prefixes,
   forced_scores,
   ordered_map,
+  pair_batches,
   search_jobs,
 )
 from seq2seq.decoding.engine import Alignment, EngineLimits, SentenceEngine
@@ -47,9 +47,10 @@ from seq2seq.decoding.engine_io import (  # noqa: F401 (Sampling: part of this m
   encode_sources,
   has_text,
 )
-from seq2seq.decoding.glossary import constraint_pieces, word_starts
+from seq2seq.decoding.glossary import Glossary, check_terms
 from seq2seq.decoding.programs import ShapeCompileLog, compiled_functions, counting_programs
 from seq2seq.decoding.sentences import Plan, TooLongError  # noqa: F401 (TooLongError: API)
+from seq2seq.decoding.term_placement import place_terms
 from seq2seq.model.ensemble import Ensemble
 from seq2seq.model.transformer import Model
 from seq2seq.numerics import resolve
@@ -105,7 +106,6 @@ class Translator(SentenceEngine):
     self._search, self._forced_logprob, self._cross_attention = compiled_functions(models)
     self.keep_programs(self.decode_cfg.programs, at_least=False)
     self._shape_log = ShapeCompileLog()
-    self._word_starts: np.ndarray | None = None  # word_starts(), made once
     self.followed: tuple[Any, str, Path] | None = None  # (run, checkpoint kind, step
     # directory served): what `reload` looks for newer ones of
 
@@ -176,14 +176,13 @@ class Translator(SentenceEngine):
 
   def translate_ids(self, src_ids: Sequence[np.ndarray], settings: SearchSettings | None = None,
                     *, params=None, key_indices: Sequence[int] | None = None,
-                    prefix_ids: Sequence[np.ndarray] | None = None,
-                    constraint_ids: Sequence | None = None, **changes
+                    prefix_ids: Sequence[np.ndarray] | None = None, **changes
                     ) -> list[list[tuple[np.ndarray, float]]]:
     """Searches each id sequence; returns, per input, the best `max(nbest, 1)`
     hypotheses (ids, score), best first (`translate_batches`)."""
     results: list = [None] * len(src_ids)
     for found in self.translate_batches(src_ids, self.settings(settings, **changes), params,
-                                        key_indices, prefix_ids, constraint_ids):
+                                        key_indices, prefix_ids):
       for i, hyps in found.items():
         results[i] = hyps
     return results
@@ -208,7 +207,7 @@ class Translator(SentenceEngine):
     tgt_ids = [np.asarray(list(t) + [EOS_ID], np.int32) for t in target_ids]
     rows = batch_size or self.decode_cfg.batch_size
     weights: list = [None] * len(sources)
-    for chunk, src_BS, tgt_BT in alignment_batches(src_ids, tgt_ids, rows, self.buckets):
+    for chunk, src_BS, tgt_BT in pair_batches(src_ids, tgt_ids, rows, self.buckets):
       probs_BTS = np.asarray(self._cross_attention(self.params, src_BS, tgt_BT))
       for row, i in enumerate(chunk):
         weights[i] = probs_BTS[row, :len(tgt_ids[i]), :len(src_ids[i])]
@@ -277,17 +276,14 @@ class Translator(SentenceEngine):
 
   def translate_batches(self, src_ids: Sequence[np.ndarray], settings: SearchSettings,
                         params=None, key_indices: Sequence[int] | None = None,
-                        prefix_ids: Sequence[np.ndarray] | None = None,
-                        constraint_ids: Sequence | None = None
+                        prefix_ids: Sequence[np.ndarray] | None = None
                         ) -> Iterator[dict[int, list[tuple[np.ndarray, float]]]]:
     """Searches the id sequences batch by batch (shortest first, the run's `workers`
     batches at once on threads); yields, in that order, per batch,
     {input index: the best `max(nbest, 1)` hypotheses (ids, score), best first; beam
     search stops as soon as these can no longer change}. With `settings.sampling`, draws
     one sample per input instead, input i with the key fold_in(seed key, key_indices[i])
-    (default i). `prefix_ids[i]` (pieces, no EOS) forces the start of input i's output;
-    `constraint_ids[i]` (constraints, each a list of alternatives' pieces) must appear in
-    it (`constraints.py`)."""
+    (default i). `prefix_ids[i]` (pieces, no EOS) forces the start of input i's output."""
     nbest = max(settings.nbest, 1)
     run = bound_search(self._search, self.all_params(params), settings, self.decode_cfg)
 
@@ -298,9 +294,7 @@ class Translator(SentenceEngine):
         return (chunk, *self._shape_log.run(args["src_BS"].shape, key, lambda: run(**args)))
 
     jobs = search_jobs(src_ids, settings, self.decode_cfg, self.buckets,
-                       self.model_cfg.max_len, key_indices, prefix_ids, self.row_sizes,
-                       constraint_ids,
-                       None if constraint_ids is None else self.word_starts())
+                       self.model_cfg.max_len, key_indices, prefix_ids, self.row_sizes)
     for chunk, seqs, scores in ordered_map(search, jobs, self.decode_cfg.workers):
       yield {i: [(seqs[row, k], float(scores[row, k])) for k in range(min(nbest, seqs.shape[1]))]
              for row, i in enumerate(chunk)}
@@ -338,27 +332,16 @@ class Translator(SentenceEngine):
     """Text of an output id sequence (cut at its first EOS)."""
     return self.tokenizer.decode([seq])[0]
 
-  def word_starts(self) -> np.ndarray:
-    """`glossary.word_starts` of the tokenizer, made once."""
-    if self._word_starts is None:
-      self._word_starts = word_starts(self.tokenizer)
-    return self._word_starts
-
-  def search_with_constraints(self, ids: list[np.ndarray], constraint_ids: list[list],
-                              settings: SearchSettings) -> list:
-    """`translate_ids` of the sentences a glossary term applies to with the constrained
-    search, and of the others with the plain one (unchanged by the glossary)."""
-    found: list = [None] * len(ids)
-    for constrained in (False, True):
-      group = [k for k, cons in enumerate(constraint_ids) if bool(cons) == constrained]
-      if not group:
-        continue
-      results = self.translate_ids(
-          [ids[k] for k in group], settings,
-          constraint_ids=[constraint_ids[k] for k in group] if constrained else None)
-      for k, hyps in zip(group, results):
-        found[k] = hyps
-    return found
+  def place_terms(self, texts: list[str], hyps: list[list[Hypothesis]], glossary: Glossary,
+                  settings: SearchSettings, nonempty: list[int]) -> None:
+    """Puts the glossary's terms into `hyps` (the plain search's, in place), each where the
+    model translated its source term (`term_placement`)."""
+    placed = place_terms(self.align, lambda src, tgt: self.score(src, tgt, settings),
+                         self.tokenizer.encode,
+                         [texts[i] for i in nonempty], [hyps[i] for i in nonempty],
+                         glossary, settings.alpha)
+    for i, options in zip(nonempty, placed):
+      hyps[i] = options
 
   def hypotheses(self, texts: list[str], settings: SearchSettings,
                  prefixes: Sequence[str] | None, owners: Sequence[tuple[int, int]]
@@ -375,12 +358,10 @@ class Translator(SentenceEngine):
                                   [owners[i][0] for i in nonempty]))
     needed = dataclasses.replace(settings, nbest=settings.hypotheses(self.decode_cfg),
                                  glossary=None)
-    if settings.glossary is not None:
-      constraint_ids = [constraint_pieces(self.tokenizer, settings.glossary.applying(texts[i]),
-                                          self.model_cfg.max_len, owners[i][0])
-                        for i in nonempty]
-      found = self.search_with_constraints(ids, constraint_ids, needed)
-    elif settings.sampling is None:
+    if settings.glossary is not None:  # a target that cannot fit is refused, naming its line
+      check_terms(self.tokenizer, settings.glossary, [texts[i] for i in nonempty],
+                  self.model_cfg.max_len, [owners[i][0] for i in nonempty])
+    if settings.sampling is None:
       found = self.translate_ids(ids, needed, prefix_ids=prefix_ids)
     else:
       key_indices = [owners[i] for i in nonempty]
@@ -394,6 +375,8 @@ class Translator(SentenceEngine):
     for i, options in zip(nonempty, found):
       hyps[i] = [Hypothesis(self.detokenize(seq), score, cut_at_eos(seq))
                  for seq, score in options]
+    if settings.glossary is not None:
+      self.place_terms(texts, hyps, settings.glossary, needed, nonempty)
     if len(texts) > settings.batch_size:  # a pass of several batches: worth a few ms (the
       give_back_freed_memory()  # server's single batches are not)
     return hyps

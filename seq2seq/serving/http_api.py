@@ -78,20 +78,20 @@ class TranslateRequest:
 GLOSSARY_SCHEMA = {"type": "object", "additionalProperties": {"type": "string"},
                    "maxProperties": 64}
 GLOSSARY_HELP = ("terms the translation must use, {source term: target term} (alternatives "
-                 "with |); a text holding a source term (whole words, any case) is "
-                 "translated with constrained beam search; added to the server's "
-                 "--glossary, replacing its terms of the same source")
-MAX_TERMS = 64  # and MAX_ALTERNATIVES each: every shape of constraints is a search to compile
+                 "with |); in a text holding a source term (whole words, any case), the "
+                 "target takes the place of the model's own word for it; added to the "
+                 "server's --glossary, replacing its terms of the same source")
+MAX_TERMS = 64  # and MAX_ALTERNATIVES each: the variants a sentence's scores choose among
 MAX_ALTERNATIVES = 8
 
 
 def parse_glossary(value: Any, limits: Limits, supported: bool, status: int = 422
                    ) -> Glossary:
   """A request's glossary field as a Glossary, or the RequestError naming what is wrong
-  (`supported`: whether the engine has constrained search)."""
+  (`supported`: whether the engine can place terms)."""
   if not supported:
-    raise RequestError(status, "a glossary needs the JAX engine (CTranslate2 has no "
-                               "constrained search)")
+    raise RequestError(status, "a glossary needs the JAX engine (CTranslate2 gives no "
+                               "attention to place terms by)")
   if isinstance(value, str):  # a form field: the object as JSON text
     try:
       value = json.loads(value)
@@ -262,7 +262,7 @@ def parse_request(body: Any, limits: Limits, defaults: SearchSettings,
   if "glossary" in body:
     glossary = parse_glossary(body["glossary"], limits, engine.glossary)
     if sampling or prefixes is not None or attention:
-      raise RequestError(422, "a glossary constrains beam search: it does not go with "
+      raise RequestError(422, "a glossary goes with beam search: it does not go with "
                               "sampling, prefixes or attention")
   try:
     settings = defaults.changed(beam_size=beam, alpha=alpha, nbest=nbest, sampling=sampling,

@@ -113,7 +113,7 @@ def test_a_glossary_field_becomes_the_request_s_glossary_or_a_4xx():
   got = parse_request({"text": "A dog.", "glossary": {"dog": "Hund|Hunde"}}, LIMITS, DEFAULTS, JAX)
   assert [(t.source, t.targets) for t in got.settings.glossary.terms] == [("dog", ("Hund", "Hunde"))]
   refused({"text": "a", "glossary": {"dog": "Hund"}, "prefix": "Ein"}, 422,
-          "constrains beam search")
+          "goes with beam search")
   with pytest.raises(RequestError) as e:
     parse_request({"text": "A dog.", "glossary": {"dog": "Hund"}}, LIMITS, DEFAULTS, CT2)
   assert e.value.status == 422 and "needs the JAX engine" in str(e.value)

@@ -364,7 +364,7 @@ def test_a_bad_glossary_field_is_a_4xx_naming_it(server, glossary, status, words
 
 def test_a_glossary_does_not_go_with_sampling(server):
   got, body = post(server, {"text": "A dog.", "glossary": GLOSSARY, "sampling": {"seed": 1}})
-  assert got == 422 and "constrains beam search" in body["error"]
+  assert got == 422 and "goes with beam search" in body["error"]
 
 
 def test_the_server_s_glossary_applies_to_every_request_and_a_request_s_adds_to_it(
