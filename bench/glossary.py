@@ -25,7 +25,8 @@ dictionary translations (the model's word) and not the term.
 Each set is one glossary file, as a user's is. For each set: term use (the share of the
 terms that apply whose target the output holds as a whole word); **in place**: of the
 terms whose source word's translation the plain output says exactly once (the model's
-word, found by the dictionary, not by the model's attention), the share whose output
+word, found by the dictionary's content words, not by the model's attention), the share
+whose output
 puts the term in its place (the plain and the glossary output aligned word by word with
 difflib: the model's word falls in a replaced stretch that holds the term); **appended**:
 outputs that have more sentence ends than the plain output, or end with a term after

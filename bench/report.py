@@ -326,20 +326,6 @@ def styled_documents(runs):
                 "styled sentences/s", "styled / plain", "same text", "commit"], rows)
 
 
-def glossary(runs):
-  """Glossaries on the terminology test (bench/glossary.py), the newest row of each CPU
-  class: term use, BLEU and speed without and with the glossary."""
-  newest = {r["cpu"]: r["name"] for r in runs if r["kind"] == "glossary"}
-  rows = [[r["cpu"], r["model"], f"{r['sentences']:,} sentences, {r['terms_applied']} terms",
-           fmt(100 * r["plain_term_use"], 1), fmt(100 * r["glossary_term_use"], 1),
-           fmt(r["plain_bleu"]), fmt(r["glossary_bleu"]), fmt(r["plain_sentences_per_s"], 1),
-           fmt(r["glossary_sentences_per_s"], 1), fmt(r["speed_ratio"])]
-          for r in runs if r["kind"] == "glossary" and newest[r["cpu"]] == r["name"]]
-  return table(["CPU", "model", "set", "term use without (%)", "term use with (%)",
-                "BLEU without", "BLEU with", "sentences/s without", "sentences/s with",
-                "speed with / without"], rows)
-
-
 def glossary_sets(runs):
   """Glossaries on the three terminology sets (bench/glossary.py), the newest row of each
   CPU class: term use, terms in place, appended outputs, BLEU, chrF and speed."""
@@ -504,7 +490,7 @@ def proxies(runs):
   return table(["change", "updates", "greedy val BLEU", "average of 5", "of 10", "of 20"], rows)
 
 
-TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "glossary": glossary, "glossary_sets": glossary_sets, "hour_now": hour_now, "past_the_hour": past_the_hour, "ablations": ablations,
+TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "glossary_sets": glossary_sets, "hour_now": hour_now, "past_the_hour": past_the_hour, "ablations": ablations,
           "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe, "auto_plan": auto_plan,
           "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now,
           "serving_now": serving_now, "decode_compile": decode_compile,
