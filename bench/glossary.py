@@ -65,16 +65,16 @@ def words(text: str) -> list[str]:
 def translations(src: list[str], tgt: list[str], min_count: int, min_dice: float
                  ) -> dict[str, list[str]]:
   """English word (lower case) -> its German words, best Dice coefficient first, each
-  in its most frequent spelling."""
+  in its most frequent spelling inside a sentence (a noun capitalised, "zwei" not)."""
   src_count, tgt_count, both = collections.Counter(), collections.Counter(), collections.Counter()
   spelling: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
   for s, t in zip(src, tgt):
     s_words = {w.lower() for w in words(s) if len(w) > 2 and w.isalpha()}
     t_words = set()
-    for w in words(t):
+    for k, w in enumerate(words(t)):
       if len(w) > 2 and w.isalpha():
         t_words.add(w.lower())
-        spelling[w.lower()][w] += 1
+        spelling[w.lower()][w] += 1 if k else 1e-6  # the first word is capitalised anyway
     src_count.update(s_words)
     tgt_count.update(t_words)
     both.update((a, b) for a in s_words for b in t_words)
