@@ -230,8 +230,8 @@ def batch_totals(url) -> tuple[float, float, float]:
   import urllib.request
   with urllib.request.urlopen(url + "/metrics", timeout=60) as r:
     text = r.read().decode()
-  value = lambda name: float(next(line.split()[-1] for line in text.splitlines()
-                                  if line.startswith(name + " ")))
+  value = lambda name: sum(float(line.split()[-1]) for line in text.splitlines()
+                           if line.startswith((name + " ", name + "{")))  # all models
   return (value("seq2seq_batch_texts_sum"), value("seq2seq_batch_texts_count"),
           value("seq2seq_batch_seconds_sum"))
 

@@ -42,13 +42,15 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def add_model_flags(parser: argparse.ArgumentParser, several: bool = False,
-                    required: bool = True, engine: bool = True) -> None:
-  """--workdir or --model (several times for an ensemble with `several`), --revision,
-  --checkpoint, and with `engine` --engine; `resolve_model` checks them and downloads a
-  Hub model."""
-  action = "append" if several else "store"
+                    required: bool = True, engine: bool = True, models: bool = False) -> None:
+  """--workdir or --model (several times for an ensemble with `several`, for several
+  models served side by side with `models`), --revision, --checkpoint, and with `engine`
+  --engine; `resolve_model` checks them and downloads a Hub model."""
+  action = "append" if several or models else "store"
   ensemble = ("; several times for an ensemble (runs sharing one SentencePiece model: "
-              "mean log-probabilities)" if several else "")
+              "mean log-probabilities)" if several else
+              "; several times for several models, each serving its directions" if models
+              else "")
   parser.add_argument("--workdir", action=action,
                       help="run directory written by train.py" + (
                           " (or, with --engine ctranslate2, by seq2seq-export)" if engine

@@ -1,6 +1,7 @@
 """`seq2seq-serve`: the HTTP server (`seq2seq.serving.http_server`) from the command line.
 
     seq2seq-serve --workdir RUN | --engine ctranslate2 --model EXPORT_DIR
+    seq2seq-serve --workdir RUN --workdir RUN2 ... | --models DIR    several models
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from seq2seq import runtime
 from seq2seq.cli import parsing
 from seq2seq.rundir import checkpoint, ctranslate2_model
+from seq2seq.serving import models
 from seq2seq.serving.http_api import Limits, check_defaults
 from seq2seq.serving.http_server import access_log, create_app, follow_checkpoint, log
 
@@ -23,7 +25,12 @@ from seq2seq.serving.http_server import access_log, create_app, follow_checkpoin
 def parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(description="HTTP server: seq2seq-serve --workdir RUN | --engine ctranslate2 --model EXPORT_DIR.",
                               formatter_class=parsing.HelpFormatter)
-  parsing.add_model_flags(p)
+  parsing.add_model_flags(p, models=True, required=False)
+  p.add_argument("--models", metavar="DIR", help="serve every run and CTranslate2 export in "
+                 "DIR (each folder's engine by what it holds), as LibreTranslate serves its "
+                 "packages folder; with --workdir, after those")
+  p.add_argument("--skip-broken", action="store_true", help="with several models: serve "
+                 "the others when one cannot be read (a warning names it); default: stop")
   parsing.add_search_flags(p, batching=False)
   parsing.add_glossary_flag(p)
   p.add_argument("--host", default="127.0.0.1", help="address to listen on")
@@ -90,32 +97,54 @@ def main(argv=None) -> None:
   if args.require_api_key and not args.api_keys:
     p.error("--require-api-key needs --api-keys FILE")
   parsing.resolve_model(p, args)  # after the usage checks: a Hub model downloads here
-  # /health names the model (its folder's or Hub name), never this machine's paths
-  shown = args.model if args.from_hub else Path(args.model or args.workdir).resolve().name
+  folders = [(str(w), args.engine) for w in args.workdir or []]
+  if args.models:
+    try:
+      folders += [(str(f), models.engine_kind(f)) for f in models.model_folders(args.models)]
+    except ValueError as e:
+      sys.exit(f"error: {e}")
+  if not folders:
+    p.error("--workdir RUN, --model PATH|ORG/NAME or --models DIR is required")
+  served = []  # (name, folder, engine kind, config)
+  for folder, kind in folders:
+    try:  # a wrong directory is an error now, not a failed /health
+      cfg = (checkpoint.load_config(folder) if kind == "jax"
+             else ctranslate2_model.load_export(folder)[1])
+      check_defaults(  # the defaults in the same ranges as a request's own settings
+          args.beam if args.beam is not None else cfg.decode.beam_size,
+          args.alpha if args.alpha is not None else cfg.decode.alpha, limits,
+          "--beam" if args.beam is not None else f"{folder}: the run's decode.beam_size",
+          "--alpha" if args.alpha is not None else f"{folder}: the run's decode.alpha")
+    except (checkpoint.CheckpointError, ValueError, OSError) as e:
+      if not args.skip_broken or len(folders) == 1:
+        sys.exit(f"error: {e}")
+      log.warning("--skip-broken: not serving %s: %s", folder, e)
+      continue
+    # /health names each model (its folder's or Hub name), never this machine's paths
+    name = Path(folder).resolve().name
+    names = [n for n, *_ in served]
+    name = name if name not in names else f"{name}-{len(served) + 1}"
+    served.append((name, folder, kind))
+  if not served:
+    sys.exit("error: no model could be read")
+  if args.reload_every and len(served) > 1:
+    p.error("--reload-every follows one model's checkpoints: give one --workdir")
+  shown = args.model[0] if args.from_hub else served[0][0]
   info = {"engine": args.engine, "model": shown, "checkpoint": args.checkpoint}
 
   def load():
-    engine, _ = parsing.load_engine(args)  # the flags are the default of every request
-    started = time.perf_counter()
-    engine.warm_up(limits.max_batch)
-    log.info("compiled the batch shapes in %.1f s", time.perf_counter() - started)
-    if args.reload_every:
-      follow_checkpoint(engine, args.reload_every, info, threading.Event())
-    return engine
+    engines = []
+    for name, folder, kind in served:
+      engine, _ = parsing.load_engine(argparse.Namespace(**{**vars(args), "workdir": folder,
+                                                            "engine": kind}))
+      started = time.perf_counter()
+      engine.warm_up(limits.max_batch)
+      log.info("%s: compiled the batch shapes in %.1f s", name, time.perf_counter() - started)
+      if args.reload_every:
+        follow_checkpoint(engine, args.reload_every, info, threading.Event())
+      engines.append((name, engine))
+    return engines
 
-  try:  # a wrong directory is an error now, not a failed /health
-    cfg = (checkpoint.load_config(args.workdir) if args.engine == "jax"
-           else ctranslate2_model.load_export(args.workdir)[1])
-  except (checkpoint.CheckpointError, ValueError, OSError) as e:
-    sys.exit(f"error: {e}")
-  try:  # the defaults in the same ranges as a request's own settings
-    check_defaults(
-        args.beam if args.beam is not None else cfg.decode.beam_size,
-        args.alpha if args.alpha is not None else cfg.decode.alpha, limits,
-        "--beam" if args.beam is not None else "the run's decode.beam_size",
-        "--alpha" if args.alpha is not None else "the run's decode.alpha")
-  except ValueError as e:
-    sys.exit(f"error: {e}")
   logging.getLogger("uvicorn").setLevel(logging.WARNING)
   logging.getLogger("uvicorn.access").disabled = True  # ours is seq2seq.serve.access
   uvicorn.run(create_app(None, limits, info, load=load, workers=args.decoders,

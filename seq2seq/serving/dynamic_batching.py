@@ -23,6 +23,7 @@ import dataclasses
 import itertools
 import math
 import time
+import types
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -36,7 +37,8 @@ QUIET_MS = 2.0
 
 
 class Metrics:
-  """The server's Prometheus metrics, in a registry of its own."""
+  """The server's Prometheus metrics, in a registry of its own; those of the batches are
+  labelled by model (`for_model`)."""
 
   def __init__(self):
     import prometheus_client as prom
@@ -44,15 +46,22 @@ class Metrics:
     kw = {"registry": self.registry}
     self.requests = prom.Counter("seq2seq_requests", "HTTP requests answered, by path and "
                                  "status", ["path", "status"], **kw)
-    self.texts = prom.Counter("seq2seq_texts", "texts translated", **kw)
-    self.batch = prom.Histogram("seq2seq_batch_texts", "texts per decoded batch",
+    self.texts = prom.Counter("seq2seq_texts", "texts translated", ["model"], **kw)
+    self.batch = prom.Histogram("seq2seq_batch_texts", "texts per decoded batch", ["model"],
                                 buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), **kw)
-    self.queue = prom.Gauge("seq2seq_queue_texts", "texts waiting to be decoded", **kw)
+    self.queue = prom.Gauge("seq2seq_queue_texts", "texts waiting to be decoded", ["model"],
+                            **kw)
     self.latency = prom.Histogram("seq2seq_request_seconds", "time to answer a /translate "
                                   "request", buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5,
                                                       10, 30, 60), **kw)
     self.decode = prom.Histogram("seq2seq_batch_seconds", "time to decode one batch",
-                                 buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10), **kw)
+                                 ["model"], buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5,
+                                                     10), **kw)
+
+  def for_model(self, name: str) -> types.SimpleNamespace:
+    """The batch metrics of one model, as a `Batcher` records them."""
+    return types.SimpleNamespace(texts=self.texts.labels(name), batch=self.batch.labels(name),
+                                 queue=self.queue.labels(name), decode=self.decode.labels(name))
 
   def exposition(self) -> tuple[bytes, str]:
     import prometheus_client as prom

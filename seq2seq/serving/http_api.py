@@ -142,7 +142,12 @@ FIELDS: dict[str, tuple[dict, str]] = {
     "attention": ({"type": "boolean"},
                   "with text, JAX engine: also return the cross-attention weights"),
     "glossary": (GLOSSARY_SCHEMA, GLOSSARY_HELP),
+    "source": ({"type": "string"}, "the texts' language (a code, or \"auto\" to detect "
+               "each text's); default: the first model's source"),
+    "target": ({"type": "string"}, "the language to translate into; default: the first "
+               "model's target"),
 }
+ROUTING = ("source", "target")  # the route's fields, read by the server before the rest
 
 
 def media_type(content_type: str | None) -> str:
@@ -224,6 +229,7 @@ def parse_request(body: Any, limits: Limits, defaults: SearchSettings,
   with the engine's search defaults: the request's one `SearchSettings`."""
   if not isinstance(body, dict):
     raise RequestError(400, "the body must be a JSON object")
+  body = {k: v for k, v in body.items() if k not in ROUTING}
   unknown = sorted(set(body) - set(FIELDS))
   if unknown:
     raise RequestError(422, f"unknown field(s) {', '.join(map(_show, unknown))}; known: "

@@ -35,6 +35,7 @@ from typing import Any, Callable, Sequence
 from seq2seq.decoding.attention import attention
 from seq2seq.decoding.engine import Engine
 from seq2seq.decoding.glossary import Glossary
+from seq2seq.serving.detection import LanguageDetector
 from seq2seq.serving.dynamic_batching import Batcher, Metrics, engine_call
 from seq2seq.serving.http_api import (
   Limits,
@@ -46,6 +47,7 @@ from seq2seq.serving.http_api import (
   read_json,
 )
 from seq2seq.serving.libretranslate import FORMS, LibreTranslate, check_key, is_libretranslate
+from seq2seq.serving.models import Hop, Models, ServedModel
 from seq2seq.version import __version__
 
 log = logging.getLogger("seq2seq.serve")
@@ -76,8 +78,9 @@ def follow_checkpoint(engine: Engine, every_s: float, info: dict, stop: threadin
 
 
 class Server:
-  """The app's state: the engine (once loaded), its batcher and metrics, and the native
-  API's handlers."""
+  """The app's state: the models (once loaded: `models.Models`, each with its engine and
+  batcher; `engine` and `batcher` are the first model's), the metrics, the language
+  detector, and the native API's handlers."""
 
   def __init__(self, limits: Limits, info: dict[str, Any], workers: int,
                api_keys: frozenset[str] | None = None, require_key: bool = False,
@@ -88,18 +91,42 @@ class Server:
     # and given always if `require_key`
     self.api_keys, self.require_key = api_keys, require_key
     self.metrics = Metrics()
+    self.models: Models | None = None
+    self.detector: LanguageDetector | None = None
     self.engine: Engine | None = None
     self.batcher: Batcher | None = None
     self.failed: str | None = None
 
-  def ready(self, engine: Engine) -> None:
-    self.engine = engine
-    source, target = engine.directions[0]
+  def ready(self, engines: Engine | Sequence[tuple[str, Engine]]) -> None:
+    """Serves one engine, or (name, engine) pairs (`models.Models`: each direction by the
+    first that has it), each decoded by a batcher of its own."""
+    if not isinstance(engines, (list, tuple)):
+      engines = [(str(self.info.get("model") or "model"), engines)]
+    models = Models([ServedModel(name, engine) for name, engine in engines])
+    for model in models.models:
+      model.batcher = Batcher(engine_call(model.engine, self.limits.max_batch), self.limits,
+                              self.metrics.for_model(model.name), self.workers)
+      model.batcher.start()
+    self.detector = LanguageDetector(models.sources())
+    self.engine, self.batcher = models.first.engine, models.first.batcher
+    source, target = self.engine.directions[0]
     self.info["languages"] = {"source": source, "target": target}
-    self.info.setdefault("engine", engine.describe()["engine"])
-    self.batcher = Batcher(engine_call(engine, self.limits.max_batch), self.limits,
-                           self.metrics, self.workers)
-    self.batcher.start()
+    self.info.setdefault("engine", self.engine.describe()["engine"])
+    self.models = models
+
+  def route(self, source: Any, target: Any, texts: Sequence[str]) -> list[list[Hop]]:
+    """Each text's hops (`Models.route`): `source` "auto" detects each text's language;
+    a missing source or target is the first model's."""
+    default_source, default_target = self.engine.directions[0]
+    for name, value in (("source", source), ("target", target)):
+      if value is not None and not (isinstance(value, str) and value.strip()):
+        raise RequestError(400, f"{name} must be a language code")
+    source = (source or default_source).strip().lower()
+    target = (target or default_target).strip().lower()
+    if source != "auto":
+      hops = self.models.route(source, target)
+      return [hops] * len(texts)
+    return [self.models.route(self.detector.detect(text)[0], target) for text in texts]
 
   def check_ready(self) -> None:
     if self.batcher is None:
@@ -123,13 +150,41 @@ class Server:
                          ) from None
     return bytes(body)
 
-  def check_texts(self, texts: Sequence[str], prefixes: Sequence[str] | None = None) -> None:
-    """A 422 for a text that no cut brings within the engine's limits, or a prefix too
-    long (checked here: it must not fail the batch it would join)."""
+  def check_texts(self, texts: Sequence[str], prefixes: Sequence[str] | None = None,
+                  engine: Engine | None = None) -> None:
+    """A 422 for a text that no cut brings within the engine's limits (default: the first
+    model's), or a prefix too long (checked here: it must not fail the batch it would
+    join)."""
     try:
-      self.engine.check(texts, prefixes)
+      (engine or self.engine).check(texts, prefixes)
     except ValueError as e:
       raise RequestError(422, str(e)) from None
+
+  async def translate_routed(self, texts: Sequence[str], routes: Sequence[Sequence[Hop]],
+                             settings) -> list:
+    """Each text along its route (`route`): the texts of one route together, through each
+    hop's model in turn (a pivot: the first model's best translation is the second's
+    source), with `settings` (beam, alpha, n-best, sampling) on the last hop; the
+    routes' groups at once. The hops before the last search with their model's defaults."""
+    groups: dict[tuple, list[int]] = {}
+    for i, hops in enumerate(routes):
+      groups.setdefault(tuple((h.model.name, h.source, h.target) for h in hops), []).append(i)
+
+    async def along(indices: list[int]) -> list:
+      hops, current = routes[indices[0]], [texts[i] for i in indices]
+      for k, hop in enumerate(hops):
+        last = k == len(hops) - 1
+        step = settings if last else hop.model.engine.defaults
+        self.check_texts(current, None, hop.model.engine)
+        current = await hop.model.batcher.submit(TranslateRequest(list(current), False, step))
+      return current
+
+    out: list = [None] * len(texts)
+    results = await asyncio.gather(*(along(indices) for indices in groups.values()))
+    for indices, found in zip(groups.values(), results):
+      for i, value in zip(indices, found):
+        out[i] = value
+    return out
 
   async def translate(self, request, libretranslate: LibreTranslate) -> dict[str, Any]:
     """POST /translate: the native API, or LibreTranslate's when the request has `q`."""
@@ -143,24 +198,39 @@ class Server:
       return await libretranslate.translate({**query, **value})
     given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
     check_key({"api_key": given}, self.api_keys, self.require_key)
-    req = parse_request(value, self.limits, self.engine.defaults, self.engine.limits)
-    if self.glossary is not None and not (req.settings.sampling or req.prefixes
-                                          or req.attention):
-      req.settings = req.settings.changed(glossary=self.glossary.merged(req.settings.glossary))
-    self.check_texts(req.texts, req.prefixes)
-    if req.attention:
-      return await self.attention(req)
-    out = await self.batcher.submit(req)
+    routes = None
+    if isinstance(value, dict) and (value.get("source") or value.get("target")):
+      texts = value.get("texts", [value.get("text")])
+      routes = self.route(value.get("source"), value.get("target"),
+                          texts if isinstance(texts, list) else [texts])
+    one_model = routes is None or all(len(r) == 1 and r[0].model is routes[0][0].model
+                                      for r in routes)
+    model = routes[0][0].model if routes and one_model else self.models.first
+    req = parse_request(value, self.limits, model.engine.defaults, model.engine.limits)
+    if not one_model:  # a pivot, or texts of several languages
+      if req.prefixes is not None or req.attention or req.settings.glossary is not None:
+        raise RequestError(422, "prefixes, attention and glossaries go with one model's "
+                                "direction, not through a pivot or several models")
+      out = await self.translate_routed(req.texts, routes, req.settings)
+    else:
+      if self.glossary is not None and not (req.settings.sampling or req.prefixes
+                                            or req.attention):
+        req.settings = req.settings.changed(
+            glossary=self.glossary.merged(req.settings.glossary))
+      self.check_texts(req.texts, req.prefixes, model.engine)
+      if req.attention:
+        return await self.attention(req, model)
+      out = await model.batcher.submit(req)
     if req.settings.nbest:
       best = [alternatives[0]["text"] if alternatives else "" for alternatives in out]
       return ({"translation": best[0], "alternatives": out[0]} if req.single
               else {"translations": best, "alternatives": out})
     return {"translation": out[0]} if req.single else {"translations": out}
 
-  async def attention(self, req: TranslateRequest) -> dict[str, Any]:
+  async def attention(self, req: TranslateRequest, model: ServedModel) -> dict[str, Any]:
     """A native request with `attention`: the translation and its cross-attention."""
-    text, source, target, weights = await self.batcher.run_alone(
-        lambda: attention(self.engine, req.texts[0], req.settings.beam_size), 1)
+    text, source, target, weights = await model.batcher.run_alone(
+        lambda: attention(model.engine, req.texts[0], req.settings.beam_size), 1)
     return {"translation": text, "attention": {
         "source": source, "target": target, "weights": weights.round(4).tolist()}}
 
@@ -168,9 +238,11 @@ class Server:
     status = "ready" if self.batcher else ("failed" if self.failed else "loading")
     stats = self.batcher.stats if self.batcher else {}
     rows = list(self.engine.limits.row_sizes) if self.engine is not None else []
+    models = {"models": self.models.describe()} if self.models is not None else {}
     return (200 if self.batcher else 503), {"status": status, **self.info, **stats,
                                             "queue": len(self.batcher.pending)
-                                            if self.batcher else 0, "batch_rows": rows}
+                                            if self.batcher else 0, "batch_rows": rows,
+                                            **models}
 
   async def answered(self, handler, request) -> tuple[dict, int, dict]:
     """(JSON answer, status, headers) of `await handler(request)`: a RequestError's own,
@@ -204,8 +276,8 @@ class Server:
     yield
     if loading is not None:
       loading.cancel()
-    if self.batcher is not None:
-      await self.batcher.stop()
+    for model in self.models.models if self.models is not None else []:
+      await model.batcher.stop()
     libretranslate.files.close()
 
 

@@ -4,18 +4,20 @@ here: its routes (`LibreTranslate`), its parameters read and checked, its answer
 
     POST /translate    q (a string or a list), source (a code or "auto"), target,
                        format ("text" or "html"), api_key, alternatives
-                       -> {"translatedText": ...} (a string or a list, as q was)
-    GET  /languages    [{"code", "name", "targets"}] of the model's one pair
-    POST /detect       q -> [{"language", "confidence"}]: the model's source language
+                       -> {"translatedText": ...} (a string or a list, as q was),
+                       detectedLanguage for "auto", route where a pivot was taken
+    GET  /languages    [{"code", "name", "targets", "pivots"}] of the models served
+    POST /detect       q -> [{"language", "confidence"}]: the served sources, ranked
     GET  /frontend/settings   what LibreTranslate's web clients read first
     POST /translate_file      a document (multipart: file, source, target)
                               -> {"translatedFileUrl": ...}, kept for `file_ttl_s`
     GET  /download_file/NAME  that document
 
 The parameters come as JSON, as a form (application/x-www-form-urlencoded) or in the
-query string, as LibreTranslate takes them. A model translates one pair: another source or
-target is LibreTranslate's 400 naming it, and "auto" is the model's source language (it
-has only one). With `format: "html"` the markup is kept and each run of text between tags
+query string, as LibreTranslate takes them. A request goes to the model that has its
+direction, or through English with two (`models.Models`); a pair no route reaches is
+LibreTranslate's 400 naming it and the pairs served, and "auto" detects each text's
+language among the served sources (`detection.py`). With `format: "html"` the markup is kept and each run of text between tags
 is translated (script and style left as they are). Errors are LibreTranslate's shape,
 `{"error": "..."}`: 400 for a bad request, 403 for a missing or wrong API key.
 """
@@ -65,10 +67,17 @@ def language_name(code: str) -> str:
   return LANGUAGE_NAMES.get(code, code)
 
 
-def languages(source: str, target: str) -> list[dict[str, Any]]:
-  """/languages: each language with the targets it translates to."""
-  return [{"code": source, "name": language_name(source), "targets": [target]},
-          {"code": target, "name": language_name(target), "targets": []}]
+def languages(models) -> list[dict[str, Any]]:
+  """/languages: each language with the targets it translates to (`models.Models`),
+  those through the pivot language included and, where there are some, also listed as
+  `pivots` (our field: LibreTranslate has none)."""
+  out = []
+  for code in models.languages():
+    direct, pivoted = models.targets(code)
+    out.append({"code": code, "name": language_name(code), "targets": direct + pivoted})
+    if pivoted:
+      out[-1]["pivots"] = pivoted
+  return out
 
 
 # The file extensions /translate_file takes (seq2seq.documents.FORMATS, less .text).
@@ -145,9 +154,9 @@ def same_language(given: Any, code: str) -> bool:
   return norm(given) == norm(code)
 
 
-def parse(params: dict, source: str, target: str, limits: Limits
-          ) -> tuple[list[str], bool, str, int]:
-  """(texts, whether q was one string, format, alternatives) of a /translate request."""
+def parse(params: dict, limits: Limits) -> tuple[list[str], bool, str, int]:
+  """(texts, whether q was one string, format, alternatives) of a /translate request;
+  its languages are the server's to route (`http_server.Server.route`)."""
   q = params.get("q")
   if q is None or q == "" or q == []:
     raise RequestError(400, "Invalid request: missing q parameter")
@@ -162,12 +171,8 @@ def parse(params: dict, source: str, target: str, limits: Limits
   except RequestError as e:
     raise RequestError(400, f"Invalid request: {e} (char limit {limits.max_chars})") from None
   for name in ("source", "target"):
-    if not params.get(name):
+    if not params.get(name) or not isinstance(params[name], str):
       raise RequestError(400, f"Invalid request: missing {name} parameter")
-  if not (same_language(params["source"], source) or same_language(params["source"], "auto")):
-    raise RequestError(400, f"{params['source']} is not supported")
-  if not same_language(params["target"], target):
-    raise RequestError(400, f"{params['target']} is not supported")
   fmt = params.get("format") or "text"
   if fmt not in FORMATS:
     raise RequestError(400, f"Invalid request: format {fmt!r}; expected text or html")
@@ -181,16 +186,22 @@ def parse(params: dict, source: str, target: str, limits: Limits
   return texts, single, fmt, alternatives
 
 
-def answer(translations: list[str], single: bool, params: dict, source: str,
-           alternatives: list[list[str]] | None = None) -> dict[str, Any]:
+def answer(translations: list[str], single: bool, detected: list[dict] | None,
+           alternatives: list[list[str]] | None = None, routes: list | None = None
+           ) -> dict[str, Any]:
+  """LibreTranslate's answer; `detected`: each text's {"language", "confidence"} where the
+  source was "auto"; `routes`: each text's route, named in `route` (our field) where one
+  went through a pivot."""
   out: dict[str, Any] = {"translatedText": translations[0] if single else translations}
   if alternatives is not None:  # each different from the translation and from the others
     alternatives = [list(dict.fromkeys(a for a in found if a != best))
                     for found, best in zip(alternatives, translations)]
     out["alternatives"] = alternatives[0] if single else alternatives
-  if same_language(params.get("source"), "auto"):
-    detected = {"language": source, "confidence": 100.0}
-    out["detectedLanguage"] = detected if single else [detected] * len(translations)
+  if detected is not None:
+    out["detectedLanguage"] = detected[0] if single else detected
+  if routes is not None and any(len(r) > 1 for r in routes):
+    names = ["→".join([r[0].source] + [h.target for h in r]) for r in routes]
+    out["route"] = names[0] if single else names
   return out
 
 
@@ -262,37 +273,57 @@ class LibreTranslate:
     return {**request.query_params, **{k: v for k, v in form.items() if isinstance(v, str)}}
 
   async def translate(self, params: dict) -> dict[str, Any]:
-    """/translate: texts or HTML documents, with alternatives."""
+    """/translate: texts or HTML documents, with alternatives, routed by source and target
+    (`Server.route`: "auto" detects each text's language; a pair no model has goes
+    through the pivot)."""
     server = self.server
     self.check_key(params)
-    source, target = self.pair
-    texts, single, fmt, alternatives = parse(params, source, target, server.limits)
-    server.check_texts(texts)
-    defaults = server.engine.defaults.changed(batch_size=server.limits.max_batch)
+    texts, single, fmt, alternatives = parse(params, server.limits)
+    routes = server.route(params["source"], params["target"], texts)
+    detected = None
+    if same_language(params["source"], "auto"):
+      detected = [dict(zip(("language", "confidence"), server.detector.detect(t)))
+                  for t in texts]
+    direct = all(len(r) == 1 and r[0].model is routes[0][0].model for r in routes)
+    model = routes[0][-1].model  # the last hop's: its search settings are the request's
     if fmt == "html":  # whole sentences, tags carried onto their words (no alternatives,
       # as LibreTranslate); one document at a time on a decoding thread
+      if not direct:
+        raise RequestError(400, "Invalid request: format html goes with one model's "
+                                "direction, not through a pivot")
       from seq2seq.documents.blocks import BlockTranslator
       from seq2seq.documents.html import translate_html
-      translate = BlockTranslator(server.engine, defaults, progress=False)
-      out = [await server.batcher.run_alone(functools.partial(translate_html, t, translate))
+      server.check_texts(texts, None, model.engine)
+      defaults = model.engine.defaults.changed(batch_size=server.limits.max_batch)
+      translate = BlockTranslator(model.engine, defaults, progress=False)
+      out = [await model.batcher.run_alone(functools.partial(translate_html, t, translate))
              for t in texts]
-      return answer(out, single, params, source, None)
+      return answer(out, single, detected, None, routes)
     nbest = alternatives + 1 if alternatives else 0
-    glossary = server.glossary
+    glossary = server.glossary if direct else None
     if params.get("glossary") not in (None, ""):  # ours, beside LibreTranslate's fields
+      if not direct:
+        raise RequestError(400, "Invalid request: a glossary goes with one model's direction, "
+                                "not through a pivot")
       glossary = (server.glossary or Glossary(())).merged(
-          parse_glossary(params["glossary"], server.limits, server.engine.limits.glossary,
+          parse_glossary(params["glossary"], server.limits, model.engine.limits.glossary,
                          status=400))
-    settings = server.engine.defaults.changed(
-        beam_size=max(server.engine.defaults.beam_size, nbest), nbest=nbest)
+    settings = model.engine.defaults.changed(
+        beam_size=max(model.engine.defaults.beam_size, nbest), nbest=nbest)
     if glossary is not None:
       settings = settings.changed(glossary=glossary)
-    out = await server.batcher.submit(TranslateRequest(texts, False, settings)) if texts else []
+    if not texts:
+      out = []
+    elif direct:
+      server.check_texts(texts, None, model.engine)
+      out = await model.batcher.submit(TranslateRequest(texts, False, settings))
+    else:
+      out = await server.translate_routed(texts, routes, settings)
     others = None
     if nbest:
       others = [[a["text"] for a in found[1:]] for found in out]
       out = [found[0]["text"] if found else "" for found in out]
-    return answer(out, single, params, source, others)
+    return answer(out, single, detected, others, routes)
 
   async def translate_file(self, request) -> dict[str, Any]:
     """POST /translate_file: a multipart form with `file`, `source`, `target` (and
@@ -311,8 +342,15 @@ class LibreTranslate:
     upload = form.get("file")
     params = {k: v for k, v in form.items() if isinstance(v, str)}
     self.check_key(params)
-    source, target = self.pair
-    parse({**params, "q": "-"}, source, target, server.limits)  # languages checked
+    parse({**params, "q": "-"}, server.limits)  # languages given
+    source = params["source"]  # a document's language: "auto" is the first model's source
+    if same_language(source, "auto"):
+      source = server.engine.directions[0][0]
+    hops = server.models.route(source.strip().lower(), params["target"].strip().lower())
+    if len(hops) > 1:
+      raise RequestError(400, "Invalid request: documents go with one model's direction, "
+                              "not through a pivot")
+    model = hops[0].model
     if upload is None or isinstance(upload, str) or not upload.filename:
       raise RequestError(400, "Invalid request: missing file parameter")
     name = Path(upload.filename).name
@@ -324,22 +362,25 @@ class LibreTranslate:
                          f"are not supported{advice} (supported: {', '.join(FILE_FORMATS)})")
     data = await upload.read()
     from seq2seq.documents import format_of, translate_bytes
-    settings = server.engine.defaults.changed(batch_size=server.limits.max_batch)
+    settings = model.engine.defaults.changed(batch_size=server.limits.max_batch)
     try:
-      out = await server.batcher.run_alone(functools.partial(
-          translate_bytes, server.engine, data, format_of(name), settings, False))
+      out = await model.batcher.run_alone(functools.partial(
+          translate_bytes, model.engine, data, format_of(name), settings, False))
     except ValueError as e:
       raise RequestError(400, f"Invalid request: {name}: {e}") from None
     return {"translatedFileUrl": str(request.url_for("download_file",
                                                      filename=self.files.put(name, out)))}
 
   async def languages(self, params: dict) -> list:
-    return languages(*self.pair)
+    return languages(self.server.models)
 
   async def detect(self, params: dict) -> list:
-    if not params.get("q"):
+    """/detect: the served source languages, most likely first, with confidences 0-100."""
+    q = params.get("q")
+    if not q or not isinstance(q, str):
       raise RequestError(400, "Invalid request: missing q parameter")
-    return [{"language": self.pair[0], "confidence": 100.0}]  # a model of one source
+    return [{"language": code, "confidence": confidence}
+            for code, confidence in self.server.detector.rank(q)]
 
   async def frontend_settings(self, params: dict) -> dict:
     return frontend_settings(*self.pair, self.server.limits, self.server.api_keys is not None,

@@ -29,7 +29,7 @@ def run_waves(waves: list[int], spans: list | None = None) -> tuple[list[int], l
     return list(texts)
 
   async def main():
-    batcher = Batcher(translate, Limits(max_wait_ms=WAIT_MS), Metrics(), workers=2,
+    batcher = Batcher(translate, Limits(max_wait_ms=WAIT_MS), Metrics().for_model("test"), workers=2,
                       quiet_ms=QUIET_MS)
     batcher.start()
     seconds = []
