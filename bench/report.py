@@ -344,6 +344,20 @@ def glossary_sets(runs):
                 "sentences/s without / with", "speed with / without", "commit"], rows)
 
 
+def detection(runs):
+  """Language detection (bench/detection.py), the newest row of each detector and CPU
+  class: accuracy on whole captions and on 1-3 words, and time per text."""
+  newest = {(r["cpu"], r["detector"]): r["name"] for r in runs if r["kind"] == "detection"}
+  rows = [[r["cpu"], r["detector"], f"{r['sentence']['texts']:,}",
+           *(fmt(100 * r[k]["accuracy"], 1) for k in ("sentence", "1 word", "2 words",
+                                                      "3 words")),
+           fmt(r["ms_per_text"], 3), r["commit"]]
+          for r in runs if r["kind"] == "detection"
+          and newest[r["cpu"], r["detector"]] == r["name"]]
+  return table(["CPU", "detector", "texts per length", "captions (%)", "1 word (%)",
+                "2 words (%)", "3 words (%)", "ms per text", "commit"], rows)
+
+
 def soak(runs):
   """Soaks of the server (bench/soak.py): arrivals beyond its capacity for a long time."""
   rows = [[r["cpu"], fmt(r["minutes"], 0), fmt(r["capacity_requests_per_s"], 1),
@@ -490,7 +504,7 @@ def proxies(runs):
   return table(["change", "updates", "greedy val BLEU", "average of 5", "of 10", "of 20"], rows)
 
 
-TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "glossary_sets": glossary_sets, "hour_now": hour_now, "past_the_hour": past_the_hour, "ablations": ablations,
+TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "glossary_sets": glossary_sets, "detection": detection, "hour_now": hour_now, "past_the_hour": past_the_hour, "ablations": ablations,
           "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe, "auto_plan": auto_plan,
           "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now,
           "serving_now": serving_now, "decode_compile": decode_compile,

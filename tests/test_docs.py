@@ -97,7 +97,7 @@ def test_results_rows_are_complete_and_consistent():
     assert r["kind"] in ("hour", "longer", "decode", "decode_compile", "setting", "proxy",
                          "serve", "auto", "auto_plan", "first_minutes", "decode_memory",
                          "paragraphs", "batch_rows", "soak", "glossary", "documents",
-                         "paragraphs_unpunctuated", "glossary_sets"), r["name"]
+                         "paragraphs_unpunctuated", "glossary_sets", "detection"), r["name"]
     assert r["commit"] and re.fullmatch(r"[0-9a-f]{7,40}", r["commit"]), r["name"]
     if r["kind"] == "decode":
       assert r["sentences_per_s"] > 0, r["name"]
@@ -117,6 +117,11 @@ def test_results_rows_are_complete_and_consistent():
       assert r["cpu"] and r["command"] and 0 <= r["boundary_accuracy"] <= 1, r["name"]
       assert r["bleu_paragraphs"] > 0 and r["bleu_sentences_joined"] > 0, r["name"]
       assert r["sentences_per_s_paragraphs"] > 0 and r["sentences_per_s_sentences"] > 0
+      continue
+    if r["kind"] == "detection":
+      assert r["cpu"] and r["command"] and r["ms_per_text"] > 0, r["name"]
+      assert all(0 <= r[k]["accuracy"] <= 1 for k in ("sentence", "1 word", "2 words",
+                                                       "3 words")), r["name"]
       continue
     if r["kind"] == "glossary_sets":
       assert r["cpu"] and r["command"] and r["sets"], r["name"]
