@@ -188,3 +188,37 @@ def test_a_run_that_cannot_be_read_stops_the_server_unless_skipped(runs, tmp_pat
   out = run_cli("-m", "seq2seq.cli.serve", "--workdir", runs[0], "--workdir", broken,
                 check=False)
   assert out.returncode != 0 and b"broken" in out.stderr
+
+
+def test_the_page_chooses_languages_detects_and_swaps_in_a_headless_browser(server, runs):
+  from serve_helpers import browser_page
+  de_en, en_de = Translator.load(runs[1]), Translator.load(runs[0])
+  with browser_page() as page:
+    page.goto(server + "/")
+    page.wait_for_function("document.querySelectorAll('#from option').length > 2",
+                           timeout=60_000)
+    assert page.eval_on_selector_all("#from option", "os => os.map(o => o.value)") == [
+        "auto", "en", "de"]
+    page.select_option("#from", "de")
+    assert page.eval_on_selector_all("#to option", "os => os.map(o => o.value)") == [
+        "en", "xx"]  # de→xx through English
+    page.select_option("#to", "en")
+    page.fill("#beam", "1")
+    page.fill("#nbest", "0")
+    page.fill("#source", DE[3])
+    page.click("#go")
+    page.wait_for_function("document.querySelector('#output').textContent.length > 0",
+                           timeout=120_000)
+    assert page.inner_text("#output") == de_en.translate(DE[3], beam_size=1)
+    page.click("#swap")  # en→de now, the translation the text to translate
+    assert (page.input_value("#from"), page.input_value("#to")) == ("en", "de")
+    assert page.input_value("#source") == de_en.translate(DE[3], beam_size=1)
+    page.select_option("#from", "auto")
+    page.select_option("#to", "de")
+    page.fill("#source", EN[4])
+    page.click("#go")
+    page.wait_for_function("document.querySelector('#detected').textContent.length > 0",
+                           timeout=120_000)
+    assert page.inner_text("#detected").startswith("detected: English")
+    assert page.inner_text("#output") == en_de.translate(EN[4], beam_size=1)
+    assert page.inner_text("#error") == ""
