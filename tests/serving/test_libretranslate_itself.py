@@ -191,3 +191,71 @@ def test_libretranslate_s_web_ui_from_its_own_origin_works_against_our_server(
     assert (our_url + "/translate", lt_url) in posts  # cross-origin, with its Origin
   finally:
     stop_server(proc)
+
+
+@pytest.fixture(scope="module")
+def three_packages(argos_package, tmp_path_factory):
+  """Argos packages of en→de (the tiny run), de→en and en→fr; "French" is the sample's
+  German under fr's code (the sample has two languages): what LibreTranslate does with
+  three packages, its pivot de→en→fr, does not depend on the words."""
+  from conftest import run_cli
+  root = tmp_path_factory.mktemp("three")
+  data = root / "data"
+  data.mkdir()
+  for split in ("train", "val", "test"):
+    for lang in ("en", "de"):
+      shutil.copy(SAMPLE / f"{split}.{lang}", data / f"{split}.{lang}")
+    shutil.copy(SAMPLE / f"{split}.de", data / f"{split}.fr")
+  packages = [argos_package]
+  for src, tgt in (("de", "en"), ("en", "fr")):
+    run = root / f"{src}-{tgt}"
+    run_cli("train.py", "--config", "configs/tiny.py", "--workdir", run,
+            f"--config.data.dir={data}", f"--config.data.src_lang={src}",
+            f"--config.data.tgt_lang={tgt}", "--config.model.encoder_layers=1",
+            "--config.model.decoder_layers=1", "--config.train.max_steps=200",
+            "--config.train.eval_every=200", "--config.train.checkpoint_every=200")
+    out = root / f"{src}_{tgt}.argosmodel"
+    run_cli("-m", "seq2seq.cli.export", "--workdir", run, "--format", "argos", "--output", out)
+    packages.append(out)
+  return packages
+
+
+def test_libretranslate_serves_three_of_our_packages_and_pivots_through_english(
+    three_packages, tmp_path):
+  if not LIBRETRANSLATE.exists():
+    pytest.skip(f"LibreTranslate is not installed at {LIBRETRANSLATE} (make libretranslate)")
+  home = tmp_path / "home"
+  for package in three_packages:
+    with zipfile.ZipFile(package) as z:
+      z.extractall(home / "packages")
+  (home / "index").mkdir()
+  (home / "index" / "index.json").write_text("[]")
+  closed = f"http://127.0.0.1:{free_port()}"
+  env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "ARGOS_PACKAGES_DIR": str(home / "packages"),
+         "ARGOS_PACKAGE_INDEX": (home / "index").as_uri() + "/",
+         "http_proxy": closed, "https_proxy": closed, "HTTP_PROXY": closed, "HTTPS_PROXY": closed}
+  port = free_port()
+  with tempfile.TemporaryFile() as log:
+    proc = subprocess.Popen([LIBRETRANSLATE, "--host", "127.0.0.1", "--port", str(port),
+                             "--load-only", "en,de,fr"], env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+      wait_until_up(url + "/languages", proc, log)
+      status, languages = get(url + "/languages")
+      targets = {x["code"]: set(x["targets"]) for x in languages}
+      assert {"de", "fr"} <= targets["en"] and {"en", "fr"} <= targets["de"]
+      german = (SAMPLE / "test.de").read_text().splitlines()[:3]
+      answers = {}
+      for src, tgt, texts in (("en", "de", SOURCES[:3]), ("de", "en", german),
+                              ("en", "fr", SOURCES[:3]), ("de", "fr", german)):
+        status, body = post(url, {"q": texts, "source": src, "target": tgt})
+        assert status == 200 and all(body["translatedText"]), (src, tgt, body)
+        answers[src, tgt] = body["translatedText"]
+      # the pivot: its English is what the de→en package says, its French the en→fr's of that
+      status, body = post(url, {"q": answers["de", "en"], "source": "en", "target": "fr"})
+      assert body["translatedText"] == answers["de", "fr"]
+      assert answers["de", "en"] != german
+    finally:
+      proc.terminate()
+      proc.wait(timeout=60)
