@@ -358,6 +358,24 @@ def detection(runs):
                 "2 words (%)", "3 words (%)", "ms per text", "commit"], rows)
 
 
+def serve_mixed(runs):
+  """Several models behind one server (bench/serve_mixed.py), the newest row of each CPU
+  class: mixed traffic over six models against one model's server, and memory."""
+  newest = {r["cpu"]: r["name"] for r in runs if r["kind"] == "serve_mixed"}
+  rows = []
+  for r in runs:
+    if r["kind"] != "serve_mixed" or newest[r["cpu"]] != r["name"]:
+      continue
+    for key, label in (("one_model", "one model, one direction"),
+                       ("six_models", "six models, six directions")):
+      x = r[key]
+      rows.append([r["cpu"], r["model"], label, str(r["clients"]), fmt(x["sentences_per_s"], 1),
+                   fmt(x["p50_ms"], 0), fmt(x["p99_ms"], 0), str(x["mismatches"]),
+                   fmt(x["rss_mib_ready"], 0), r["commit"]])
+  return table(["CPU", "model", "server", "clients", "sentences/s", "p50 (ms)", "p99 (ms)",
+                "answers unlike alone", "RSS when ready (MiB)", "commit"], rows)
+
+
 def soak(runs):
   """Soaks of the server (bench/soak.py): arrivals beyond its capacity for a long time."""
   rows = [[r["cpu"], fmt(r["minutes"], 0), fmt(r["capacity_requests_per_s"], 1),
@@ -504,7 +522,7 @@ def proxies(runs):
   return table(["change", "updates", "greedy val BLEU", "average of 5", "of 10", "of 20"], rows)
 
 
-TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "glossary_sets": glossary_sets, "detection": detection, "hour_now": hour_now, "past_the_hour": past_the_hour, "ablations": ablations,
+TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "glossary_sets": glossary_sets, "detection": detection, "serve_mixed": serve_mixed, "hour_now": hour_now, "past_the_hour": past_the_hour, "ablations": ablations,
           "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe, "auto_plan": auto_plan,
           "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now,
           "serving_now": serving_now, "decode_compile": decode_compile,
