@@ -146,8 +146,9 @@ FIELDS: dict[str, tuple[dict, str]] = {
                "each text's); default: the first model's source"),
     "target": ({"type": "string"}, "the language to translate into; default: the first "
                "model's target"),
+    "tgt_lang": ({"type": "string"}, "the same as target (the Python API's name)"),
 }
-ROUTING = ("source", "target")  # the route's fields, read by the server before the rest
+ROUTING = ("source", "target", "tgt_lang")  # the route's fields, read by the server before the rest
 
 
 def media_type(content_type: str | None) -> str:

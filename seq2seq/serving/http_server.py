@@ -199,9 +199,11 @@ class Server:
     given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
     check_key({"api_key": given}, self.api_keys, self.require_key)
     routes = None
-    if isinstance(value, dict) and (value.get("source") or value.get("target")):
+    if isinstance(value, dict) and any(value.get(k) for k in ("source", "target", "tgt_lang")):
+      if value.get("target") and value.get("tgt_lang"):
+        raise RequestError(422, "give target or tgt_lang, not both")
       texts = value.get("texts", [value.get("text")])
-      routes = self.route(value.get("source"), value.get("target"),
+      routes = self.route(value.get("source"), value.get("target") or value.get("tgt_lang"),
                           texts if isinstance(texts, list) else [texts])
     one_model = routes is None or all(len(r) == 1 and r[0].model is routes[0][0].model
                                       for r in routes)

@@ -140,6 +140,18 @@ def test_each_direction_translates_as_its_own_model_through_both_apis(server, ru
   assert status == 200 and body["translatedText"] == en_de.translate(EN[0])
   status, body = post(server, {"texts": DE[:2], "source": "de", "target": "en"})
   assert status == 200 and body["translations"] == de_en.translate(DE[:2])
+  status, body = post(server, {"text": DE[2], "source": "auto", "tgt_lang": "en"})
+  assert status == 200 and body["translation"] == de_en.translate(DE[2])
+
+
+def test_libretranslate_s_python_client_works_across_the_models(server, runs):
+  from libretranslatepy import LibreTranslateAPI
+  de_en = Translator.load(runs[1])
+  client = LibreTranslateAPI(server + "/")
+  assert client.translate(DE[0], "de", "en") == de_en.translate(DE[0])
+  assert client.translate(DE[1], "auto", "en") == de_en.translate(DE[1])
+  assert {x["code"] for x in client.languages()} == {"en", "de", "xx"}
+  assert client.detect(EN[0])[0]["language"] == "en"
 
 
 def test_auto_detects_each_text_s_language_and_says_so(server, runs):
