@@ -220,11 +220,12 @@ def three_packages(argos_package, tmp_path_factory):
   return packages
 
 
-def test_libretranslate_serves_three_of_our_packages_and_pivots_through_english(
-    three_packages, tmp_path):
+@pytest.fixture(scope="module")
+def libretranslate_of_three(three_packages, tmp_path_factory):
+  """The url of LibreTranslate serving the three packages (as `libretranslate` serves one)."""
   if not LIBRETRANSLATE.exists():
     pytest.skip(f"LibreTranslate is not installed at {LIBRETRANSLATE} (make libretranslate)")
-  home = tmp_path / "home"
+  home = tmp_path_factory.mktemp("libretranslate-three")
   for package in three_packages:
     with zipfile.ZipFile(package) as z:
       z.extractall(home / "packages")
@@ -242,20 +243,50 @@ def test_libretranslate_serves_three_of_our_packages_and_pivots_through_english(
     url = f"http://127.0.0.1:{port}"
     try:
       wait_until_up(url + "/languages", proc, log)
-      status, languages = get(url + "/languages")
-      targets = {x["code"]: set(x["targets"]) for x in languages}
-      assert {"de", "fr"} <= targets["en"] and {"en", "fr"} <= targets["de"]
-      german = (SAMPLE / "test.de").read_text().splitlines()[:3]
-      answers = {}
-      for src, tgt, texts in (("en", "de", SOURCES[:3]), ("de", "en", german),
-                              ("en", "fr", SOURCES[:3]), ("de", "fr", german)):
-        status, body = post(url, {"q": texts, "source": src, "target": tgt})
-        assert status == 200 and all(body["translatedText"]), (src, tgt, body)
-        answers[src, tgt] = body["translatedText"]
-      # the pivot: its English is what the de→en package says, its French the en→fr's of that
-      status, body = post(url, {"q": answers["de", "en"], "source": "en", "target": "fr"})
-      assert body["translatedText"] == answers["de", "fr"]
-      assert answers["de", "en"] != german
+      yield url
     finally:
       proc.terminate()
       proc.wait(timeout=60)
+
+
+GERMAN = (SAMPLE / "test.de").read_text().splitlines()[:3]
+
+
+def test_libretranslate_serves_three_of_our_packages_and_pivots_through_english(
+    libretranslate_of_three):
+  url = libretranslate_of_three
+  status, languages = get(url + "/languages")
+  targets = {x["code"]: set(x["targets"]) for x in languages}
+  assert {"de", "fr"} <= targets["en"] and {"en", "fr"} <= targets["de"]
+  answers = {}
+  for src, tgt, texts in (("en", "de", SOURCES[:3]), ("de", "en", GERMAN),
+                          ("en", "fr", SOURCES[:3]), ("de", "fr", GERMAN)):
+    status, body = post(url, {"q": texts, "source": src, "target": tgt})
+    assert status == 200 and all(body["translatedText"]), (src, tgt, body)
+    answers[src, tgt] = body["translatedText"]
+  # the pivot: its English is what the de→en package says, its French the en→fr's of that
+  status, body = post(url, {"q": answers["de", "en"], "source": "en", "target": "fr"})
+  assert body["translatedText"] == answers["de", "fr"]
+  assert answers["de", "en"] != GERMAN
+
+
+def test_libretranslate_s_web_ui_shows_the_language_it_detected(libretranslate_of_three):
+  url = libretranslate_of_three
+  with browser_page() as page:
+    only_loopback(page)
+    page.goto(url + "/", wait_until="domcontentloaded")
+    page.wait_for_function("document.querySelectorAll('select.browser-default option')"
+                           ".length > 2", timeout=60_000)
+    selects = page.locator("select.browser-default")
+    selects.nth(0).select_option("auto")
+    selects.nth(1).select_option("en")
+    page.fill("#textarea1", GERMAN[0])
+    page.wait_for_function("document.querySelector('#textarea2').value.length > 0",
+                           timeout=120_000)
+    page.wait_for_function("document.querySelector('#sourceLangLabel').parentElement"
+                           ".innerText.includes('%')", timeout=60_000)
+    label = page.locator("#sourceLangLabel").locator("xpath=..").inner_text()
+    shown = page.input_value("#textarea2")
+  assert "German" in label, label
+  status, body = post(url, {"q": GERMAN[0], "source": "de", "target": "en"})
+  assert shown == body["translatedText"]
