@@ -140,15 +140,17 @@ def start_seq2seq_serve(args) -> tuple[subprocess.Popen, str]:
                       lambda health: health.get("batch_rows") in ([], rows))
 
 
-async def client(host: str, port: int, texts, stop_at: float, out: dict) -> None:
-  """Sends one text per request, back to back on one kept-alive connection, until
-  `stop_at`: raw HTTP/1.1 on asyncio streams, so that the load generator, which shares the
-  server's cores, spends as little of them as it can."""
+async def client(host: str, port: int, texts, stop_at: float, out: dict,
+                 body_of=lambda text: {"text": text}, field: str = "translation") -> None:
+  """Sends one text per request (`body_of(item)` the JSON of each item of `texts`, the
+  answer's `field` checked against `out["expected"][item]`), back to back on one
+  kept-alive connection, until `stop_at`: raw HTTP/1.1 on asyncio streams, so that the
+  load generator, which shares the server's cores, spends as little of them as it can."""
   reader, writer = await asyncio.open_connection(host, port)
   try:
     while time.perf_counter() < stop_at:
       text = next(texts)
-      body = json.dumps({"text": text}).encode()
+      body = json.dumps(body_of(text)).encode()
       t = time.perf_counter()
       writer.write(b"POST /translate HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json"
                    b"\r\nContent-Length: %d\r\n\r\n%s" % (host.encode(), len(body), body))
@@ -161,8 +163,8 @@ async def client(host: str, port: int, texts, stop_at: float, out: dict) -> None
         out["refused"] += 1
         continue
       out["latencies"].append(time.perf_counter() - t)
-      if status != 200 or out["expected"][text] != answer["translation"]:
-        out["wrong"].append((status, text, answer.get("translation")))
+      if status != 200 or out["expected"][text] != answer[field]:
+        out["wrong"].append((status, text, answer.get(field)))
   finally:
     writer.close()
 

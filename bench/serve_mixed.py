@@ -34,7 +34,7 @@ from seq2seq.data.textfiles import read_lines
 from seq2seq.runtime import enable_compilation_cache
 
 from common import MULTI30K, machine, report
-from serve_load import start_server
+from serve_load import client, start_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from serve_helpers import post  # noqa: E402
@@ -67,30 +67,6 @@ def rss_mib(pid: int) -> float:
   return float("nan")
 
 
-async def client(host, port, jobs, stop_at, out):
-  reader, writer = await asyncio.open_connection(host, port)
-  try:
-    while time.perf_counter() < stop_at:
-      text, src, tgt = next(jobs)
-      body = json.dumps({"q": text, "source": src, "target": tgt}).encode()
-      t = time.perf_counter()
-      writer.write(b"POST /translate HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json"
-                   b"\r\nContent-Length: %d\r\n\r\n%s" % (host.encode(), len(body), body))
-      head = await reader.readuntil(b"\r\n\r\n")
-      status = int(head.split(b" ", 2)[1])
-      length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length:"))
-      answer = json.loads(await reader.readexactly(length))
-      if status == 429:
-        out["refused"] += 1
-        continue
-      out["latencies"].append(time.perf_counter() - t)
-      if status != 200 or out["expected"][text, src, tgt] != answer["translatedText"]:
-        out["wrong"].append((status, text, src, tgt))
-  finally:
-    writer.close()
-
-
 def load(url, lines, directions, clients, seconds):
   expected = {(t, s, g): post(url, {"q": t, "source": s, "target": g})[1]["translatedText"]
               for s, g in directions for t in lines}
@@ -101,7 +77,8 @@ def load(url, lines, directions, clients, seconds):
     stop_at = time.perf_counter() + seconds
     await asyncio.gather(*(client(host, int(port), iter(itertools.cycle(
         [(t, *directions[k % len(directions)]) for t in lines[k::clients] or lines])),
-        stop_at, out) for k in range(clients)))
+        stop_at, out, lambda x: {"q": x[0], "source": x[1], "target": x[2]}, "translatedText")
+        for k in range(clients)))
 
   started = time.perf_counter()
   asyncio.run(all_clients())

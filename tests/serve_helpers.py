@@ -124,3 +124,27 @@ def chromium() -> str:
   if not path:
     pytest.skip("no chromium to drive (Debian: apt-get install chromium; .ci/run does)")
   return path
+
+
+def sample_with(folder, code: str):
+  """The sample (data/sample) in `folder`, with its German also under the language code
+  `code`: a third language for routes and pivots, whose words do not matter."""
+  import shutil
+
+  from helpers import SAMPLE
+  folder.mkdir(parents=True, exist_ok=True)
+  for split in ("train", "val", "test"):
+    for lang in ("en", "de"):
+      shutil.copy(SAMPLE / f"{split}.{lang}", folder / f"{split}.{lang}")
+    shutil.copy(SAMPLE / f"{split}.de", folder / f"{split}.{code}")
+  return folder
+
+
+def train_direction(folder, data, src: str, tgt: str) -> None:
+  """A tiny run (one layer per stack, 200 updates) of `src`→`tgt` on the files in `data`."""
+  from conftest import run_cli
+  run_cli("train.py", "--config", "configs/tiny.py", "--workdir", folder,
+          f"--config.data.dir={data}", f"--config.data.src_lang={src}",
+          f"--config.data.tgt_lang={tgt}", "--config.model.encoder_layers=1",
+          "--config.model.decoder_layers=1", "--config.train.max_steps=200",
+          "--config.train.eval_every=200", "--config.train.checkpoint_every=200")

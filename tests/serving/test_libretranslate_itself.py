@@ -22,7 +22,16 @@ import pytest
 from seq2seq import load_engine
 
 from helpers import ROOT, SAMPLE
-from serve_helpers import browser_page, free_port, get, post, start_server, stop_server
+from serve_helpers import (
+  browser_page,
+  free_port,
+  get,
+  post,
+  sample_with,
+  start_server,
+  stop_server,
+  train_direction,
+)
 
 pytestmark = pytest.mark.slow  # trains, exports and starts two servers
 
@@ -34,14 +43,15 @@ TWO_SENTENCES = f"{SOURCES[0]} {SOURCES[1]}"
 LONG = "A man in a red shirt and a woman in a blue dress walk with their dog, " * 12 + "and smile."
 
 
-@pytest.fixture(scope="module")
-def libretranslate(argos_package, tmp_path_factory):
-  """(url, home) of LibreTranslate serving the package."""
+@contextlib.contextmanager
+def libretranslate_serving(packages, home: Path, languages: str):
+  """The url of LibreTranslate serving `packages` (unzipped into `home`), loading only
+  `languages`, with every download refused."""
   if not LIBRETRANSLATE.exists():
     pytest.skip(f"LibreTranslate is not installed at {LIBRETRANSLATE} (make libretranslate)")
-  home = tmp_path_factory.mktemp("libretranslate")
-  with zipfile.ZipFile(argos_package) as z:
-    z.extractall(home / "packages")
+  for package in packages:
+    with zipfile.ZipFile(package) as z:
+      z.extractall(home / "packages")
   (home / "index").mkdir()
   (home / "index" / "index.json").write_text("[]")
   closed = f"http://127.0.0.1:{free_port()}"
@@ -51,15 +61,23 @@ def libretranslate(argos_package, tmp_path_factory):
   port = free_port()
   with tempfile.TemporaryFile() as log:
     proc = subprocess.Popen([LIBRETRANSLATE, "--host", "127.0.0.1", "--port", str(port),
-                             "--load-only", "en,de"], env=env, stdout=log,
+                             "--load-only", languages], env=env, stdout=log,
                             stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
       wait_until_up(url + "/languages", proc, log)
-      yield url, home
+      yield url
     finally:
       proc.terminate()
       proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def libretranslate(argos_package, tmp_path_factory):
+  """(url, home) of LibreTranslate serving the package."""
+  home = tmp_path_factory.mktemp("libretranslate")
+  with libretranslate_serving([argos_package], home, "en,de") as url:
+    yield url, home
 
 
 def wait_until_up(url, proc, log, timeout=120):
@@ -119,15 +137,15 @@ def test_a_sentence_longer_than_the_model_s_maximum_is_translated_not_a_500(
   assert body["translatedText"] == sp.decode(result[0].hypotheses[0]).lstrip(" ")
 
 
-def web_ui_translates(page, url, text) -> str:
-  """Types `text` into LibreTranslate's web UI at `url`, English to German, and returns
-  what it shows as the translation."""
+def web_ui_translates(page, url, text, source="en", target="de") -> str:
+  """Types `text` into LibreTranslate's web UI at `url`, `source` (or "auto") to
+  `target`, and returns what it shows as the translation."""
   page.goto(url + "/", wait_until="domcontentloaded")
   page.wait_for_function("document.querySelectorAll('select.browser-default option')"
                          ".length > 2", timeout=60_000)
   selects = page.locator("select.browser-default")
-  selects.nth(0).select_option("en")
-  selects.nth(1).select_option("de")
+  selects.nth(0).select_option(source)
+  selects.nth(1).select_option(target)
   page.fill("#textarea1", text)
   page.wait_for_function("document.querySelector('#textarea2').value.length > 0",
                          timeout=120_000)
@@ -200,20 +218,11 @@ def three_packages(argos_package, tmp_path_factory):
   three packages, its pivot de→en→fr, does not depend on the words."""
   from conftest import run_cli
   root = tmp_path_factory.mktemp("three")
-  data = root / "data"
-  data.mkdir()
-  for split in ("train", "val", "test"):
-    for lang in ("en", "de"):
-      shutil.copy(SAMPLE / f"{split}.{lang}", data / f"{split}.{lang}")
-    shutil.copy(SAMPLE / f"{split}.de", data / f"{split}.fr")
+  data = sample_with(root / "data", "fr")
   packages = [argos_package]
   for src, tgt in (("de", "en"), ("en", "fr")):
     run = root / f"{src}-{tgt}"
-    run_cli("train.py", "--config", "configs/tiny.py", "--workdir", run,
-            f"--config.data.dir={data}", f"--config.data.src_lang={src}",
-            f"--config.data.tgt_lang={tgt}", "--config.model.encoder_layers=1",
-            "--config.model.decoder_layers=1", "--config.train.max_steps=200",
-            "--config.train.eval_every=200", "--config.train.checkpoint_every=200")
+    train_direction(run, data, src, tgt)
     out = root / f"{src}_{tgt}.argosmodel"
     run_cli("-m", "seq2seq.cli.export", "--workdir", run, "--format", "argos", "--output", out)
     packages.append(out)
@@ -222,31 +231,10 @@ def three_packages(argos_package, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def libretranslate_of_three(three_packages, tmp_path_factory):
-  """The url of LibreTranslate serving the three packages (as `libretranslate` serves one)."""
-  if not LIBRETRANSLATE.exists():
-    pytest.skip(f"LibreTranslate is not installed at {LIBRETRANSLATE} (make libretranslate)")
-  home = tmp_path_factory.mktemp("libretranslate-three")
-  for package in three_packages:
-    with zipfile.ZipFile(package) as z:
-      z.extractall(home / "packages")
-  (home / "index").mkdir()
-  (home / "index" / "index.json").write_text("[]")
-  closed = f"http://127.0.0.1:{free_port()}"
-  env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "ARGOS_PACKAGES_DIR": str(home / "packages"),
-         "ARGOS_PACKAGE_INDEX": (home / "index").as_uri() + "/",
-         "http_proxy": closed, "https_proxy": closed, "HTTP_PROXY": closed, "HTTPS_PROXY": closed}
-  port = free_port()
-  with tempfile.TemporaryFile() as log:
-    proc = subprocess.Popen([LIBRETRANSLATE, "--host", "127.0.0.1", "--port", str(port),
-                             "--load-only", "en,de,fr"], env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-      wait_until_up(url + "/languages", proc, log)
-      yield url
-    finally:
-      proc.terminate()
-      proc.wait(timeout=60)
+  """The url of LibreTranslate serving the three packages."""
+  with libretranslate_serving(three_packages, tmp_path_factory.mktemp("lt-three"),
+                              "en,de,fr") as url:
+    yield url
 
 
 GERMAN = (SAMPLE / "test.de").read_text().splitlines()[:3]
@@ -274,19 +262,10 @@ def test_libretranslate_s_web_ui_shows_the_language_it_detected(libretranslate_o
   url = libretranslate_of_three
   with browser_page() as page:
     only_loopback(page)
-    page.goto(url + "/", wait_until="domcontentloaded")
-    page.wait_for_function("document.querySelectorAll('select.browser-default option')"
-                           ".length > 2", timeout=60_000)
-    selects = page.locator("select.browser-default")
-    selects.nth(0).select_option("auto")
-    selects.nth(1).select_option("en")
-    page.fill("#textarea1", GERMAN[0])
-    page.wait_for_function("document.querySelector('#textarea2').value.length > 0",
-                           timeout=120_000)
+    shown = web_ui_translates(page, url, GERMAN[0], "auto", "en")
     page.wait_for_function("document.querySelector('#sourceLangLabel').parentElement"
                            ".innerText.includes('%')", timeout=60_000)
     label = page.locator("#sourceLangLabel").locator("xpath=..").inner_text()
-    shown = page.input_value("#textarea2")
   assert "German" in label, label
   status, body = post(url, {"q": GERMAN[0], "source": "de", "target": "en"})
   assert shown == body["translatedText"]

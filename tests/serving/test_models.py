@@ -17,7 +17,7 @@ from seq2seq.serving.models import Models, ServedModel, model_folders
 
 from conftest import run_cli
 from helpers import SAMPLE
-from serve_helpers import get, post, start_server, stop_server
+from serve_helpers import get, post, sample_with, start_server, stop_server, train_direction
 
 EN = read_lines(SAMPLE / "test.en")
 DE = read_lines(SAMPLE / "test.de")
@@ -90,25 +90,12 @@ def test_a_models_folder_holds_runs_and_exports(tmp_path, trained_run):
     model_folders(tmp_path / "notes")
 
 
-def train_direction(folder, data, src, tgt):
-  run_cli("train.py", "--config", "configs/tiny.py", "--workdir", folder,
-          f"--config.data.dir={data}", f"--config.data.src_lang={src}",
-          f"--config.data.tgt_lang={tgt}", "--config.model.encoder_layers=1",
-          "--config.model.decoder_layers=1", "--config.train.max_steps=200",
-          "--config.train.eval_every=200", "--config.train.checkpoint_every=200")
-
-
 @pytest.fixture(scope="module")
 def runs(trained_run, tmp_path_factory):
   """(en→de, de→en, en→xx) runs; xx is a made-up language whose text is the sample's
   German under another code, so that de→xx has a route through English only."""
   root = tmp_path_factory.mktemp("directions")
-  data = root / "data"
-  data.mkdir()
-  for split in ("train", "val", "test"):
-    for lang in ("en", "de"):
-      shutil.copy(SAMPLE / f"{split}.{lang}", data / f"{split}.{lang}")
-    shutil.copy(SAMPLE / f"{split}.de", data / f"{split}.xx")
+  data = sample_with(root / "data", "xx")
   train_direction(root / "de-en", data, "de", "en")
   train_direction(root / "en-xx", data, "en", "xx")
   return trained_run, root / "de-en", root / "en-xx"
