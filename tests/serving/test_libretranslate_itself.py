@@ -179,6 +179,20 @@ def test_libretranslate_s_web_ui_translates_with_the_package(libretranslate, tmp
   assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def point_at(page, our_url):
+  """LibreTranslate's page, its script's API address replaced by `our_url`; nothing but
+  the loopback reached."""
+  def our_api(route):
+    script = route.fetch().text()
+    start = script.index("var BaseUrl")
+    end = script.index(";", start)
+    route.fulfill(body=script[:start] + f"var BaseUrl = {json.dumps(our_url)}"
+                  + script[end:], content_type="application/javascript")
+
+  only_loopback(page)
+  page.route(lambda u: "/js/app.js" in u, our_api)  # LibreTranslate adds ?v=VERSION
+
+
 def test_libretranslate_s_web_ui_from_its_own_origin_works_against_our_server(
     libretranslate, trained_run, tmp_path):
   """LibreTranslate's own page and script, served by LibreTranslate, with its API address
@@ -190,16 +204,7 @@ def test_libretranslate_s_web_ui_from_its_own_origin_works_against_our_server(
     with browser_page() as page:
       sent = []
       page.on("request", lambda r: sent.append((r.method, r.url, r.headers.get("origin"))))
-
-      def our_api(route):
-        script = route.fetch().text()
-        start = script.index("var BaseUrl")
-        end = script.index(";", start)
-        route.fulfill(body=script[:start] + f"var BaseUrl = {json.dumps(our_url)}"
-                      + script[end:], content_type="application/javascript")
-
-      only_loopback(page)
-      page.route(lambda u: "/js/app.js" in u, our_api)  # LibreTranslate adds ?v=VERSION
+      point_at(page, our_url)
       shown = web_ui_translates(page, lt_url, TWO_SENTENCES)
       screenshot(page, tmp_path, "libretranslate-web-ui-on-seq2seq-serve.png")
     status, body = post(our_url, {"q": TWO_SENTENCES, "source": "en",
@@ -212,18 +217,24 @@ def test_libretranslate_s_web_ui_from_its_own_origin_works_against_our_server(
 
 
 @pytest.fixture(scope="module")
-def three_packages(argos_package, tmp_path_factory):
-  """Argos packages of en→de (the tiny run), de→en and en→fr; "French" is the sample's
-  German under fr's code (the sample has two languages): what LibreTranslate does with
-  three packages, its pivot de→en→fr, does not depend on the words."""
-  from conftest import run_cli
+def three_runs(trained_run, tmp_path_factory):
+  """Runs of en→de (the tiny run), de→en and en→fr; "French" is the sample's German under
+  fr's code (the sample has two languages): what LibreTranslate does with three packages,
+  its pivot de→en→fr, does not depend on the words."""
   root = tmp_path_factory.mktemp("three")
   data = sample_with(root / "data", "fr")
-  packages = [argos_package]
   for src, tgt in (("de", "en"), ("en", "fr")):
-    run = root / f"{src}-{tgt}"
-    train_direction(run, data, src, tgt)
-    out = root / f"{src}_{tgt}.argosmodel"
+    train_direction(root / f"{src}-{tgt}", data, src, tgt)
+  return [trained_run, root / "de-en", root / "en-fr"]
+
+
+@pytest.fixture(scope="module")
+def three_packages(three_runs, argos_package):
+  """The three runs' Argos packages."""
+  from conftest import run_cli
+  packages = [argos_package]
+  for run in three_runs[1:]:
+    out = run.parent / f"{run.name.replace('-', '_')}.argosmodel"
     run_cli("-m", "seq2seq.cli.export", "--workdir", run, "--format", "argos", "--output", out)
     packages.append(out)
   return packages
@@ -269,3 +280,25 @@ def test_libretranslate_s_web_ui_shows_the_language_it_detected(libretranslate_o
   assert "German" in label, label
   status, body = post(url, {"q": GERMAN[0], "source": "de", "target": "en"})
   assert shown == body["translatedText"]
+
+
+def test_libretranslate_s_web_ui_works_across_the_models_of_our_server(
+    libretranslate_of_three, three_runs):
+  """LibreTranslate's page pointed at one seq2seq-serve of the three runs: it lists their
+  languages, and with Auto Detect it shows the language our server detected."""
+  proc, our_url = start_server(*(x for run in three_runs for x in ("--workdir", run)))
+  try:
+    with browser_page() as page:
+      point_at(page, our_url)
+      shown = web_ui_translates(page, libretranslate_of_three, GERMAN[1], "auto", "en")
+      page.wait_for_function("document.querySelector('#sourceLangLabel').parentElement"
+                             ".innerText.includes('%')", timeout=60_000)
+      label = page.locator("#sourceLangLabel").locator("xpath=..").inner_text()
+      targets = page.eval_on_selector_all("select.browser-default:nth-of-type(1) option",
+                                          "os => os.map(o => o.value)")
+    status, body = post(our_url, {"q": GERMAN[1], "source": "de", "target": "en"})
+    assert status == 200 and shown == body["translatedText"]
+    assert "German" in label, label
+    assert {"en", "de"} <= set(targets)
+  finally:
+    stop_server(proc)
