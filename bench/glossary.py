@@ -25,9 +25,9 @@ dictionary translations (the model's word) and not the term.
 Each set is one glossary file, as a user's is. For each set: term use (the share of the
 terms that apply whose target the output holds as a whole word); **in place**: of the
 terms whose source word's translation the plain output says exactly once (the model's
-word, found by the dictionary's content words, not by the model's attention), the share
-whose output
-puts the term in its place (the plain and the glossary output aligned word by word with
+word: the best-ranked of the source word's dictionary translations, content words only,
+that the output says; found by the dictionary, not by the model's attention), the share
+whose output puts the term in its place (the plain and the glossary output aligned word by word with
 difflib: the model's word falls in a replaced stretch that holds the term); **appended**:
 outputs that have more sentence ends than the plain output, or end with a term after
 the plain output's final punctuation; sacreBLEU and chrF against the references; and
@@ -72,7 +72,7 @@ def translations(src: list[str], tgt: list[str], min_count: int, min_dice: float
     s_words = {w.lower() for w in words(s) if len(w) > 2 and w.isalpha()}
     t_words = set()
     for k, w in enumerate(words(t)):
-      if len(w) > 2 and w.isalpha():
+      if len(w) > 2 and w.replace("-", "").isalpha():  # "T-Shirt" too
         t_words.add(w.lower())
         spelling[w.lower()][w] += 1 if k else 1e-6  # the first word is capitalised anyway
     src_count.update(s_words)
@@ -100,10 +100,15 @@ def has_word(text: str, word: str) -> bool:
 
 
 def model_word(plain: str, known: list[str]) -> int | None:
-  """The index of the plain output's one word that is a form of one of `known` (the
-  source word's dictionary translations), None if none or several."""
-  found = [k for k, w in enumerate(words(plain)) if any(inflected(w, x) for x in known)]
-  return found[0] if len(found) == 1 else None
+  """The index of the plain output's word for the source word: of the source word's
+  dictionary translations (`known`, best Dice coefficient first), the best one whose form
+  the output says; None if it says none, or the best one twice."""
+  output = words(plain)
+  for x in known:
+    found = [k for k, w in enumerate(output) if inflected(w, x)]
+    if found:
+      return found[0] if len(found) == 1 else None
+  return None
 
 
 def in_place(plain: str, output: str, at: int, targets: tuple[str, ...]) -> bool:

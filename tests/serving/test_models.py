@@ -69,17 +69,6 @@ def test_two_models_with_one_direction_the_first_given_serves_it(caplog):
     models(("a", ["en-de"]), ("a", ["de-en"]))
 
 
-def test_the_detector_tells_the_sample_s_english_from_its_german():
-  from seq2seq.serving.detection import LanguageDetector
-  detector = LanguageDetector(["en", "de"])
-  found = [detector.detect(t)[0] for t in EN] + [detector.detect(t)[0] for t in DE]
-  right = sum(f == want for f, want in zip(found, ["en"] * len(EN) + ["de"] * len(DE)))
-  assert right >= 0.98 * len(found), right
-  ranked = detector.rank("Ein Mann geht mit seinem Hund spazieren.")
-  assert [code for code, _ in ranked] == ["de", "en"] and 50 < ranked[0][1] <= 100
-  assert LanguageDetector(["en"]).rank("anything") == [("en", 100.0)]  # one source: it
-
-
 def test_a_models_folder_holds_runs_and_exports(tmp_path, trained_run):
   shutil.copytree(trained_run, tmp_path / "en-de", ignore=shutil.ignore_patterns("cache"))
   (tmp_path / "notes").mkdir()
