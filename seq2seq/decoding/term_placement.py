@@ -114,7 +114,13 @@ def runs(indices: Sequence[int]) -> list[list[int]]:
   return out
 
 
-def placements(occs: Sequence[Occurrence], weights: np.ndarray
+def aligned_words(weights: np.ndarray) -> np.ndarray:
+  """`[target words]`: the source word each target word attends to most."""
+  return (np.argmax(weights[:, :-1], axis=1) if len(weights) and weights.shape[1] > 1
+          else np.zeros(len(weights), np.int64))
+
+
+def placements(occs: Sequence[Occurrence], weights: np.ndarray, aligned: np.ndarray
                ) -> list[tuple[int, int] | None]:
   """For each occurrence, the (first, last) target words its term replaces, or None:
   the words whose attention goes most to one of the occurrence's source words, their
@@ -124,7 +130,6 @@ def placements(occs: Sequence[Occurrence], weights: np.ndarray
   word (below)."""
   if not len(weights):
     return [None] * len(occs)
-  aligned = np.argmax(weights[:, :-1], axis=1)  # each target word's source word
   candidates = []
   for k, occ in enumerate(occs):
     words = [t for t in range(len(weights)) if aligned[t] in occ.words]
@@ -160,13 +165,12 @@ def head(spot: tuple[int, int], occ: Occurrence) -> tuple[int, int]:
   return (max(first, last - len(occ.words) + 1), last)
 
 
-def insertion(occ: Occurrence, weights: np.ndarray, target_words: Sequence[tuple[int, int]],
+def insertion(occ: Occurrence, aligned: np.ndarray, target_words: Sequence[tuple[int, int]],
               text: str) -> int:
   """Where a term whose source term the translation left out goes (a character offset):
   after the last word translating the nearest source word before it that has one, else
   before the first word translating the nearest one after it, else before the final
   punctuation."""
-  aligned = np.argmax(weights[:, :-1], axis=1) if len(weights) else np.zeros(0, np.int64)
   before = [t for t in range(len(aligned)) if aligned[t] < min(occ.words)]
   after = [t for t in range(len(aligned))
            if max(occ.words) < aligned[t]]
@@ -189,7 +193,7 @@ def written(target: str, text: str, start: int, end: int) -> str:
   return target
 
 
-def neighbours(occ: Occurrence, weights: np.ndarray, taken: set[int]
+def neighbours(occ: Occurrence, aligned: np.ndarray, taken: set[int]
                ) -> list[tuple[int, int]]:
   """Where a term goes whose source term no word attends to, from the words that
   translate the source word just before it and the one just after (where one run does,
@@ -199,7 +203,6 @@ def neighbours(occ: Occurrence, weights: np.ndarray, taken: set[int]
   run after), and only that. Else the runs themselves, for the model's scores to choose
   (a compound may translate the occurrence with its neighbour, attending to the
   neighbour only: "cardboard box" -> "Karton")."""
-  aligned = np.argmax(weights[:, :-1], axis=1) if len(weights) else np.zeros(0, np.int64)
   out = []
   for source_word, edge in ((min(occ.words) - 1, -1), (max(occ.words) + 1, 0)):
     found = runs([t for t in range(len(aligned)) if aligned[t] == source_word])
@@ -243,9 +246,9 @@ def place_terms(align: Callable[[Sequence[str], Sequence[Sequence[int]]], list[A
                 ) -> list[list[Hypothesis]]:
   """Each source's hypotheses with the glossary's terms in place (module docstring), best
   first. `score` (forced decoding) chooses among a sentence's variants: a term's
-  alternatives, and for a term whose source term no word attends to, its insertion or
-  the place of a neighbour's words (`neighbours`). A sentence with one variant keeps the
-  search's score, and no forced pass runs for it."""
+  alternatives, and for a term whose source term no word attends to, the place of the
+  word before's or the word after's translation (`neighbours`). A sentence with one
+  variant keeps the search's score, and no forced pass runs for it."""
   out = [list(h) for h in hyps]
   jobs = []  # (source index, its words, its term occurrences)
   for i, source in enumerate(sources):
@@ -261,14 +264,14 @@ def place_terms(align: Callable[[Sequence[str], Sequence[Sequence[int]]], list[A
     for h, hyp in enumerate(hyps[i]):
       target_words = word_spans(hyp.text)
       weights = word_alignment(found[i, h], sources[i], source_words, hyp.text, target_words)
-      spots = placements(occs, weights)
+      aligned = aligned_words(weights)
+      spots = placements(occs, weights, aligned)
       taken = {t for spot in spots if spot for t in range(spot[0], spot[1] + 1)}
-      options = [[head(spot, o)] if spot
-                 else neighbours(o, weights, taken) or [(-1, -1)]
-                 for o, spot in zip(occs, spots)]
-      chars = [[(target_words[a][0], target_words[b][1]) if a >= 0
-                else (at := insertion(o, weights, target_words, hyp.text), at)
-                for a, b in spans] for o, spans in zip(occs, options)]
+      chars = []  # each occurrence's candidate character spans
+      for o, spot in zip(occs, spots):
+        spans = [head(spot, o)] if spot else neighbours(o, aligned, taken)
+        chars.append([(target_words[a][0], target_words[b][1]) for a, b in spans]
+                     or [(at := insertion(o, aligned, target_words, hyp.text), at)])
       edits.append((i, h, variants(hyp.text, chars, [o.term for o in occs])))
   scored = [x for x in edits if len(x[2]) > 1]
   scores = iter(score([sources[i] for i, _, vs in scored for _ in vs],

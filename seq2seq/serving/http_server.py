@@ -47,7 +47,7 @@ from seq2seq.serving.http_api import (
   read_json,
 )
 from seq2seq.serving.libretranslate import FORMS, LibreTranslate, check_key, is_libretranslate
-from seq2seq.serving.models import Hop, Models, ServedModel
+from seq2seq.serving.models import Hop, Models, ServedModel, direct_model
 from seq2seq.version import __version__
 
 log = logging.getLogger("seq2seq.serve")
@@ -114,9 +114,11 @@ class Server:
     self.info.setdefault("engine", self.engine.describe()["engine"])
     self.models = models
 
-  def route(self, source: Any, target: Any, texts: Sequence[str]) -> list[list[Hop]]:
-    """Each text's hops (`Models.route`): `source` "auto" detects each text's language;
-    a missing source or target is the first model's."""
+  def route(self, source: Any, target: Any, texts: Sequence[str]
+            ) -> tuple[list[list[Hop]], list[tuple[str, float]] | None]:
+    """(each text's hops (`Models.route`), each text's detected language and confidence
+    where `source` is "auto", else None); a missing source or target is the first
+    model's."""
     default_source, default_target = self.engine.directions[0]
     for name, value in (("source", source), ("target", target)):
       if value is not None and not (isinstance(value, str) and value.strip()):
@@ -124,9 +126,9 @@ class Server:
     source = (source or default_source).strip().lower()
     target = (target or default_target).strip().lower()
     if source != "auto":
-      hops = self.models.route(source, target)
-      return [hops] * len(texts)
-    return [self.models.route(self.detector.detect(text)[0], target) for text in texts]
+      return [self.models.route(source, target)] * len(texts), None
+    detected = [self.detector.detect(text) for text in texts]
+    return [self.models.route(code, target) for code, _ in detected], detected
 
   def check_ready(self) -> None:
     if self.batcher is None:
@@ -203,13 +205,13 @@ class Server:
       if value.get("target") and value.get("tgt_lang"):
         raise RequestError(422, "give target or tgt_lang, not both")
       texts = value.get("texts", [value.get("text")])
-      routes = self.route(value.get("source"), value.get("target") or value.get("tgt_lang"),
-                          texts if isinstance(texts, list) else [texts])
-    one_model = routes is None or all(len(r) == 1 and r[0].model is routes[0][0].model
-                                      for r in routes)
-    model = routes[0][0].model if routes and one_model else self.models.first
-    req = parse_request(value, self.limits, model.engine.defaults, model.engine.limits)
-    if not one_model:  # a pivot, or texts of several languages
+      routes, _ = self.route(value.get("source"),
+                             value.get("target") or value.get("tgt_lang"),
+                             texts if isinstance(texts, list) else [texts])
+    model = self.models.first if routes is None else direct_model(routes)
+    defaults = (model or self.models.first).engine  # a pivot's: the first model's
+    req = parse_request(value, self.limits, defaults.defaults, defaults.limits)
+    if model is None:  # a pivot, or texts of several languages
       if req.prefixes is not None or req.attention or req.settings.glossary is not None:
         raise RequestError(422, "prefixes, attention and glossaries go with one model's "
                                 "direction, not through a pivot or several models")

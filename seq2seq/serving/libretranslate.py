@@ -45,6 +45,7 @@ from seq2seq.serving.http_api import (
   parse_glossary,
   read_json,
 )
+from seq2seq.serving.models import direct_model
 
 # English names of the languages LibreTranslate offers (ISO 639-1); a code not here is its
 # own name.
@@ -279,12 +280,10 @@ class LibreTranslate:
     server = self.server
     self.check_key(params)
     texts, single, fmt, alternatives = parse(params, server.limits)
-    routes = server.route(params["source"], params["target"], texts)
-    detected = None
-    if same_language(params["source"], "auto"):
-      detected = [dict(zip(("language", "confidence"), server.detector.detect(t)))
-                  for t in texts]
-    direct = all(len(r) == 1 and r[0].model is routes[0][0].model for r in routes)
+    routes, found = server.route(params["source"], params["target"], texts)
+    detected = None if found is None else [{"language": code, "confidence": confidence}
+                                           for code, confidence in found]
+    direct = direct_model(routes) is not None
     model = routes[0][-1].model  # the last hop's: its search settings are the request's
     if fmt == "html":  # whole sentences, tags carried onto their words (no alternatives,
       # as LibreTranslate); one document at a time on a decoding thread
