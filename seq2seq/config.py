@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any, Callable
 
 import ml_collections
@@ -127,6 +128,17 @@ CLEAN_FILTERS = ("empty", "long", "ratio", "copy", "nontext", "duplicate")
 BUCKETS = (8, 12, 16, 20, 24, 32, 40, 48, 64, 80, 100, 128, 160, 200, 256)
 
 
+LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(_[A-Za-z]{4})?")
+
+
+def check_language(where: str, code: str) -> None:
+  """A language code: ISO 639-1 or 639-3, lower case, with an optional script (zh_Hant)."""
+  if not LANGUAGE_CODE.fullmatch(code):
+    raise ValueError(f"{where}: {code!r} is not a language code (expected ISO 639-1 or "
+                     "639-3 in lower case, such as en, de, fr or fur, with an optional "
+                     "script such as zh_Hant)")
+
+
 def check_boundaries(name: str, b: tuple[int, ...]) -> None:
   """Length-bucket boundaries must be increasing integers >= 2."""
   if not b or any(not isinstance(x, int) or x < 2 for x in b) or list(b) != sorted(set(b)):
@@ -153,6 +165,13 @@ class DataConfig:
   tgt_field: str = ""  # field of the target text; "" finds both
   src_lang: str = "en"  # source language code (file suffix, field name)
   tgt_lang: str = "de"  # target language code
+  # Several directions in one model (docs/multilingual.md), e.g. "en-de,de-en,en-fr":
+  # each read from the source above as src_lang/tgt_lang are; the target language is
+  # given to the model as a token (`<2de>`) before the source. "" = src_lang-tgt_lang only.
+  directions: str = ""  # directions of a multilingual run, e.g. en-de,de-en,en-fr
+  # A direction of n pairs is drawn with probability proportional to n ** (1 / T) per
+  # epoch: 1 = as in the data, larger flattens towards uniform (small pairs oversampled).
+  temperature: float = 5.0  # multilingual: sampling temperature of the directions
   train_split: str = "train"  # split trained on
   val_split: str = "val"  # split validated on; missing: held out of the training pairs
   test_split: str = "test"  # split evaluate.py scores by default
@@ -202,6 +221,13 @@ class DataConfig:
     if self.spm_model_type not in ("unigram", "bpe"):
       raise ValueError(f"data.spm_model_type={self.spm_model_type!r}: expected 'unigram' "
                        "or 'bpe'")
+    for lang in (self.src_lang, self.tgt_lang):
+      check_language(f"data.src_lang/tgt_lang={lang!r}", lang)
+    self.direction_pairs()  # validates the format
+    require("data", self, "temperature", lambda v: math.isfinite(v) and v > 0,
+            "a number > 0")
+    if self.directions and self.sampling_alpha and self.spm_model_type == "bpe":
+      raise ValueError("data.sampling_alpha with data.directions needs a unigram model")
     if self.dir and self.hub:
       raise ValueError(f"data.dir={self.dir!r} and data.hub={self.hub!r} are both set; "
                        "give one (--config.data.hub= reads the folder)")
@@ -215,6 +241,41 @@ class DataConfig:
     if self.sampling_nbest == 0 or self.sampling_nbest < -1:
       raise ValueError(f"data.sampling_nbest={self.sampling_nbest}: expected -1 (all "
                        "segmentations) or a positive count")
+
+  @property
+  def multilingual(self) -> bool:
+    """Whether the run declares its directions (a language token before each source)."""
+    return bool(self.directions.strip())
+
+  def direction_pairs(self) -> tuple[tuple[str, str], ...]:
+    """The (source, target) pairs trained: `directions`, else (src_lang, tgt_lang)."""
+    if not self.multilingual:
+      return ((self.src_lang, self.tgt_lang),)
+    pairs = []
+    for item in (x.strip() for x in self.directions.split(",")):
+      src, sep, tgt = item.partition("-")
+      if not sep:
+        raise ValueError(f"data.directions={self.directions!r}: expected 'src-tgt,...' "
+                         f"such as 'en-de,de-en', got {item!r}")
+      for lang in (src, tgt):
+        check_language(f"data.directions: {item!r}", lang)
+      if src == tgt:
+        raise ValueError(f"data.directions: {item!r} translates a language into itself")
+      if (src, tgt) in pairs:
+        raise ValueError(f"data.directions: {item!r} is given twice")
+      pairs.append((src, tgt))
+    return tuple(pairs)
+
+  def languages(self) -> tuple[str, ...]:
+    """Every language of the run's directions, in order of first appearance."""
+    return tuple(dict.fromkeys(lang for pair in self.direction_pairs() for lang in pair))
+
+  def for_direction(self, src: str, tgt: str) -> "DataConfig":
+    """This source read for one direction, as a run of that pair alone reads it; a Hub
+    config may name the pair, e.g. `hub_config="{src}-{tgt}"` (wmt19's "de-en")."""
+    config = self.hub_config.format(src=src, tgt=tgt) if "{" in self.hub_config else \
+        self.hub_config
+    return dataclasses.replace(self, src_lang=src, tgt_lang=tgt, hub_config=config)
 
   def hub_split(self, split: str) -> str:
     """The Hub data set's name for one of our split names (see `hub_splits`)."""

@@ -72,10 +72,13 @@ class Ragged:
 
 @dataclasses.dataclass
 class EncodedCorpus:
-  """Token ids (EOS appended) of aligned source and target sentences."""
+  """Token ids (EOS appended) of aligned source and target sentences; in a run of several
+  directions, each pair's direction (an index into `names`)."""
 
   src: Ragged
   tgt: Ragged
+  direction: np.ndarray | None = None
+  names: tuple[str, ...] = ()
 
   def __len__(self):
     return len(self.src)
@@ -139,24 +142,37 @@ class SubwordSampler:
   run and every process of a cluster see the same pieces (`seq2seq.data.subword_sampling`;
   BPE-dropout excepted, which SentencePiece draws)."""
 
-  def __init__(self, tok: Tokenizer, ds: datasets.Dataset, cfg: DataConfig):
+  def __init__(self, tok: Tokenizer, ds: datasets.Dataset, cfg: DataConfig,
+               encoded: EncodedCorpus | None = None):
+    """`encoded`: the run's encoded pairs, whose sources' language tokens (several
+    directions) lead each sampled source too."""
     self.cfg = cfg
     make = lambda texts: subword_sampling.make_sampler(
         tok, texts, cfg.sampling_alpha, cfg.sampling_nbest, cfg.spm_model_type)
     self.src, self.tgt = make(list(ds["src"])), make(list(ds["tgt"]))
+    self.direction, self.names, self.tokens = None, (), None
+    if encoded is not None and encoded.direction is not None:
+      self.direction, self.names = encoded.direction, encoded.names
+      self.tokens = np.array([encoded.src[i][0] for i in range(len(encoded))], np.int32)
 
   def corpus(self, epoch: int) -> EncodedCorpus:
     seed = int(np.random.default_rng([self.cfg.seed, epoch, 11]).integers(2**31))
-    return EncodedCorpus(_with_eos(*self.src.sample(seed)),
-                         _with_eos(*self.tgt.sample(seed + 1)))
+    return EncodedCorpus(_with_eos(*self.src.sample(seed), self.tokens),
+                         _with_eos(*self.tgt.sample(seed + 1)), self.direction, self.names)
 
 
-def _with_eos(flat: np.ndarray, offsets: np.ndarray) -> Ragged:
-  """Sequences given as flat ids and offsets, each followed by EOS."""
-  ends = offsets[1:] + np.arange(1, len(offsets))  # each sequence's end, EOS included
+def _with_eos(flat: np.ndarray, offsets: np.ndarray, first: np.ndarray | None = None
+              ) -> Ragged:
+  """Sequences given as flat ids and offsets, each followed by EOS (and led by its id of
+  `first`, when given)."""
+  lead = 0 if first is None else 1
+  ends = offsets[1:] + np.arange(1, len(offsets)) * (1 + lead)  # EOS (and lead) included
   out = np.full(int(ends[-1]) if len(ends) else 0, EOS_ID, np.int32)
   keep = np.ones(len(out), bool)
   keep[ends - 1] = False
+  if first is not None:
+    starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+    out[starts], keep[starts] = first, False
   out[keep] = flat
   return Ragged(out, np.concatenate([[0], ends]).astype(np.int64))
 
@@ -214,7 +230,9 @@ def training_split(cfg: Config, workdir: Path | None = None) -> TrainingSplit:
   if workdir is not None:
     raw_id = data_source.corpus_id(data, data.train_split, 0)
     cache = cache_dir(cfg, workdir) / f"clean-{raw_id}-{cleaning.settings_id(data)}"
-  ds, report = cleaning.clean(ds, data, f"{source} ({data.train_split})", cache)
+  split = data.train_split + (f", {data.src_lang}-{data.tgt_lang}" if data.multilingual
+                              else "")
+  ds, report = cleaning.clean(ds, data, f"{source} ({split})", cache)
   if not len(ds):
     raise DataError(f"cleaning removed every training pair of {source}: "
                     f"{report.removed} (data.clean)")
@@ -226,37 +244,38 @@ def training_split(cfg: Config, workdir: Path | None = None) -> TrainingSplit:
 
 
 def training_pairs(cfg: Config, workdir: Path | None = None) -> datasets.Dataset:
-  """The pairs trained on: cleaned, the held-out validation pairs left out."""
+  """The pairs trained on: cleaned, the held-out validation pairs left out (every
+  direction's, one after the other, in a run of several)."""
+  if cfg.data.multilingual:
+    from seq2seq.data import multilingual
+    return multilingual.training_pairs(cfg, workdir)
   return training_split(cfg, workdir).train
 
 
-def _report(split: TrainingSplit, cfg: Config, workdir: Path) -> None:
+def report(split: TrainingSplit, cfg: Config, workdir: Path) -> dict:
+  """Logs what cleaning did, writes the held-out validation pairs (if any); returns
+  the record data_report.json holds."""
   for line in split.report.lines():
     log.info("%s", line)
   record = json.loads(split.report.to_json())
   if split.heldout is not None:
+    heldout = workdir / data_source.heldout_file(cfg.data)
     record["heldout"] = {"pairs": len(split.heldout), "seed": cfg.data.heldout_seed,
-                         "file": str(workdir / data_source.HELDOUT_FILE)}
+                         "file": str(heldout)}
     text = "".join(json.dumps({"src": s, "tgt": t}, ensure_ascii=False) + "\n"
                    for s, t in zip(split.heldout["src"], split.heldout["tgt"]))
-    write_atomic(workdir / data_source.HELDOUT_FILE, text)
+    write_atomic(heldout, text)
     log.info("no %r split: %d cleaned training pairs held out for validation "
              "(data.heldout_pairs, data.heldout_seed=%d), in %s", cfg.data.val_split,
-             len(split.heldout), cfg.data.heldout_seed, workdir / data_source.HELDOUT_FILE)
-  write_atomic(workdir / REPORT_FILE, json.dumps(record, indent=1, ensure_ascii=False))
+             len(split.heldout), cfg.data.heldout_seed, heldout)
+  return record
 
 
-def prepare(cfg: Config, workdir: Path
-            ) -> tuple[Tokenizer, EncodedCorpus, EncodedCorpus, list[str]]:
-  """A training run's tokenizer (trained or reused), encoded training and validation
-  corpora, and validation references.
-
-  The training text is read only when the tokenizer or the encoded ids are not cached
-  yet: a resumed run, or a process that joins after process 0 prepared the data, maps
-  the ids from the run's cache."""
+def run_tokenizer(cfg: Config, workdir: Path, train_id: str, sample, languages=()
+                  ) -> Tokenizer:
+  """The run's tokenizer: trained on `sample()` (or given: data.spm_model, the source
+  run's with train.init_from), stored in the run, checked against model.vocab_size."""
   vocab_size = cfg.model.vocab_size
-  split = functools.cache(lambda: training_split(cfg, workdir))
-  train_id = data_source.corpus_id(cfg.data, cfg.data.train_split, vocab_size)
   given = cfg.data.spm_model
   if cfg.train.init_from:
     given = str(Path(cfg.train.init_from) / tokenizer.MODEL_FILE)
@@ -264,26 +283,53 @@ def prepare(cfg: Config, workdir: Path
       raise tokenizer.TokenizerMismatchError(
           f"data.spm_model={cfg.data.spm_model} differs from the SentencePiece model of "
           f"train.init_from ({given}); a fine-tuned model keeps its source's vocabulary")
-  tok = tokenizer.load_or_train(
-      workdir, train_id,
-      lambda: tokenizer_sample(split().train, cfg.data.spm_max_sentences, cfg.data.seed),
-      vocab_size, cfg.data.spm_model_type, cfg.data.spm_max_sentences, given)
+  tok = tokenizer.load_or_train(workdir, train_id, sample, vocab_size,
+                                cfg.data.spm_model_type, cfg.data.spm_max_sentences, given,
+                                languages)
   if tok.vocab_size != vocab_size:
     raise tokenizer.TokenizerMismatchError(
         f"tokenizer has {tok.vocab_size} pieces but model.vocab_size={vocab_size}")
-  cache = cache_dir(cfg, workdir)
+  return tok
+
+
+def cache_names(cfg: Config, workdir: Path, tok: Tokenizer, train_id: str
+                ) -> tuple[str, str, bool]:
+  """The cache folders of the encoded training and validation pairs, and whether the
+  validation pairs are held out of the training split."""
   held_out = not data_source.has_split(cfg.data, cfg.data.val_split)
   settings = cleaning.settings_id(cfg.data) + (
       f"-h{cfg.data.heldout_pairs}s{cfg.data.heldout_seed}" if held_out else "")
-  train_ids = cache / f"{cfg.data.train_split}-{train_id}-{settings}-{tok.fingerprint()}"
-  if not train_ids.is_dir() or not (workdir / REPORT_FILE).is_file() or (
-      held_out and not (workdir / data_source.HELDOUT_FILE).is_file()):
-    _report(split(), cfg, workdir)
-  train = encode_dataset(tok, None if train_ids.is_dir() else split().train, train_ids)
+  val_id = (data_source.corpus_id(cfg.data, cfg.data.val_split, cfg.model.vocab_size)
+            if not held_out else f"heldout-{train_id}-{settings}")
+  return (f"{cfg.data.train_split}-{train_id}-{settings}-{tok.fingerprint()}",
+          f"{cfg.data.val_split}-{val_id}-{tok.fingerprint()}", held_out)
+
+
+def prepare(cfg: Config, workdir: Path
+            ) -> tuple[Tokenizer, EncodedCorpus, EncodedCorpus, list[str]]:
+  """A training run's tokenizer (trained or reused), encoded training and validation
+  corpora, and validation references (`multilingual.prepare` for several directions).
+
+  The training text is read only when the tokenizer or the encoded ids are not cached
+  yet: a resumed run, or a process that joins after process 0 prepared the data, maps
+  the ids from the run's cache."""
+  if cfg.data.multilingual:
+    from seq2seq.data import multilingual
+    return multilingual.prepare(cfg, workdir)
+  split = functools.cache(lambda: training_split(cfg, workdir))
+  train_id = data_source.corpus_id(cfg.data, cfg.data.train_split, cfg.model.vocab_size)
+  tok = run_tokenizer(cfg, workdir, train_id, lambda: tokenizer_sample(
+      split().train, cfg.data.spm_max_sentences, cfg.data.seed))
+  cache = cache_dir(cfg, workdir)
+  train_ids, val_ids, held_out = cache_names(cfg, workdir, tok, train_id)
+  if not (cache / train_ids).is_dir() or not (workdir / REPORT_FILE).is_file() or (
+      held_out and not (workdir / data_source.heldout_file(cfg.data)).is_file()):
+    write_atomic(workdir / REPORT_FILE, json.dumps(report(split(), cfg, workdir), indent=1,
+                                                   ensure_ascii=False))
+  train = encode_dataset(tok, None if (cache / train_ids).is_dir() else split().train,
+                         cache / train_ids)
   val_ds = data_source.load_split(cfg.data, cfg.data.val_split, workdir)
-  val_id = (data_source.corpus_id(cfg.data, cfg.data.val_split, vocab_size) if not held_out
-            else f"heldout-{train_id}-{settings}")
-  val = encode_dataset(tok, val_ds, cache / f"{cfg.data.val_split}-{val_id}-{tok.fingerprint()}")
+  val = encode_dataset(tok, val_ds, cache / val_ids)
   log.info("data: %d training pairs, %d validation pairs, %d pieces",
            len(train), len(val), tok.vocab_size)
   return tok, train, val, list(val_ds["tgt"])

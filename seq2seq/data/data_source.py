@@ -30,6 +30,12 @@ if TYPE_CHECKING:
 HELDOUT_FILE = "heldout.jsonl"
 
 
+def heldout_file(cfg: DataConfig) -> str:
+  """The name of a run's held-out validation pairs (one file per direction in a run of
+  several: `heldout.en-de.jsonl`)."""
+  return f"heldout.{cfg.src_lang}-{cfg.tgt_lang}.jsonl" if cfg.multilingual else HELDOUT_FILE
+
+
 def _datasets():
   """Hugging Face `datasets`, imported when a split is first loaded: translating never
   needs it, and its import (pandas, pyarrow) was a large part of `import seq2seq.decoding.translator`."""
@@ -187,7 +193,7 @@ def load_split(cfg: DataConfig, split: str, workdir: str | Path | None = None
   With a run's `workdir`, the validation split of a source without one is the run's
   held-out pairs."""
   files = local_files(cfg, split)
-  heldout = Path(workdir or ".") / HELDOUT_FILE
+  heldout = Path(workdir or ".") / heldout_file(cfg)
   if (files is None and workdir is not None and split == cfg.val_split
       and heldout.is_file() and not has_split(cfg, split)):
     return _local_split(dataclasses.replace(cfg, src_field="src", tgt_field="tgt"), split,

@@ -19,6 +19,7 @@ import jax
 import numpy as np
 
 from seq2seq.config import DataConfig
+from seq2seq.data import multilingual
 from seq2seq.data.corpus import EncodedCorpus, SubwordSampler
 from seq2seq.data.textfiles import DataError
 from seq2seq.vocab import PAD_ID, truncate_keeping_eos
@@ -141,6 +142,7 @@ class TrainBatches:
     self.kept = np.flatnonzero(keep)
     bounds = np.array(self.lengths.boundaries)
     bucket_of = bounds[np.minimum(np.searchsorted(bounds, longest), len(bounds) - 1)]
+    self.bucket_of = bucket_of
     self.buckets = {int(b): np.flatnonzero(keep & (bucket_of == b))
                     for b in self.lengths.boundaries}
     self.buckets = {b: idx for b, idx in self.buckets.items() if len(idx)}
@@ -154,17 +156,22 @@ class TrainBatches:
       self._use(self.corpus_for(epoch), announce=False)
       self.corpus_epoch = epoch
     rng = np.random.default_rng([self.cfg.seed, epoch])
+    drawn = None  # several directions: the epoch's pairs, drawn with the temperature
+    if self.corpus.direction is not None:
+      drawn = multilingual.draw_epoch(self.corpus.direction, self.kept,
+                                      self.cfg.temperature, rng)
     if self.cfg.pack_length:
-      return self._packed_epoch(rng)
+      return self._packed_epoch(rng, drawn)
     batches = []
     for length, idx in self.buckets.items():
       rows = rows_for(length, self.cfg.max_tokens, self.num_devices)
-      idx = rng.permutation(idx)
+      idx = rng.permutation(idx) if drawn is None else drawn[self.bucket_of[drawn] == length]
       batches += [idx[i:i + rows] for i in range(0, len(idx), rows)]
     order = rng.permutation(len(batches))
     return [batches[i] for i in order]
 
-  def _packed_epoch(self, rng: np.random.Generator, open_rows: int = 16) -> list:
+  def _packed_epoch(self, rng: np.random.Generator, drawn: np.ndarray | None = None,
+                    open_rows: int = 16) -> list:
     """Packs the shuffled pairs into rows: each pair goes into the first of up to
     `open_rows` partly filled rows where both its sides fit; when none has room, the
     fullest row is closed. Rows end up nearly full: a row closes when either side is
@@ -173,7 +180,7 @@ class TrainBatches:
     length = self.cfg.pack_length
     rows: list[list[int]] = []
     open_: list[list] = []  # [pairs, src used, tgt used]
-    for i in rng.permutation(self.kept):
+    for i in rng.permutation(self.kept) if drawn is None else drawn:
       s, t = int(self.src_len[i]), int(self.tgt_len[i])
       for row in open_:
         if row[1] + s <= length and row[2] + t <= length:

@@ -21,6 +21,9 @@ from seq2seq.runtime import Progress, format_seconds, write_atomic
 from seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, cut_at_eos
 
 MODEL_FILE = "spm.model"
+# The token that asks a multilingual model for a target language (before the source):
+# a SentencePiece control symbol, never produced from text and decoded to nothing.
+LANGUAGE_TOKEN = "<2{}>"
 META_FILE = "spm.json"
 
 log = logging.getLogger(__name__)
@@ -75,6 +78,11 @@ class Tokenizer:
   def pieces(self, ids: Sequence[int]) -> list[str]:
     return [self.sp.id_to_piece(int(i)) for i in ids]
 
+  def language_token(self, lang: str) -> int | None:
+    """The id of the token that asks for target language `lang`, None without one."""
+    i = self.sp.piece_to_id(LANGUAGE_TOKEN.format(lang))
+    return i if i != UNK_ID and self.sp.is_control(i) else None
+
   def normalize(self, text: str) -> str:
     """The text as SentencePiece normalises it (NFKC, whitespace folded and stripped)."""
     return self.sp.normalize(text).replace("\u2581", " ").strip()
@@ -84,8 +92,9 @@ class Tokenizer:
 
 
 def train(sentences: Iterable[str], vocab_size: int, model_type: str = "unigram",
-          max_sentences: int = 2_000_000) -> Tokenizer:
-  """Trains a SentencePiece model in memory on `sentences` (source and target together)."""
+          max_sentences: int = 2_000_000, languages: Sequence[str] = ()) -> Tokenizer:
+  """Trains a SentencePiece model in memory on `sentences` (source and target together),
+  with a language token (`LANGUAGE_TOKEN`) for each of `languages`."""
   if model_type not in ("unigram", "bpe"):
     raise ValueError(f"spm_model_type must be 'unigram' or 'bpe', got {model_type!r}")
   proto = io.BytesIO()
@@ -112,6 +121,7 @@ def train(sentences: Iterable[str], vocab_size: int, model_type: str = "unigram"
         character_coverage=1.0,
         normalization_rule_name="nmt_nfkc",
         input_sentence_size=max_sentences, shuffle_input_sentence=True,
+        control_symbols=[LANGUAGE_TOKEN.format(lang) for lang in languages] or None,
         num_threads=os.cpu_count() or 1, minloglevel=2)
   except RuntimeError as e:
     raise ValueError(f"SentencePiece training failed for vocab_size={vocab_size}: {e}. "
@@ -122,7 +132,7 @@ def train(sentences: Iterable[str], vocab_size: int, model_type: str = "unigram"
 
 def load_or_train(workdir: str | os.PathLike, corpus_id: str, sentences_fn,
                   vocab_size: int, model_type: str, max_sentences: int,
-                  given: str | os.PathLike = "") -> Tokenizer:
+                  given: str | os.PathLike = "", languages: Sequence[str] = ()) -> Tokenizer:
   """Loads WORKDIR/spm.model if it was trained on this corpus, else trains and stores it.
 
   Args:
@@ -131,6 +141,8 @@ def load_or_train(workdir: str | os.PathLike, corpus_id: str, sentences_fn,
     sentences_fn: called only when training is needed; returns an iterable of sentences.
     given: an existing SentencePiece model to copy into the run instead of training one
       (data.spm_model, or the source run's model when fine-tuning).
+    languages: a multilingual run's languages, each with its token (a given model must
+      have them).
   """
   workdir = Path(workdir)
   model_path, meta_path = workdir / MODEL_FILE, workdir / META_FILE
@@ -139,6 +151,10 @@ def load_or_train(workdir: str | os.PathLike, corpus_id: str, sentences_fn,
     if not Path(given).is_file():
       raise TokenizerMismatchError(f"SentencePiece model {given} does not exist")
     source = Tokenizer.load(given)
+    if missing := [lang for lang in languages if source.language_token(lang) is None]:
+      raise TokenizerMismatchError(
+          f"SentencePiece model {given} has no token for {', '.join(missing)} "
+          f"({LANGUAGE_TOKEN.format(missing[0])}): it was not trained for these directions")
     corpus_id, model_type = f"given:{source.fingerprint()}", f"copied from {given}"
   if model_path.exists():
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
@@ -150,7 +166,7 @@ def load_or_train(workdir: str | os.PathLike, corpus_id: str, sentences_fn,
     tok = Tokenizer.load(model_path)
     log.info("loaded tokenizer %s (%d pieces)", model_path, tok.vocab_size)
     return tok
-  tok = source or train(sentences_fn(), vocab_size, model_type, max_sentences)
+  tok = source or train(sentences_fn(), vocab_size, model_type, max_sentences, languages)
   workdir.mkdir(parents=True, exist_ok=True)
   vocab = "\n".join(f"{tok.sp.id_to_piece(i)}\t{tok.sp.get_score(i)}"
                     for i in range(tok.vocab_size))

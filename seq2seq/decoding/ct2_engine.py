@@ -29,7 +29,6 @@ from seq2seq.decoding.engine_io import (
   Hypothesis,
   PairScore,
   SearchSettings,
-  encode_sources,
   has_text,
 )
 from seq2seq.rundir import ctranslate2_model
@@ -50,6 +49,8 @@ class CTranslate2Translator(SentenceEngine):
     self.model_cfg = cfg.model
     self.max_len = cfg.model.max_len
     self.languages = (cfg.data.src_lang, cfg.data.tgt_lang)
+    if cfg.data.multilingual:  # the export of every direction: the token is ours to add
+      self.set_directions(cfg.data.direction_pairs())
     self.decode_cfg = dataclasses.replace(cfg.decode, **decode_overrides)
     self.translator = ct2.Translator(str(path), device=device, compute_type=compute_type,
                                      intra_threads=threads or (os.cpu_count() or 1))
@@ -95,8 +96,7 @@ class CTranslate2Translator(SentenceEngine):
              ) -> list[list[str]]:
     """Source pieces of each text, EOS excluded (CTranslate2 appends it), truncated to the
     model's maximum with a warning naming the line, like the JAX engine's."""
-    ids = encode_sources(self.tokenizer, texts, self.model_cfg.max_len, line_numbers)
-    return [self.tokenizer.pieces(x[:-1]) for x in ids]
+    return [self.tokenizer.pieces(x[:-1]) for x in self.encode_sources(texts, line_numbers)]
 
   def _ids(self, pieces: Sequence[str]) -> list[int]:
     return [self.tokenizer.sp.piece_to_id(p) for p in pieces]
@@ -116,7 +116,9 @@ class CTranslate2Translator(SentenceEngine):
     sources = self.encode([texts[i] for i in nonempty],
                           [owners[i][0] + 1 for i in nonempty]) if nonempty else []
     # no pieces once normalised: "", as for an empty line
-    nonempty, sources = [i for i, s in zip(nonempty, sources) if s], [s for s in sources if s]
+    lead = len(self.source_token())
+    nonempty = [i for i, s in zip(nonempty, sources) if len(s) > lead]
+    sources = [s for s in sources if len(s) > lead]
     if not nonempty:
       return hyps
     target_prefix = None

@@ -12,7 +12,9 @@ tokenizer; `tests/decoding/test_engine.py` fails on any other attribute used fro
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import logging
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -22,11 +24,14 @@ from seq2seq.decoding.engine_io import (
   PairScore,
   SearchSettings,
   check_prefixes,
+  encode_sources,
   pick,
   source_limit,
 )
 from seq2seq.decoding.sentences import Plan, check_cuttable
 from seq2seq.vocab import EOS_ID
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +71,12 @@ class Engine(Protocol):
 
   @property
   def directions(self) -> tuple[tuple[str, str], ...]:
-    """The (source, target) language codes it translates between."""
+    """The (source, target) language codes it was trained to translate between."""
+
+  def for_direction(self, src: str | None = None, tgt: str | None = None) -> "Engine":
+    """The engine translating `src` -> `tgt` (a view sharing the model): one of
+    `directions`, or between two of its languages (zero-shot); an unknown language is a
+    ValueError listing the directions."""
 
   @property
   def defaults(self) -> SearchSettings:
@@ -88,8 +98,10 @@ class Engine(Protocol):
 
   def translate(self, texts, settings: SearchSettings | None = None, *,
                 prefixes: Sequence[str] | None = None, first_index: int = 0,
-                split_sentences: bool = True, **changes):
-    """A text's translation (a list's, a list); with `nbest`, `Hypothesis` lists."""
+                split_sentences: bool = True, src_lang: str | None = None,
+                tgt_lang: str | None = None, **changes):
+    """A text's translation (a list's, a list); with `nbest`, `Hypothesis` lists;
+    `src_lang` / `tgt_lang`: another of its directions (`for_direction`)."""
 
   def translate_ids(self, src_ids: Sequence[np.ndarray],
                     settings: SearchSettings | None = None, **changes
@@ -126,12 +138,60 @@ class SentenceEngine:
   model_cfg: Any
   tokenizer: Any
   decode_cfg: Any
-  languages: tuple[str, str]
+  languages: tuple[str, str]  # the direction it translates now (`for_direction`)
   max_len: int
+  # A model of several directions: those it was trained on, and its languages' tokens
+  # (`tokenizer.LANGUAGE_TOKEN`), one of which leads every source.
+  trained: tuple[tuple[str, str], ...] = ()
+  language_ids: dict[str, int] = {}
 
   @property
   def directions(self) -> tuple[tuple[str, str], ...]:
-    return (tuple(self.languages),)
+    return self.trained or (tuple(self.languages),)
+
+  def set_directions(self, trained: Sequence[Sequence[str]]) -> None:
+    """Makes this a model of several directions (a run with data.directions): the
+    tokenizer's language tokens are looked up, and the first direction is translated
+    until `for_direction` says otherwise."""
+    self.trained = tuple(tuple(d) for d in trained)
+    langs = dict.fromkeys(lang for d in self.trained for lang in d)
+    self.language_ids = {lang: self.tokenizer.language_token(lang) for lang in langs}
+    if missing := [lang for lang, i in self.language_ids.items() if i is None]:
+      raise ValueError(f"the tokenizer has no token for {', '.join(missing)}: it does not "
+                       "belong to this run's directions")
+    if tuple(self.languages) not in self.trained:
+      self.languages = self.trained[0]
+
+  def for_direction(self, src: str | None = None, tgt: str | None = None) -> "SentenceEngine":
+    tgt = tgt or self.languages[1]
+    if src is None:  # the trained direction into tgt (the first, if several)
+      src = next((s for s, t in self.directions if t == tgt and s == self.languages[0]),
+                 next((s for s, t in self.directions if t == tgt), self.languages[0]))
+    if (src, tgt) == tuple(self.languages):
+      return self
+    known = self.language_ids or dict.fromkeys(self.languages)
+    if src not in known or tgt not in known or src == tgt:
+      listed = ", ".join(f"{s}-{t}" for s, t in self.directions)
+      raise ValueError(f"this model does not translate {src}-{tgt}: it was trained on "
+                       f"{listed}" + (f" (any two of {', '.join(known)} zero-shot)"
+                                      if self.language_ids else ""))
+    if (src, tgt) not in self.directions:
+      log.info("%s-%s was not trained (zero-shot): the model has seen %s into %s only",
+               src, tgt, ", ".join(s for s, t in self.directions if t == tgt) or "nothing",
+               tgt)
+    view = copy.copy(self)
+    view.languages = (src, tgt)
+    return view
+
+  @property
+  def zero_shot(self) -> bool:
+    """Whether the direction translated now was never trained."""
+    return tuple(self.languages) not in self.directions
+
+  def source_token(self) -> list[int]:
+    """What leads every source: the target language's token (a model of several
+    directions), else nothing."""
+    return [self.language_ids[self.languages[1]]] if self.language_ids else []
 
   @property
   def defaults(self) -> SearchSettings:
@@ -144,6 +204,8 @@ class SentenceEngine:
     cfg = self.model_cfg
     return {"engine": self.engine,
             "languages": {"source": self.languages[0], "target": self.languages[1]},
+            **({"directions": [f"{s}-{t}" for s, t in self.trained],
+                "zero_shot": self.zero_shot} if self.trained else {}),
             "model": {"encoder_layers": cfg.encoder_layers,
                       "decoder_layers": cfg.decoder_layers, "d_model": cfg.d_model,
                       "vocab_size": cfg.vocab_size, "max_len": cfg.max_len},
@@ -157,11 +219,21 @@ class SentenceEngine:
 
   def source_limit(self) -> int:
     """The most pieces (EOS included) a source sentence may have."""
-    return source_limit(self.max_len, self.decode_cfg)
+    return source_limit(self.max_len, self.decode_cfg) - len(self.source_token())
 
   def count_pieces(self, texts: list[str]) -> list[int]:
     """The pieces of each text as a source, EOS included."""
     return [len(x) + 1 for x in self.tokenizer.encode(texts)]
+
+  def encode_sources(self, texts: Sequence[str], line_numbers: Sequence[int] | None = None
+                     ) -> list[np.ndarray]:
+    """Source ids with EOS (and the target language's token first, `source_token`),
+    truncated to what the model takes with a warning naming the line."""
+    lead = self.source_token()
+    ids = encode_sources(self.tokenizer, texts, self.max_len - len(lead), line_numbers)
+    if lead:
+      ids = [np.concatenate([np.asarray(lead, np.int32), x]).astype(np.int32) for x in ids]
+    return ids
 
   def plan(self, texts: Sequence[str], split_sentences: bool = True,
            first_index: int = 0) -> Plan:
@@ -178,8 +250,14 @@ class SentenceEngine:
 
   def translate(self, texts, settings: SearchSettings | None = None, *,
                 prefixes: Sequence[str] | None = None, first_index: int = 0,
-                split_sentences: bool = True, **changes):
+                split_sentences: bool = True, src_lang: str | None = None,
+                tgt_lang: str | None = None, **changes):
     """Translates a text or a list of texts. Empty or whitespace-only texts give "".
+
+    A model of several directions translates into `tgt_lang` (default: the direction it
+    was loaded or viewed with, `for_direction`); `src_lang` names the texts' language
+    where it matters (the sentence splitter's rules; default: the trained direction into
+    `tgt_lang`), since the model reads any of its languages.
 
     Each text is cut into sentences in the source language (`split_sentences=False`: a
     text is one sentence, for sentence-per-line data), and a part longer than the model
@@ -199,6 +277,10 @@ class SentenceEngine:
       For a string, its translation; for a list, a list of translations. With
       `nbest=N > 0`, N `Hypothesis` (text, score, ids) per input instead, best first.
     """
+    if src_lang is not None or tgt_lang is not None:
+      return self.for_direction(src_lang, tgt_lang).translate(
+          texts, settings, prefixes=prefixes, first_index=first_index,
+          split_sentences=split_sentences, **changes)
     if isinstance(texts, str):
       return self.translate([texts], settings, prefixes=None if prefixes is None else
                             [prefixes], first_index=first_index,

@@ -146,6 +146,8 @@ class Translator(SentenceEngine):
                      dataclasses.replace(run.config.decode, **decode_overrides), None,
                      run.ensemble, numerics_use="decoding",
                      languages=(run.config.data.src_lang, run.config.data.tgt_lang))
+    if run.config.data.multilingual:
+      translator.set_directions(run.config.data.direction_pairs())
     if followed is not None:
       translator.followed = (workdirs[0], checkpoint_name, followed)
     return translator
@@ -193,7 +195,7 @@ class Translator(SentenceEngine):
     source, with the target's token count (its pieces + EOS)."""
     if len(sources) != len(targets):
       raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
-    return self.score_ids(self.encode(sources), self.encode(targets),
+    return self.score_ids(self.encode_sources(sources), self.encode(targets),
                           self.settings(settings, **changes).batch_size)
 
   def align(self, sources: Sequence[str], target_ids: Sequence[Sequence[int]],
@@ -203,14 +205,15 @@ class Translator(SentenceEngine):
     length buckets, as the searches are, by one compiled program per shape."""
     if len(sources) != len(target_ids):
       raise ValueError(f"{len(sources)} sources but {len(target_ids)} targets")
-    src_ids = self.encode(sources)
+    src_ids = self.encode_sources(sources)
+    lead = len(self.source_token())  # the language token's column is left out
     tgt_ids = [np.asarray(list(t) + [EOS_ID], np.int32) for t in target_ids]
     rows = batch_size or self.decode_cfg.batch_size
     weights: list = [None] * len(sources)
     for chunk, src_BS, tgt_BT in pair_batches(src_ids, tgt_ids, rows, self.buckets):
       probs_BTS = np.asarray(self._cross_attention(self.params, src_BS, tgt_BT))
       for row, i in enumerate(chunk):
-        weights[i] = probs_BTS[row, :len(tgt_ids[i]), :len(src_ids[i])]
+        weights[i] = probs_BTS[row, :len(tgt_ids[i]), lead:len(src_ids[i])]
     return self.alignments(sources, target_ids, weights)
 
   def warm_up(self, max_batch: int, longest: int = 64) -> None:
@@ -234,7 +237,7 @@ class Translator(SentenceEngine):
 
   def _compile_rows(self, rows: Sequence[int], batch_size: int, longest: int) -> None:
     """Compiles the searches of `rows`-row batches of every length bucket up to `longest`."""
-    pieces = self.encode([WARM_UP])[0][:-1]
+    pieces = self.encode_sources([WARM_UP])[0][:-1]
     sources = [np.append(np.resize(pieces, length - 1), EOS_ID).astype(np.int32)
                for length in self.buckets.boundaries if length <= longest]
     lowered = [lowered for src in sources for r in rows
@@ -272,6 +275,8 @@ class Translator(SentenceEngine):
 
   def encode(self, texts: Sequence[str], line_numbers: Sequence[int] | None = None
              ) -> list[np.ndarray]:
+    """Ids with EOS of texts as they are (targets; `encode_sources` leads a source with
+    its language token)."""
     return encode_sources(self.tokenizer, texts, self.model_cfg.max_len, line_numbers)
 
   def translate_batches(self, src_ids: Sequence[np.ndarray], settings: SearchSettings,
@@ -349,9 +354,9 @@ class Translator(SentenceEngine):
     # A text with nothing to translate (blank, control characters such as NUL, or no pieces
     # once normalised) translates to "", as an empty line does.
     nonempty = [i for i, t in enumerate(texts) if has_text(t)]
-    ids = self.encode([texts[i] for i in nonempty],
-                      [owners[i][0] + 1 for i in nonempty]) if nonempty else []
-    kept = [k for k, x in enumerate(ids) if len(x) > 1]
+    ids = self.encode_sources([texts[i] for i in nonempty],
+                              [owners[i][0] + 1 for i in nonempty]) if nonempty else []
+    kept = [k for k, x in enumerate(ids) if len(x) > 1 + len(self.source_token())]
     nonempty, ids = [nonempty[k] for k in kept], [ids[k] for k in kept]
     prefix_ids = (None if prefixes is None else
                   encode_prefixes(self.tokenizer, prefixes, nonempty, self.model_cfg.max_len,

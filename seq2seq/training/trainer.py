@@ -270,7 +270,7 @@ class Trainer:
     t0, p, params, v = time.time(), self.progress, self.state.params, self.validation
     scores = v.loss(params)
     hyps = v.translate(params)
-    scores["bleu"] = v.bleu(hyps)
+    scores.update(v.bleu(hyps))
     if self.writer.tb is not None:
       self.writer.write_text("val/translations", "\n\n".join(
           f"**source** {self.tok.decode([v.sources[i]])[0]}  \n**output** {hyps[i]}  \n"
@@ -283,8 +283,10 @@ class Trainer:
     else:
       p.evals_without_improvement += 1
     self.writer.write({"kind": "val", "step": p.step, "elapsed": self.elapsed(), **scores})
-    log.info("validation at step %d: loss %.3f, accuracy %.3f, BLEU %.2f%s (%.1fs)", p.step,
+    each = "".join(f", {k[5:]} {v:.2f}" for k, v in scores.items() if k.startswith("bleu_"))
+    log.info("validation at step %d: loss %.3f, accuracy %.3f, BLEU %.2f%s%s (%.1fs)", p.step,
              scores["loss"], scores["accuracy"], scores["bleu"],
+             f" (the mean of{each[1:]})" if each else "",
              " (new best)" if improved else "", time.time() - t0)
     if self.primary:
       metrics.plot(self.workdir)
@@ -325,7 +327,7 @@ class Trainer:
     sampler = None
     if self.cfg.data.sampling_alpha:  # subword regularization: text needed every epoch
       sampler = corpus.SubwordSampler(self.tok, corpus.training_pairs(self.cfg, self.workdir),
-                                        self.cfg.data)
+                                        self.cfg.data, self.train_corpus)
     batches = input_pipeline.TrainBatches(self.train_corpus, self.cfg.data,
                                           self.steps.num_devices, sampler)
     # Shapes to compile ahead in the order of use, read before the prefetching thread

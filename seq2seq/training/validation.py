@@ -25,7 +25,14 @@ class Validation:
     self.steps, self.translator, self.corpus = steps, translator, val_corpus
     self.lengths = input_pipeline.LengthBuckets.from_config(cfg.data, cfg.model.max_len)
     n = cfg.train.eval_max_sentences or len(val_corpus)
-    self.sources, self.refs = val_corpus.src[:n], refs[:n]
+    # Several directions: the first n of each, and BLEU per direction.
+    self.names = val_corpus.names
+    rows = (np.arange(min(n, len(val_corpus))) if val_corpus.direction is None else
+            np.concatenate([np.flatnonzero(val_corpus.direction == k)[:n]
+                            for k in range(len(self.names))]))
+    self.sources = [val_corpus.src[i] for i in rows]
+    self.refs = [refs[i] for i in rows]
+    self.direction = None if val_corpus.direction is None else val_corpus.direction[rows]
 
   def loss_batches(self) -> Iterator[input_pipeline.Batch]:
     """Batches of 64 rows, this process's rows of each on its devices."""
@@ -68,5 +75,14 @@ class Validation:
       hyps[p::jax.process_count()] = texts
     return hyps
 
-  def bleu(self, hyps: list[str]) -> float:
-    return sacrebleu.corpus_bleu(hyps, [self.refs]).score
+  def bleu(self, hyps: list[str]) -> dict[str, float]:
+    """{"bleu": corpus BLEU}; with several directions, each direction's
+    ("bleu_en-de", ...) and "bleu", their mean (what picks the best checkpoint)."""
+    if self.direction is None:
+      return {"bleu": sacrebleu.corpus_bleu(hyps, [self.refs]).score}
+    scores = {}
+    for k, name in enumerate(self.names):
+      rows = np.flatnonzero(self.direction == k)
+      scores[f"bleu_{name}"] = sacrebleu.corpus_bleu(
+          [hyps[i] for i in rows], [[self.refs[i] for i in rows]]).score
+    return {"bleu": float(np.mean(list(scores.values()))), **scores}

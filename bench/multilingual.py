@@ -1,0 +1,117 @@
+"""One multilingual model against one bilingual model per direction, the same minutes.
+
+  python bench/multilingual.py --arms bilingual --runs-dir runs/ml --cpus 0
+  python bench/multilingual.py --arms multilingual --runs-dir runs/ml --cpus 0
+  python bench/multilingual.py --arms hour --runs-dir runs/ml --cpus 0
+
+Arms, each trained from an empty XLA cache (SEQ2SEQ_XLA_CACHE="") on Multi30k
+(../shared/data/multi30k) and scored on test_2016_flickr with its averaged checkpoint,
+beam 5 and its recipe's alpha:
+- `bilingual`: the automatic recipe (`--config auto`) for each of the six English-centred
+  directions, --bilingual-minutes (10) each;
+- `multilingual`: `--config multi30k_multilingual`, the six directions in one model for
+  --multilingual-minutes (60), scored on each of them, and on German<->French without
+  a pair of its own: zero-shot (`--tgt-lang` straight from the source) and pivoted through
+  English with the same model (`evaluate.py --pivot en`);
+- `hour`: `--config multi30k`, English->German alone for the multilingual minutes.
+`--cpus LIST` pins every command to those cores (taskset): two arms may then run side by
+side on a 2-core machine, one core each, and stay comparable (both arms of a comparison
+get the same cores). Appends one row per arm to --results (kind `multilingual`).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from common import MULTI30K, ROOT, cpu
+
+DIRECTIONS = ("en-de", "de-en", "en-fr", "fr-en", "en-cs", "cs-en")
+ZERO_SHOT = ("de-fr", "fr-de")
+
+
+def run(cmd: list[str], log: Path, cpus: str) -> None:
+  cmd = ["taskset", "-c", cpus, *cmd] if cpus else cmd
+  print("$", " ".join(cmd), flush=True)
+  env = dict(os.environ, SEQ2SEQ_XLA_CACHE="")  # no compilation cache, as a first run
+  with open(log, "a") as f:
+    if subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=env).returncode:
+      sys.exit(f"failed: {' '.join(cmd)} (log: {log})")
+
+
+def train(config: str, workdir: Path, minutes: float, extra: list[str], cpus: str) -> dict:
+  run([sys.executable, "train.py", "--config", config, "--workdir", str(workdir),
+       f"--config.train.max_minutes={minutes:g}", *extra],
+      workdir.parent / f"{workdir.name}.log", cpus)
+  return json.loads((workdir / "training.json").read_text())
+
+
+def score(workdir: Path, direction: str, cpus: str, *flags: str) -> float:
+  """test_2016_flickr sacreBLEU of `direction` (beam 5, averaged checkpoint); `flags`
+  such as --src-lang/--tgt-lang for a run of several directions."""
+  out = workdir / f"test.{direction}{'.pivot' if '--pivot' in flags else ''}.hyp"
+  run([sys.executable, "evaluate.py", "--workdir", str(workdir), "--split",
+       "test_2016_flickr", "--checkpoint", "averaged", "--beam", "5", "--output", str(out),
+       *flags], workdir.parent / f"{workdir.name}.log", cpus)
+  return round(json.loads((workdir / "evaluations.jsonl").read_text().splitlines()[-1])
+               ["bleu"], 2)
+
+
+def main():
+  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  p.add_argument("--arms", default="bilingual,multilingual,hour")
+  p.add_argument("--runs-dir", default="runs/multilingual")
+  p.add_argument("--bilingual-minutes", type=float, default=10.0)
+  p.add_argument("--multilingual-minutes", type=float, default=60.0)
+  p.add_argument("--cpus", default="", help="taskset core list, e.g. 0 (default: all)")
+  p.add_argument("--results", default=str(ROOT / "bench" / "results.jsonl"))
+  args = p.parse_args()
+  runs = Path(args.runs_dir).resolve()
+  runs.mkdir(parents=True, exist_ok=True)
+  commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, cwd=ROOT).stdout.strip()
+  cores = len(args.cpus.split(",")) if args.cpus else os.cpu_count()
+  command = (f"python bench/multilingual.py --arms {{arm}} --cpus {args.cpus}" if args.cpus
+             else "python bench/multilingual.py --arms {arm}")
+  for arm in args.arms.split(","):
+    row = {"name": f"multilingual-{arm}-{commit}", "kind": "multilingual", "arm": arm,
+           "cpu": cpu(), "cores": cores, "commit": commit, "command": command.format(arm=arm)}
+    if arm == "bilingual":
+      row.update(minutes=args.bilingual_minutes, directions={})
+      for direction in DIRECTIONS:
+        src, tgt = direction.split("-")
+        workdir = runs / f"bilingual-{direction}"
+        done = train("auto", workdir, args.bilingual_minutes, [
+            f"--config.data.dir={MULTI30K}", f"--config.data.src_lang={src}",
+            f"--config.data.tgt_lang={tgt}", "--config.data.test_split=test_2016_flickr"],
+            args.cpus)
+        row["directions"][direction] = {"updates": done.get("step"),
+                                        "bleu": score(workdir, direction, args.cpus)}
+        print(direction, row["directions"][direction], flush=True)
+    elif arm == "multilingual":
+      workdir = runs / "multilingual"
+      done = train("multi30k_multilingual", workdir, args.multilingual_minutes, [], args.cpus)
+      def langs(d):
+        return ("--src-lang", d.split("-")[0], "--tgt-lang", d.split("-")[1])
+      row.update(minutes=args.multilingual_minutes, updates=done.get("step"), directions={
+          d: {"bleu": score(workdir, d, args.cpus, *langs(d))} for d in DIRECTIONS})
+      row["zero_shot"] = {
+          d: {"bleu": score(workdir, d, args.cpus, *langs(d)),
+              "pivot_bleu": score(workdir, d, args.cpus, *langs(d), "--pivot", "en")}
+          for d in ZERO_SHOT}
+    elif arm == "hour":
+      workdir = runs / "hour-en-de"
+      done = train("multi30k", workdir, args.multilingual_minutes, [], args.cpus)
+      row.update(minutes=args.multilingual_minutes, updates=done.get("step"),
+                 directions={"en-de": {"bleu": score(workdir, "en-de", args.cpus)}})
+    else:
+      sys.exit(f"unknown arm {arm!r}: bilingual, multilingual or hour")
+    with open(args.results, "a") as f:
+      print(json.dumps(row), flush=True)
+      f.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+  main()
