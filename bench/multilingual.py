@@ -42,9 +42,11 @@ def run(cmd: list[str], log: Path, cpus: str) -> None:
 
 
 def train(config: str, workdir: Path, minutes: float, extra: list[str], cpus: str) -> dict:
-  run([sys.executable, "train.py", "--config", config, "--workdir", str(workdir),
-       f"--config.train.max_minutes={minutes:g}", *extra],
-      workdir.parent / f"{workdir.name}.log", cpus)
+  """Trains the arm's run, unless it has finished (its training.json): a rerun scores."""
+  if not (workdir / "training.json").is_file():
+    run([sys.executable, "train.py", "--config", config, "--workdir", str(workdir),
+         f"--config.train.max_minutes={minutes:g}", *extra],
+        workdir.parent / f"{workdir.name}.log", cpus)
   return json.loads((workdir / "training.json").read_text())
 
 

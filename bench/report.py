@@ -56,6 +56,11 @@ bench/lone_sentence.py) carries `padding` ("least:multiple"), `greedy_sentences_
 Soaks of the server (`kind` "soak", bench/soak.py) carry `minutes`, `overload`,
 `capacity_requests_per_s`, `arrival_rate`, `sent`, `ok`, `refused_429`, `server_errors`,
 `429_without_retry_after`, `p50_ms`, `p99_ms` and `rss_mib_start` / `_peak` / `_end`.
+One model of several directions against bilingual runs (`kind` "multilingual",
+bench/multilingual.py): one row per arm (`arm` "bilingual", "multilingual" or "hour")
+with `cores` (the CPU cores it was pinned to), `minutes`, `directions` ({"en-de":
+{"bleu", "updates" (bilingual arm)}}), `updates` (one run's arms) and, for the
+multilingual arm, `zero_shot` ({"de-fr": {"bleu", "pivot_bleu"}}).
 """
 
 import argparse
@@ -376,6 +381,64 @@ def serve_mixed(runs):
                 "answers unlike alone", "RSS when ready (MiB)", "commit"], rows)
 
 
+def multilingual_arms(runs):
+  """{(CPU, cores): {arm: its newest row}} of bench/multilingual.py's rows."""
+  out: dict = {}
+  for r in runs:
+    if r["kind"] == "multilingual":
+      out.setdefault((r["cpu"], r["cores"]), {})[r["arm"]] = r
+  return out
+
+
+def signed(x, digits=2):
+  return f"{x:+.{digits}f}"
+
+
+def multilingual(runs):
+  """One model of six directions for an hour against the automatic recipe's bilingual run
+  of 10 minutes per direction, and en→de against the bilingual hour (bench/multilingual.py):
+  test_2016_flickr sacreBLEU, beam 5, averaged checkpoints, the newest arms of each CPU
+  class and core count."""
+  rows = []
+  for (cpu, cores), arms in multilingual_arms(runs).items():
+    ml, bi, hour = (arms.get(a) for a in ("multilingual", "bilingual", "hour"))
+    if ml is None:
+      continue
+    commits = "/".join(x["commit"] for x in (ml, bi, hour) if x)
+    pairs = []
+    for d, x in ml["directions"].items():
+      b = (bi or {}).get("directions", {}).get(d)
+      h = (hour or {}).get("directions", {}).get(d)
+      pairs.append((x["bleu"], b["bleu"] if b else None))
+      rows.append([cpu, str(cores), d.replace("-", "→"), fmt(x["bleu"]),
+                   fmt(b["bleu"]) if b else "–", signed(x["bleu"] - b["bleu"]) if b else "–",
+                   f"{fmt(h['bleu'])} ({signed(x['bleu'] - h['bleu'])})" if h else "–",
+                   commits])
+    both = [(m, b) for m, b in pairs if b is not None]
+    if both:
+      mean_m, mean_b = (sum(p[k] for p in both) / len(both) for k in (0, 1))
+      rows.append([cpu, str(cores), "**mean**", fmt(mean_m), fmt(mean_b),
+                   signed(mean_m - mean_b), "", commits])
+    rows.append([cpu, str(cores), "updates", f"{ml['updates']:,}",
+                 " / ".join(f"{x['updates']:,}" for x in (bi or {}).get("directions", {})
+                            .values()) or "–", "",
+                 f"{hour['updates']:,}" if hour else "–", commits])
+  return table(["CPU", "cores", "direction", "one model, 6 directions, 60 min",
+                "bilingual, 10 min each", "difference", "bilingual en→de, 60 min",
+                "commits"], rows)
+
+
+def multilingual_zero_shot(runs):
+  """The multilingual hour between two languages it was not trained on: zero-shot
+  (straight, with the target's token) against pivoting through English, the same model."""
+  rows = [[cpu, str(cores), d.replace("-", "→"), fmt(x["bleu"]), fmt(x["pivot_bleu"]),
+           signed(x["bleu"] - x["pivot_bleu"]), arms["multilingual"]["commit"]]
+          for (cpu, cores), arms in multilingual_arms(runs).items() if "multilingual" in arms
+          for d, x in arms["multilingual"].get("zero_shot", {}).items()]
+  return table(["CPU", "cores", "pair", "zero-shot", "through English", "difference",
+                "commit"], rows)
+
+
 def soak(runs):
   """Soaks of the server (bench/soak.py): arrivals beyond its capacity for a long time."""
   rows = [[r["cpu"], fmt(r["minutes"], 0), fmt(r["capacity_requests_per_s"], 1),
@@ -522,7 +585,8 @@ def proxies(runs):
   return table(["change", "updates", "greedy val BLEU", "average of 5", "of 10", "of 20"], rows)
 
 
-TABLES = {"proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "glossary_sets": glossary_sets, "detection": detection, "serve_mixed": serve_mixed, "hour_now": hour_now, "past_the_hour": past_the_hour, "ablations": ablations,
+TABLES = {"multilingual": multilingual, "multilingual_zero_shot": multilingual_zero_shot,
+          "proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "glossary_sets": glossary_sets, "detection": detection, "serve_mixed": serve_mixed, "hour_now": hour_now, "past_the_hour": past_the_hour, "ablations": ablations,
           "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe, "auto_plan": auto_plan,
           "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now,
           "serving_now": serving_now, "decode_compile": decode_compile,

@@ -226,8 +226,10 @@ class DataConfig:
     self.direction_pairs()  # validates the format
     require("data", self, "temperature", lambda v: math.isfinite(v) and v > 0,
             "a number > 0")
-    if self.directions and self.sampling_alpha and self.spm_model_type == "bpe":
-      raise ValueError("data.sampling_alpha with data.directions needs a unigram model")
+    if self.multilingual and (given := [f for f in ("train_path", "val_path", "test_path")
+                                        if getattr(self, f)]):
+      raise ValueError(f"data.directions reads each direction from data.dir or data.hub "
+                       f"(SPLIT.SRC and SPLIT.TGT); data.{given[0]} names one pair's files")
     if self.dir and self.hub:
       raise ValueError(f"data.dir={self.dir!r} and data.hub={self.hub!r} are both set; "
                        "give one (--config.data.hub= reads the folder)")

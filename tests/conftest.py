@@ -53,7 +53,7 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 # The fast subset (`make test-fast`: -m "not slow") leaves out what trains, serves or
 # decodes a trained run. A test is slow when it takes one of these fixtures (directly or
 # through another), or when its file or itself is marked `slow` by hand.
-SLOW_FIXTURES = {"trained_run", "multi30k_dir", "multi30k_tokenizer"}
+SLOW_FIXTURES = {"trained_run", "trained_multilingual", "multi30k_dir", "multi30k_tokenizer"}
 
 
 # Files that take longest, longest first (seconds in a clean-clone `make test` on 2 cores,
@@ -178,32 +178,50 @@ def multi30k_tokenizer(multi30k_dir):
   return tokenizer.train(lines, vocab_size=8000)
 
 
+def shared_run(tmp_path_factory, request, name: str, *train_args) -> Path:
+  """A run trained once through the train.py CLI for all pytest-xdist workers, then
+  copied, so that each worker's tests own their copy."""
+  shared = tmp_path_factory.getbasetemp()
+  if hasattr(request.config, "workerinput"):  # an xdist worker
+    shared = shared.parent  # the base temporary directory all workers share
+  source = shared / f"trained_{name}"
+  with filelock.FileLock(str(shared / f"trained_{name}.lock")):
+    if not (source / "TRAINED").exists():
+      shutil.rmtree(source, ignore_errors=True)
+      run_cli("train.py", "--workdir", source, *train_args)
+      (source / "TRAINED").touch()
+  workdir = tmp_path_factory.mktemp("runs") / name
+  shutil.copytree(source, workdir, ignore=shutil.ignore_patterns("TRAINED"))
+  return workdir
+
+
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory, request):
-  """The tiny config trained briefly through the train.py CLI (with overrides): trained
-  once for all pytest-xdist workers, then copied, so each worker's tests own their copy.
+  """The tiny config trained briefly through the train.py CLI (with overrides), shared
+  (`shared_run`).
 
   Each CPU class trains a model of its own (float32 sums run in another order), so the
   tests that use it hold for any such run: `SEQ2SEQ_TEST_SEED=N` trains it with seed N
   (helpers.TEST_SEED, default 0) to check that they do."""
-  shared = tmp_path_factory.getbasetemp()
-  if hasattr(request.config, "workerinput"):  # an xdist worker
-    shared = shared.parent  # the base temporary directory all workers share
-  source = shared / "trained_tiny"
-  with filelock.FileLock(str(shared / "trained_tiny.lock")):
-    if not (source / "TRAINED").exists():
-      shutil.rmtree(source, ignore_errors=True)
-      # One layer per stack: every test that decodes this run compiles its searches for
-      # it, and a layer fewer halves what each search program holds.
-      run_cli("train.py", "--config", "configs/tiny.py", "--workdir", source,
-              "--config.model.encoder_layers=1", "--config.model.decoder_layers=1",
-              "--config.train.max_steps=300", "--config.train.eval_every=150",
-              "--config.train.checkpoint_every=100", "--config.train.log_every=25",
-              f"--config.train.seed={TEST_SEED}")
-      (source / "TRAINED").touch()
-  workdir = tmp_path_factory.mktemp("runs") / "tiny"
-  shutil.copytree(source, workdir, ignore=shutil.ignore_patterns("TRAINED"))
-  return workdir
+  # One layer per stack: every test that decodes this run compiles its searches for
+  # it, and a layer fewer halves what each search program holds.
+  return shared_run(tmp_path_factory, request, "tiny", "--config", "configs/tiny.py",
+                    "--config.model.encoder_layers=1", "--config.model.decoder_layers=1",
+                    "--config.train.max_steps=300", "--config.train.eval_every=150",
+                    "--config.train.checkpoint_every=100", "--config.train.log_every=25",
+                    f"--config.train.seed={TEST_SEED}")
+
+
+@pytest.fixture(scope="session")
+def trained_multilingual(tmp_path_factory, request):
+  """The tiny multilingual preset (en-de, de-en, en-fr, fr-en of data/sample) trained
+  briefly, one layer per stack, shared (`shared_run`)."""
+  return shared_run(tmp_path_factory, request, "tiny_multilingual",
+                    "--config", "configs/tiny_multilingual.py",
+                    "--config.model.encoder_layers=1", "--config.model.decoder_layers=1",
+                    "--config.train.max_steps=500", "--config.train.eval_every=250",
+                    "--config.train.checkpoint_every=250", "--config.train.log_every=50",
+                    f"--config.train.seed={TEST_SEED}")
 
 
 @pytest.fixture(scope="module")

@@ -84,7 +84,7 @@ def commands(block: str) -> list[tuple[str, str]]:
 # ---------------------------------------------------------------------------- the folder
 
 
-def write_sandbox(folder: Path, trained: Path) -> None:
+def write_sandbox(folder: Path, trained: Path, multilingual: Path) -> None:
   for name in ("train.py", "evaluate.py", "translate.py", "configs", "data", "bench"):
     (folder / name).symlink_to(ROOT / name)
   corpus = folder / "corpus_as_multi30k"
@@ -101,6 +101,20 @@ def write_sandbox(folder: Path, trained: Path) -> None:
   run_cli("-m", "seq2seq.cli.average", "--workdir", run, "--last", "2")
   for name in RUN_NAMES[1:]:  # relative links: a copy of the folder links to its own run
     (folder / "runs" / name).symlink_to(run.name)
+  # `runs/m30k-ml`, a model of several directions: the tiny one (en-de, de-en, en-fr,
+  # fr-en of the sample, under Multi30k's split names too)
+  corpus_ml = folder / "corpus_as_multi30k_ml"
+  corpus_ml.mkdir()
+  for lang in ("en", "de", "fr"):
+    for split, source in (("train", "train"), ("val", "val"), ("test", "test"),
+                          ("test_2016_flickr", "test")):
+      shutil.copy(SAMPLE / f"{source}.{lang}", corpus_ml / f"{split}.{lang}")
+  run_ml = folder / "runs" / "m30k-ml"
+  shutil.copytree(multilingual, run_ml)
+  config = json.loads((run_ml / "config.json").read_text())
+  config["data"]["dir"] = str(corpus_ml)
+  (run_ml / "config.json").write_text(json.dumps(config, indent=2))
+  run_cli("-m", "seq2seq.cli.average", "--workdir", run_ml, "--last", "2")
   src, tgt = (SAMPLE / "test.en").read_text().splitlines(), (SAMPLE / "test.de").read_text().splitlines()
   for name, lines in (("in.en", src[:6]), ("mono.en", src[:6]), ("test.en", src[:12]),
                       ("test.de", tgt[:12])):
@@ -128,9 +142,9 @@ def write_sandbox(folder: Path, trained: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def sandbox_template(trained_run, tmp_path_factory):
+def sandbox_template(trained_run, trained_multilingual, tmp_path_factory):
   folder = tmp_path_factory.mktemp("sandbox")
-  write_sandbox(folder, trained_run)
+  write_sandbox(folder, trained_run, trained_multilingual)
   return folder
 
 

@@ -97,7 +97,8 @@ def test_results_rows_are_complete_and_consistent():
     assert r["kind"] in ("hour", "longer", "decode", "decode_compile", "setting", "proxy",
                          "serve", "auto", "auto_plan", "first_minutes", "decode_memory",
                          "paragraphs", "batch_rows", "soak", "glossary", "documents",
-                         "paragraphs_unpunctuated", "glossary_sets", "detection", "serve_mixed"), r["name"]
+                         "paragraphs_unpunctuated", "glossary_sets", "detection", "serve_mixed",
+                         "multilingual"), r["name"]
     assert r["commit"] and re.fullmatch(r"[0-9a-f]{7,40}", r["commit"]), r["name"]
     if r["kind"] == "decode":
       assert r["sentences_per_s"] > 0, r["name"]
@@ -117,6 +118,11 @@ def test_results_rows_are_complete_and_consistent():
       assert r["cpu"] and r["command"] and 0 <= r["boundary_accuracy"] <= 1, r["name"]
       assert r["bleu_paragraphs"] > 0 and r["bleu_sentences_joined"] > 0, r["name"]
       assert r["sentences_per_s_paragraphs"] > 0 and r["sentences_per_s_sentences"] > 0
+      continue
+    if r["kind"] == "multilingual":
+      assert r["cpu"] and r["command"] and r["cores"] >= 1 and r["minutes"] > 0, r["name"]
+      assert r["arm"] in ("bilingual", "multilingual", "hour") and r["directions"], r["name"]
+      assert all(0 < x["bleu"] <= 100 for x in r["directions"].values()), r["name"]
       continue
     if r["kind"] == "serve_mixed":
       assert r["cpu"] and r["command"] and r["one_model"]["sentences_per_s"] > 0, r["name"]

@@ -61,6 +61,10 @@ def main(argv=None) -> None:
   parser.add_argument("--ref", help="reference file (plain or .gz), with --src")
   parser.add_argument("--split", help="a split of the run's configured data source, e.g. "
                       "test_2016_flickr (instead of --src/--ref)")
+  parsing.add_direction_flags(parser)
+  parser.add_argument("--pivot", metavar="LANG", help="translate through LANG with the "
+                      "same model (source -> LANG -> target), e.g. a zero-shot pair of a "
+                      "model of several directions through English")
   parsing.add_search_flags(parser)
   parsing.add_glossary_flag(parser)
   parser.add_argument("--output", help="hypothesis file (default: "
@@ -102,14 +106,22 @@ def main(argv=None) -> None:
       args.ref and not args.src):
     parser.error("give either --split NAME or both --src FILE and --ref FILE")
   parsing.check_search_flags(parser, args)
+  if args.pivot and args.glossary:
+    parser.error("--pivot and --glossary do not go together: a glossary's targets are in "
+                 "the last language, which the first translation does not write")
   glossary = parsing.read_glossary(parser, args)
   setup_cli_logging()
   parsing.resolve_model(parser, args)
   try:
     cfg = (ctranslate2_model.load_export(args.workdir[0])[1] if args.engine == "ctranslate2"
            else checkpoint.load_config(args.workdir[0]))
-    if args.split:
-      ds = data_source.load_split(cfg.data, args.split, args.workdir[0])
+    engine, c = parsing.load_engine(args, glossary=glossary)
+    src_lang, tgt_lang = engine.languages
+    hops = [engine] if not args.pivot else [engine.for_direction(src_lang, args.pivot),
+                                            engine.for_direction(args.pivot, tgt_lang)]
+    if args.split:  # the direction's pairs (SPLIT.SRC and SPLIT.TGT)
+      ds = data_source.load_split(cfg.data.for_direction(src_lang, tgt_lang), args.split,
+                                  args.workdir[0])
       sources, references, name = list(ds["src"]), list(ds["tgt"]), args.split
     else:
       sources = textfiles.read_lines(args.src)
@@ -118,34 +130,42 @@ def main(argv=None) -> None:
       if len(sources) != len(references):
         raise ScoreError(f"{args.src} has {len(sources)} lines but {args.ref} has "
                          f"{len(references)}")
-    engine, c = parsing.load_engine(args, glossary=glossary)
   except (textfiles.DataError, checkpoint.CheckpointError, ScoreError, ValueError) as e:
     sys.exit(f"error: {e}")
   beam, search = c.beam_size, engine.describe()["search"]
   try:
-    hypotheses = translate_all(engine, sources, c, args.split_sentences)
+    hypotheses = sources
+    for hop in hops:
+      hypotheses = translate_all(hop, hypotheses, c, args.split_sentences)
   except ValueError as e:  # a line too long to cut (TooLongError)
     sys.exit(f"error: {args.split or args.src}: {e}")
   ensemble = ".ensemble" if len(args.workdir) > 1 else ""
   mbr_name = f".mbr-{search['mbr']}-{search['mbr_weights']}" if search["mbr"] else ""
   mbr_name += ".glossary" if glossary is not None else ""
+  stem = name  # a model of several directions: which one, in the file's name
+  if engine.directions != (tuple(engine.languages),) or args.pivot:
+    stem += f".{src_lang}-{tgt_lang}" + (f".via-{args.pivot}" if args.pivot else "")
   # Readers leave the run directory as they found it: the hypotheses go to a folder here.
   out = (Path(args.output) if args.output else
          Path("hyps") / Path(args.workdir[0]).resolve().name /
-         f"{name}.beam{beam}{mbr_name}{ensemble}.txt")
+         f"{stem}.beam{beam}{mbr_name}{ensemble}.txt")
   try:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
   except OSError as e:
     log.warning("could not write the hypotheses to %s (%s); the score follows", out,
                 e.strerror)
-  result = score(hypotheses, references, args.lowercase_tokenized, cfg.data.tgt_lang)
+  result = score(hypotheses, references, args.lowercase_tokenized, tgt_lang)
   if args.sentence_level:
     write_sentence_level(Path(args.sentence_level), sources, hypotheses, references)
   result = dict(result, hypotheses=str(out), checkpoint=args.checkpoint, beam=beam,
                 alpha=c.alpha, engine=args.engine)
   if search["mbr"]:
     result.update(mbr=search["mbr"], mbr_weights=search["mbr_weights"])
+  if engine.directions != (tuple(engine.languages),) or args.pivot:
+    result.update(direction=f"{src_lang}-{tgt_lang}",
+                  zero_shot=not args.pivot and engine.zero_shot,
+                  **({"pivot": args.pivot} if args.pivot else {}))
   if args.engine == "jax":
     result["beam_stop"] = search["beam_stop"]
   if glossary is not None:

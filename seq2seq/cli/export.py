@@ -32,16 +32,22 @@ def main(argv=None) -> None:
                       help="weight type of the exported model (int8 for CPUs, float16 for "
                       "GPUs); default: float32, for argos int8 (as Argos packages ship)")
   parser.add_argument("--force", action="store_true", help="replace a non-empty --output")
+  parser.add_argument("--src-lang", help="a model of several directions: export this "
+                      "direction only (with --tgt-lang; an Argos package needs one)")
+  parser.add_argument("--tgt-lang", help="see --src-lang")
   args = parser.parse_args(argv)
+  if bool(args.src_lang) != bool(args.tgt_lang):
+    parser.error("--src-lang and --tgt-lang go together: they name one direction")
+  direction = (args.src_lang, args.tgt_lang) if args.src_lang else None
   setup_cli_logging()
   parsing.resolve_model(parser, args)
   try:
     if args.format == "argos":
       path = export_argos(args.workdir, args.output, args.checkpoint,
-                          args.quantization or "int8", args.force)
+                          args.quantization or "int8", args.force, direction)
     else:
       path = export_ctranslate2(args.workdir, args.output, args.checkpoint,
-                                args.quantization or "float32", args.force)
+                                args.quantization or "float32", args.force, direction)
   except (ExportError, checkpoint.CheckpointError) as e:
     sys.exit(f"error: {e}")
   print(path)

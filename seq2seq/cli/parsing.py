@@ -70,6 +70,16 @@ def add_model_flags(parser: argparse.ArgumentParser, several: bool = False,
                         "seq2seq-export (CTranslate2's length penalty is length ** alpha)")
 
 
+def add_direction_flags(parser: argparse.ArgumentParser) -> None:
+  """--src-lang / --tgt-lang: the direction a model of several translates."""
+  parser.add_argument("--src-lang", help="the source language (a model of several "
+                      "directions: the texts' language, for cutting sentences and for "
+                      "--split; default: the trained direction into --tgt-lang)")
+  parser.add_argument("--tgt-lang", help="the target language (a model of several "
+                      "directions; default: its first direction's). A pair it was not "
+                      "trained on is translated zero-shot, and logged as such")
+
+
 def add_search_flags(parser: argparse.ArgumentParser, batching: bool = True) -> None:
   """The search settings; each defaults to the run's `decode` config. With `batching`,
   --batch-size and --workers too (the server batches by its own --max-batch and
@@ -169,6 +179,8 @@ def load_engine(args: argparse.Namespace, sampling=None, glossary=None, nbest: i
                if v is not None}
   engine = load(args.workdir, getattr(args, "engine", "jax"), args.checkpoint, **overrides,
                 **mbr.overrides(args))
+  if getattr(args, "src_lang", None) or getattr(args, "tgt_lang", None):
+    engine = engine.for_direction(args.src_lang, args.tgt_lang)
   return engine, engine.settings(sampling=sampling, glossary=glossary, nbest=nbest or None)
 
 

@@ -76,6 +76,7 @@ def parser() -> argparse.ArgumentParser:
       "Search settings default to those saved in the run's config.json.",
       formatter_class=parsing.HelpFormatter)
   parsing.add_model_flags(p, several=True)
+  parsing.add_direction_flags(p)
   parsing.add_search_flags(p)
   parsing.add_glossary_flag(p)
   p.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=True,

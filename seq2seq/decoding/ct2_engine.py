@@ -51,6 +51,8 @@ class CTranslate2Translator(SentenceEngine):
     self.languages = (cfg.data.src_lang, cfg.data.tgt_lang)
     if cfg.data.multilingual:  # the export of every direction: the token is ours to add
       self.set_directions(cfg.data.direction_pairs())
+    # the export of one direction of several: CTranslate2 adds its token to each source
+    self.added_source = 1 if self.info.get("source_token") else 0
     self.decode_cfg = dataclasses.replace(cfg.decode, **decode_overrides)
     self.translator = ct2.Translator(str(path), device=device, compute_type=compute_type,
                                      intra_threads=threads or (os.cpu_count() or 1))
@@ -65,6 +67,9 @@ class CTranslate2Translator(SentenceEngine):
   @property
   def limits(self) -> EngineLimits:
     return EngineLimits(self.source_limit(), self.max_len - 2)
+
+  def source_limit(self) -> int:
+    return super().source_limit() - self.added_source
 
   def translate_ids(self, src_ids: Sequence[np.ndarray], settings: SearchSettings | None = None,
                     **changes) -> list[list[tuple[np.ndarray, float]]]:

@@ -73,6 +73,14 @@ class Engine(Protocol):
   def directions(self) -> tuple[tuple[str, str], ...]:
     """The (source, target) language codes it was trained to translate between."""
 
+  @property
+  def languages(self) -> tuple[str, str]:
+    """The (source, target) it translates now; `for_direction` gives another."""
+
+  @property
+  def zero_shot(self) -> bool:
+    """Whether it translates now a direction it was never trained on."""
+
   def for_direction(self, src: str | None = None, tgt: str | None = None) -> "Engine":
     """The engine translating `src` -> `tgt` (a view sharing the model): one of
     `directions`, or between two of its languages (zero-shot); an unknown language is a

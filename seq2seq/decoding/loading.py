@@ -38,7 +38,7 @@ def workdir_list(workdir: str | os.PathLike | Sequence[str | os.PathLike], engin
 
 def read_run(workdirs: Sequence, checkpoint_name: str = "best") -> Run:
   """The first run's config, tokenizer and parameters, and the other runs' as ensemble
-  members (all must share the first run's SentencePiece model)."""
+  members (all must share the first run's SentencePiece model and directions)."""
   cfg: Config = checkpoint.load_config(workdirs[0])
   tok = checkpoint.load_tokenizer(workdirs[0])
   params, _ = checkpoint.load_params(workdirs[0], checkpoint_name, cfg.model)
@@ -51,6 +51,11 @@ def read_run(workdirs: Sequence, checkpoint_name: str = "best") -> Run:
           f"{other_tok.fingerprint()} and {tok.fingerprint()}): an ensemble needs one "
           "shared vocabulary (train with --config.data.spm_model=FIRST_RUN/spm.model)")
     other_cfg = checkpoint.load_config(other)
+    if other_cfg.data.direction_pairs() != cfg.data.direction_pairs():
+      listed = lambda c: ", ".join(f"{s}-{t}" for s, t in c.data.direction_pairs())
+      raise checkpoint.CheckpointError(
+          f"{other} translates {listed(other_cfg)} but {workdirs[0]} {listed(cfg)}: the "
+          "runs of an ensemble translate the same directions")
     ensemble.append((other_cfg.model,
                      checkpoint.load_params(other, checkpoint_name, other_cfg.model)[0]))
   return Run(cfg, params, tok, ensemble)

@@ -85,7 +85,8 @@ class Translator(SentenceEngine):
       raise checkpoint.CheckpointError(
           f"tokenizer has {tokenizer.vocab_size} pieces but the model's embedding has "
           f"{model_cfg.vocab_size} rows: the tokenizer does not belong to this checkpoint")
-    self.model_cfg, self.params, self.tokenizer = model_cfg, params, tokenizer
+    self._weights = {"params": params}  # shared with its views (`for_direction`)
+    self.model_cfg, self.tokenizer = model_cfg, tokenizer
     self.max_len = model_cfg.max_len
     self.languages = tuple(languages)
     self.decode_cfg = decode_cfg or DecodeConfig()
@@ -108,6 +109,16 @@ class Translator(SentenceEngine):
     self._shape_log = ShapeCompileLog()
     self.followed: tuple[Any, str, Path] | None = None  # (run, checkpoint kind, step
     # directory served): what `reload` looks for newer ones of
+
+  @property
+  def params(self):
+    """The parameters it translates with: one tree, shared by the views of its other
+    directions (`for_direction`), so that `reload` swaps them in for all of them."""
+    return self._weights["params"]
+
+  @params.setter
+  def params(self, params) -> None:
+    self._weights["params"] = params
 
   def keep_programs(self, n: int, at_least: bool = True) -> None:
     """Keeps `n` compiled searches in memory (0: all), or at least `n` (`at_least`: a

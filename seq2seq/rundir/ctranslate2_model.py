@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from seq2seq.config import NOT_ARCHITECTURE, Config, ModelConfig
-from seq2seq.data.tokenizer import MODEL_FILE, Tokenizer
+from seq2seq.data.tokenizer import LANGUAGE_TOKEN, MODEL_FILE, Tokenizer
 from seq2seq.model.layers import sinusoidal_positions
 from seq2seq.numerics.ops import LAYER_NORM_EPSILON
 from seq2seq.rundir import checkpoint
@@ -91,7 +91,7 @@ def _layer_norm(spec, ln: dict) -> None:
   spec.gamma, spec.beta = _np(ln["scale"]), _np(ln["offset"])
 
 
-def build_spec(cfg: ModelConfig, params, pieces: list[str]):
+def build_spec(cfg: ModelConfig, params, pieces: list[str], source_token: str | None = None):
   """The CTranslate2 `TransformerSpec` of a model, its weights set from `params`."""
   import_ctranslate2()
   from ctranslate2.specs import common_spec, transformer_spec
@@ -173,10 +173,15 @@ def build_spec(cfg: ModelConfig, params, pieces: list[str]):
     feed_forward(layer.ffn, scope)
     _layer_norm(layer.ffn.layer_norm, p(f"{scope}/~/res_ff/~/norm/ln"))
 
-  # Our sources end in EOS and targets start from BOS (seq2seq.vocab).
+  # Our sources end in EOS and targets start from BOS (seq2seq.vocab). One direction of a
+  # model of several: CTranslate2 leads each source with its target language's token as
+  # its "source BOS" (as OPUS-MT's multilingual models lead theirs with >>fra<<), so that
+  # a caller that knows nothing of it (Argos Translate) gets that direction.
   spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = "<unk>", "<s>", "</s>"
   spec.config.decoder_start_token = "<s>"
   spec.config.add_source_bos, spec.config.add_source_eos = False, True
+  if source_token is not None:
+    spec.config.bos_token, spec.config.add_source_bos = source_token, True
   spec.config.layer_norm_epsilon = LAYER_NORM_EPSILON
   spec.register_source_vocabulary(pieces)
   spec.register_target_vocabulary(pieces)
@@ -184,8 +189,11 @@ def build_spec(cfg: ModelConfig, params, pieces: list[str]):
 
 
 def export_ctranslate2(workdir: str | Path, output: str | Path, checkpoint_name: str = "best",
-                       quantization: str = "float32", force: bool = False) -> Path:
-  """Converts a run's checkpoint into a CTranslate2 model directory; returns its path."""
+                       quantization: str = "float32", force: bool = False,
+                       direction: tuple[str, str] | None = None) -> Path:
+  """Converts a run's checkpoint into a CTranslate2 model directory; returns its path.
+  A run of several directions exports all of them (the engine leads each source with
+  its token), or with `direction` one, whose token CTranslate2 adds itself."""
   if quantization not in QUANTIZATIONS:
     raise ExportError(f"quantization {quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
   output = Path(output)
@@ -196,9 +204,10 @@ def export_ctranslate2(workdir: str | Path, output: str | Path, checkpoint_name:
                       "replaces an earlier export only; give another --output")
   cfg: Config = checkpoint.load_config(workdir)
   tok = checkpoint.load_tokenizer(workdir)
+  cfg, source_token = one_direction(cfg, direction, workdir)
   params, meta = checkpoint.load_params(workdir, checkpoint_name, cfg.model)
   pieces = tok.pieces(range(tok.vocab_size))
-  spec = build_spec(cfg.model, params, pieces)
+  spec = build_spec(cfg.model, params, pieces, source_token)
   spec.validate()
   spec.optimize(quantization=quantization)
   if output.exists():
@@ -209,12 +218,31 @@ def export_ctranslate2(workdir: str | Path, output: str | Path, checkpoint_name:
   info = {"format": "seq2seq-ctranslate2", "source_run": str(Path(workdir).absolute()),
           "checkpoint": checkpoint_name, "step": meta.get("step"),
           "averaged_steps": meta.get("averaged_steps"), "quantization": quantization,
-          "spm_fingerprint": tok.fingerprint(),
+          "spm_fingerprint": tok.fingerprint(), "source_token": source_token,
           "exported": time.strftime("%Y-%m-%d %H:%M:%S"), "config": cfg.to_dict()}
   (output / EXPORT_FILE).write_text(json.dumps(info, indent=2) + "\n")
   log.info("exported %s (%s checkpoint) to %s as CTranslate2 %s", workdir, checkpoint_name,
            output, quantization)
   return output
+
+
+def one_direction(cfg: Config, direction: tuple[str, str] | None, workdir
+                  ) -> tuple[Config, str | None]:
+  """(the config an export of `direction` describes, the language token CTranslate2 then
+  adds to each source, if any). None: every direction the run has."""
+  if direction is None or (not cfg.data.multilingual
+                           and tuple(direction) == (cfg.data.src_lang, cfg.data.tgt_lang)):
+    return cfg, None
+  src, tgt = direction
+  trained = [f"{s}-{t}" for s, t in cfg.data.direction_pairs()]
+  if not cfg.data.multilingual or src not in cfg.data.languages() or (
+      tgt not in cfg.data.languages()) or src == tgt:
+    raise ExportError(f"{workdir} does not translate {src}-{tgt}: it was trained on "
+                      f"{', '.join(trained)}")
+  if f"{src}-{tgt}" not in trained:
+    log.warning("exporting %s-%s, which %s was not trained on (zero-shot)", src, tgt, workdir)
+  data = dataclasses.replace(cfg.data.for_direction(src, tgt), directions="")
+  return dataclasses.replace(cfg, data=data), LANGUAGE_TOKEN.format(tgt)
 
 
 # The longest input and output Argos Translate asks of CTranslate2 by default (its

@@ -160,13 +160,15 @@ def card(folder: Path, cfg, repo_id: str, checkpoint_name: str, license: str | N
   """The model card: the Hub's YAML metadata, then the run's card for this repository."""
   from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-  src, tgt = cfg.data.src_lang, cfg.data.tgt_lang
   results = []
   dataset = (datasets or [cfg.data.hub or "local"])[0]
   for e in model_card.evaluations(folder):
     if e.get("checkpoint") != checkpoint_name or e.get("engine", "jax") != "jax":
       continue  # the card reports the checkpoint it ships
-    common = dict(task_type="translation", task_name=f"Translation {src}→{tgt}",
+    src, tgt = e.get("direction", f"{cfg.data.src_lang}-{cfg.data.tgt_lang}").split("-")
+    kind = " (zero-shot)" if e.get("zero_shot") else (
+        f" (through {e['pivot']})" if e.get("pivot") else "")
+    common = dict(task_type="translation", task_name=f"Translation {src}→{tgt}{kind}",
                   dataset_type=dataset, dataset_name=f"{dataset} {e['data']}",
                   dataset_split=e["data"])
     results.append(EvalResult(**common, metric_type="bleu", metric_value=round(e["bleu"], 2),
@@ -177,7 +179,7 @@ def card(folder: Path, cfg, repo_id: str, checkpoint_name: str, license: str | N
                               metric_args={"signature": e.get("chrf_signature", "")}))
   base = cfg.train.init_from
   data = ModelCardData(
-      language=[src, tgt], license=license or "unknown", library_name=LIBRARY,
+      language=list(cfg.data.languages()), license=license or "unknown", library_name=LIBRARY,
       pipeline_tag="translation", tags=["translation", "jax", "haiku", "seq2seq"],
       datasets=datasets or ([cfg.data.hub] if cfg.data.hub else None),
       base_model=base_model(base),

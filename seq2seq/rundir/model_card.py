@@ -43,20 +43,22 @@ def file_record(path: Path) -> dict[str, Any]:
 
 def data_records(data: DataConfig) -> list[dict[str, Any]]:
   """What the run read: each local split file (lines, bytes, sha256), or the Hub data set;
-  a split the source lacks is recorded as missing (validation: held out of training)."""
+  a split the source lacks is recorded as missing (validation: held out of training).
+  Several directions: each file or Hub split once."""
   records = []
-  for split in (data.train_split, data.val_split, data.test_split):
-    try:
-      files = data_source.local_files(data, split)
-    except textfiles.DataError:
-      files = None
-    if files is not None:
-      records += [dict(file_record(p), split=split) for p in files[1]]
-    elif data.hub and not data_source.split_path(data, split):
-      records.append({"hub": data.hub, "config": data.hub_config,
-                      "split": data.hub_split(split)})
-    else:
-      records.append({"split": split, "missing": True})
+  for one in (data.for_direction(s, t) for s, t in data.direction_pairs()):
+    for split in (one.train_split, one.val_split, one.test_split):
+      try:
+        files = data_source.local_files(one, split)
+      except textfiles.DataError:
+        files = None
+      if files is not None:
+        found = [dict(file_record(p), split=split) for p in files[1]]
+      elif one.hub and not data_source.split_path(one, split):
+        found = [{"hub": one.hub, "config": one.hub_config, "split": one.hub_split(split)}]
+      else:
+        found = [{"split": split, "missing": True}]
+      records += [r for r in found if r not in records]
   return records
 
 
@@ -140,13 +142,20 @@ def render(workdir: Path, name: str | None = None) -> str:
   recorded = evaluations(workdir)
   m, d, t = cfg.model, cfg.data, cfg.train
   params = sum(x.size for x in jax.tree_util.tree_leaves(checkpoint.abstract_params(m)))
+  pairs = d.direction_pairs()
+  title = ", ".join(f"{s}→{t}" for s, t in pairs)
   lines = [
-      f"# {d.src_lang}→{d.tgt_lang} translation model: {name or workdir.name}", "",
+      f"# {title} translation model: {name or workdir.name}", "",
       f"A Transformer encoder-decoder trained with seq2seq {training.get('package_version', '?')}"
       " (JAX and Haiku). Load it with "
       + (f"`seq2seq.Translator.from_pretrained(\"{name}\")` or `seq2seq-translate --model "
          f"{name}` (`pip install seq2seq-haiku`)." if name else
          "`seq2seq.Translator.from_pretrained(PATH)` or `seq2seq-translate --workdir PATH`."),
+      *(["", f"One model for {len(pairs)} directions: the target language is asked for "
+         "with `tgt_lang` (`Translator.translate(texts, tgt_lang=\"fr\")`, `--tgt-lang fr`), "
+         "given to the model as a token before the source. Any two of its languages "
+         f"({', '.join(d.languages())}) can be asked for; a pair not listed here was not "
+         "trained (zero-shot) and is marked so under Evaluations."] if d.multilingual else []),
       "", "## Use", "", "```bash", *next_commands(Path("PATH"), cfg, name), "```", "",
       "## Model", "",
       f"- preset: {preset_name(cfg)} (d_model {m.d_model}, {m.num_heads} heads, "
@@ -177,7 +186,11 @@ def render(workdir: Path, name: str | None = None) -> str:
         f"- {training['step']:,} updates, {training['epoch']} epochs, "
         f"{training['elapsed_minutes']:.1f} minutes; stopped: {training['stop_reason']}",
         f"- best validation BLEU (greedy) {training['best_bleu']:.2f} at update "
-        f"{training['best_step']:,}",
+        f"{training['best_step']:,}" + (" (the mean of the directions' BLEU)"
+                                         if d.multilingual else ""),
+        *(["- at that update, per direction: " + ", ".join(
+            f"{k} {v:.2f}" for k, v in training["best_bleu_directions"].items())]
+          if training.get("best_bleu_directions") else []),
         f"- machine: {training['machine']}",
     ]
   else:
@@ -195,11 +208,14 @@ def render(workdir: Path, name: str | None = None) -> str:
     lines += ["| data | checkpoint | beam | alpha | BLEU | chrF | signature |",
               "|---|---|---|---|---|---|---|"]
     for e in recorded:
+      data = e["data"] + (f", {e['direction']}" if e.get("direction") else "") + (
+          " (zero-shot)" if e.get("zero_shot") else "") + (
+          f" (through {e['pivot']})" if e.get("pivot") else "")
       bleu = f"{e['bleu']:.2f}" + (f" ({e['bleu_lc_tok']:.2f} lowercased-tokenized)"
                                    if "bleu_lc_tok" in e else "")
       beam = f"{e['beam']}" + (f" (stop: {e['beam_stop']})"
                                if e.get("beam_stop", "exact") != "exact" else "")
-      lines.append(f"| {e['data']} | {e['checkpoint']} | {beam} | {e['alpha']} | {bleu} "
+      lines.append(f"| {data} | {e['checkpoint']} | {beam} | {e['alpha']} | {bleu} "
                    f"| {e['chrf']:.2f} | `{e['bleu_signature']}` |")
   else:
     lines.append("None yet: `seq2seq-evaluate --workdir PATH --split test` adds one here.")

@@ -19,7 +19,12 @@ from pathlib import Path
 from seq2seq.config import Config
 from seq2seq.data.tokenizer import MODEL_FILE
 from seq2seq.rundir import checkpoint, model_card
-from seq2seq.rundir.ctranslate2_model import EXPORT_FILE, ExportError, export_ctranslate2
+from seq2seq.rundir.ctranslate2_model import (
+  EXPORT_FILE,
+  ExportError,
+  export_ctranslate2,
+  one_direction,
+)
 from seq2seq.serving import minisbd_splitter
 from seq2seq.serving.libretranslate import language_name
 from seq2seq.version import __version__
@@ -31,19 +36,26 @@ ARGOS_SUFFIX = ".argosmodel"
 
 
 def export_argos(workdir: str | Path, output: str | Path, checkpoint_name: str = "best",
-                 quantization: str = "int8", force: bool = False) -> Path:
+                 quantization: str = "int8", force: bool = False,
+                 direction: tuple[str, str] | None = None) -> Path:
   """Writes an Argos Translate package (`output`, ending in .argosmodel): a zip holding one
   folder with `metadata.json` (the languages, and the model card's facts under
   "seq2seq"), the CTranslate2 model in `model/`, `sentencepiece.model`, the sentence
   splitter in `minisbd/` (minisbd_splitter.py) and the card as `README.md`.
   argostranslate's `package.install_from_path(FILE)` installs it; LibreTranslate reads
-  it unzipped in its packages folder."""
+  it unzipped in its packages folder. A package translates one direction: a run of
+  several exports the `direction` asked for (its token added by CTranslate2)."""
   output = Path(output)
   if output.suffix != ARGOS_SUFFIX:
     raise ExportError(f"{output}: an Argos package's name ends in {ARGOS_SUFFIX}")
   if output.exists() and not force:
     raise ExportError(f"{output} exists (add --force to replace it)")
   cfg: Config = checkpoint.load_config(workdir)
+  if cfg.data.multilingual and direction is None:
+    raise ExportError(f"{workdir} translates {', '.join(f'{s}-{t}' for s, t in cfg.data.direction_pairs())}"
+                      ": an Argos package holds one direction; choose it with --src-lang and "
+                      "--tgt-lang")
+  cfg = one_direction(cfg, direction, workdir)[0]
   src, tgt = cfg.data.src_lang, cfg.data.tgt_lang
   for code in (src, tgt):  # they name a folder inside the package
     if not LANGUAGE_CODE.fullmatch(code or ""):
@@ -51,7 +63,8 @@ def export_argos(workdir: str | Path, output: str | Path, checkpoint_name: str =
                         "letters with an optional region or script (e.g. en, pt-BR, zh_Hant)")
   partial = output.with_name(output.name + ".partial")
   try:
-    _write_argos(workdir, output, partial, cfg, src, tgt, checkpoint_name, quantization)
+    _write_argos(workdir, output, partial, cfg, src, tgt, checkpoint_name, quantization,
+                 direction)
   finally:
     partial.unlink(missing_ok=True)  # a failed zip leaves nothing behind
   log.info("wrote the Argos Translate package %s (%s → %s, %s checkpoint, %s)", output, src,
@@ -66,10 +79,12 @@ LANGUAGE_CODE = re.compile(r"[a-z]{2,3}([-_][A-Za-z0-9]{2,8})?")
 
 
 def _write_argos(workdir, output: Path, partial: Path, cfg: Config, src: str, tgt: str,
-                 checkpoint_name: str, quantization: str) -> None:
+                 checkpoint_name: str, quantization: str,
+                 direction: tuple[str, str] | None) -> None:
   with tempfile.TemporaryDirectory(prefix="seq2seq-argos-") as tmp:
     folder = Path(tmp) / f"translate-{src}_{tgt}"
-    export_ctranslate2(workdir, folder / "model", checkpoint_name, quantization)
+    export_ctranslate2(workdir, folder / "model", checkpoint_name, quantization,
+                       direction=direction)
     info = json.loads((folder / "model" / EXPORT_FILE).read_text())
     shutil.move(folder / "model" / MODEL_FILE, folder / "sentencepiece.model")
     (folder / "model" / EXPORT_FILE).unlink()
@@ -92,7 +107,9 @@ def _write_argos(workdir, output: Path, partial: Path, cfg: Config, src: str, tg
                     "evaluations": [{k: e[k] for k in ("data", "checkpoint", "beam", "bleu",
                                                        "bleu_signature", "chrf") if k in e}
                                     for e in model_card.evaluations(workdir)
-                                    if e.get("checkpoint") == checkpoint_name]},
+                                    if e.get("checkpoint") == checkpoint_name
+                                    and e.get("direction", f"{src}-{tgt}") == f"{src}-{tgt}"
+                                    and not e.get("pivot")]},
     }
     (folder / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
     card = Path(workdir) / model_card.CARD_FILE

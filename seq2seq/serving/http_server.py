@@ -47,7 +47,7 @@ from seq2seq.serving.http_api import (
   read_json,
 )
 from seq2seq.serving.libretranslate import FORMS, LibreTranslate, check_key, is_libretranslate
-from seq2seq.serving.models import Hop, Models, ServedModel, direct_model
+from seq2seq.serving.models import Hop, Models, ServedModel, direct_model, served_models
 from seq2seq.version import __version__
 
 log = logging.getLogger("seq2seq.serve")
@@ -102,7 +102,7 @@ class Server:
     first that has it), each decoded by a batcher of its own."""
     if not isinstance(engines, (list, tuple)):
       engines = [(str(self.info.get("model") or "model"), engines)]
-    models = Models([ServedModel(name, engine) for name, engine in engines])
+    models = Models(served_models(engines))
     for model in models.models:
       model.batcher = Batcher(engine_call(model.engine, self.limits.max_batch), self.limits,
                               self.metrics.for_model(model.name), self.workers)

@@ -2,7 +2,8 @@
 language) translates each pair of languages.
 
 A server may hold several runs or exports (`seq2seq-serve --workdir A --workdir B`, or
-`--models DIR`), each an `Engine` with its own directions. Each direction is served by
+`--models DIR`), each an `Engine` with its own directions (a model of several is served
+as one model per direction, `served_models`). Each direction is served by
 the first model given that has it; a later model with the same direction is not used
 for it, and a warning says so at start. A pair no model has is served through a pivot
 language (English, as LibreTranslate and Argos pivot): source → pivot by one model,
@@ -33,10 +34,25 @@ class ServedModel:
   name: str
   engine: Engine
   batcher: Any = None
+  direction: tuple[str, str] | None = None  # the one direction of a model of several
 
   @property
   def directions(self) -> tuple[tuple[str, str], ...]:
-    return tuple(self.engine.directions)
+    return (self.direction,) if self.direction else tuple(self.engine.directions)
+
+
+def served_models(engines: Sequence[tuple[str, Engine]]) -> list[ServedModel]:
+  """A `ServedModel` per engine, and per direction of an engine of several (`NAME:en-fr`,
+  each a view of the one model with a batcher of its own): each request's texts then go
+  to the batcher of their direction, and the model's weights are held once."""
+  served = []
+  for name, engine in engines:
+    if len(engine.directions) == 1:
+      served.append(ServedModel(name, engine))
+    else:
+      served += [ServedModel(f"{name}:{s}-{t}", engine.for_direction(s, t), direction=(s, t))
+                 for s, t in engine.directions]
+  return served
 
 
 @dataclasses.dataclass(frozen=True)

@@ -62,6 +62,8 @@ class Measurements:
   long_pair_chars: float = 0.0  # a long pair: the PACK_QUANTILE of its longer side's
   # characters (sampled); 0: not measured, length buckets instead of packed rows
   pack_length: int = 0  # the timed run's packed rows (data.pack_length); 0: buckets
+  directions: int = 1  # data.directions: several in one model
+  sentences: int = 0  # distinct sentences of all languages (0: both sides of every pair)
 
 
 def _round_to(x: float, step: int) -> int:
@@ -135,9 +137,11 @@ def choose_preset(m: Measurements) -> str:
 
 
 def vocabulary(b: Basis) -> int:
-  """8,000 x sqrt(pairs / 29,000), to 1,000, within 2,000-32,000, and at most twice the
+  """8,000 x sqrt(sentences / 58,000) (a pair: two sentences; several directions: each
+  language's distinct sentences), to 1,000, within 2,000-32,000, and at most twice the
   corpus's distinct words (SentencePiece cannot make more pieces than a corpus has)."""
-  vocab = min(max(_round_to(8000 * math.sqrt(b.m.pairs / 29_000), 1000), 2000), 32_000)
+  sentences = b.m.sentences or 2 * b.m.pairs
+  vocab = min(max(_round_to(8000 * math.sqrt(sentences / 58_000), 1000), 2000), 32_000)
   return min(vocab, max(100 * (2 * b.m.word_types // 100), 100))
 
 
@@ -159,7 +163,7 @@ RULES: tuple[tuple[str, Callable[[Basis], Any], str], ...] = (
     ("model.encoder_layers", lambda b: b.model.encoder_layers, "the `{preset}` preset"),
     ("model.decoder_layers", lambda b: b.model.decoder_layers, "the `{preset}` preset"),
     ("model.vocab_size", vocabulary,
-     "8,000 x sqrt(pairs / 29,000) within 2,000-32,000: 8,000 was best on 29,000 pairs"),
+     "8,000 x sqrt(sentences / 58,000) within 2,000-32,000: 8,000 was best on 29,000 pairs"),
     ("model.positional", lambda b: "rotary", "more learned per update than sinusoidal"),
     ("model.matmul_dtype", lambda b: "auto", "bfloat16 operands where this CPU runs them faster"),
     ("model.dropout", lambda b: 0.2 if b.small_data else 0.1,
@@ -187,6 +191,9 @@ RULES: tuple[tuple[str, Callable[[Basis], Any], str], ...] = (
     ("train.eval_every",
      lambda b: checkpoint_every(b) * max(round(b.updates / 6 / checkpoint_every(b)), 1),
      "about 6 validations per run, at checkpoints"),
+    ("train.eval_max_sentences",
+     lambda b: 0 if b.m.directions == 1 else max(1200 // b.m.directions // 50 * 50, 100),
+     "one direction: all of validation; several: about 1,200 sentences in all"),
     ("decode.beam_size", lambda b: 5, "beams 8 and 12 tied at up to 2.4x the time"),
     ("decode.alpha", lambda b: 1.3, "tuned on Multi30k val; bench/tune_decoding.py tunes yours"),
 )
@@ -207,18 +214,36 @@ def plan(m: Measurements) -> tuple[dict[str, Any], dict[str, str]]:
           {name: why.format(**facts) for name, _, why in RULES})
 
 
-def measure_corpus(cfg: Config, workdir: Path) -> tuple[int, float, int, float]:
-  """(training pairs after cleaning; of up to 20,000 of them, the mean target characters,
-  the distinct words of both sides and the PACK_QUANTILE of the longer side's
-  characters)."""
+def measure_corpus(cfg: Config, workdir: Path) -> tuple[int, float, int, float, int]:
+  """(training pairs after cleaning (every direction's); of up to 20,000 of them, the mean
+  target characters, the distinct words of both sides and the PACK_QUANTILE of the
+  longer side's characters; the distinct sentences of each language, summed, for
+  several directions (0 for one))."""
   ds = corpus.training_pairs(cfg, workdir)
+  sentences = 0
+  if cfg.data.multilingual:  # a reversed direction repeats its pair's sentences
+    seen: dict[str, set] = {}
+    start = 0
+    for (src, tgt), n in zip(cfg.data.direction_pairs(), direction_sizes(cfg, workdir)):
+      part = ds.select(range(start, start + n))
+      seen.setdefault(src, set()).update(map(hash, part["src"]))
+      seen.setdefault(tgt, set()).update(map(hash, part["tgt"]))
+      start += n
+    sentences = sum(len(x) for x in seen.values())
   rows = np.random.default_rng([cfg.data.seed, 3]).choice(len(ds), min(len(ds), 20_000),
                                                           replace=False)
   sample = ds.select(np.sort(rows))
   words = {w for side in ("src", "tgt") for text in sample[side] for w in text.split()}
   longer = [max(len(a), len(b)) for a, b in zip(sample["src"], sample["tgt"])]
   return (len(ds), float(np.mean([len(t) for t in sample["tgt"]])), len(words),
-          float(np.percentile(longer, PACK_QUANTILE)))
+          float(np.percentile(longer, PACK_QUANTILE)), sentences)
+
+
+def direction_sizes(cfg: Config, workdir: Path) -> list[int]:
+  """The cleaned training pairs of each direction (cached by cleaning: read again cheaply)."""
+  from seq2seq.data import multilingual
+  return [len(corpus.training_split(c, workdir).train)
+          for c in multilingual.direction_configs(cfg).values()]
 
 
 def time_update(cfg: Config, length: int, rounds: int = 10) -> tuple[float, float]:
@@ -309,12 +334,17 @@ def complete(cfg: ml_collections.ConfigDict, given: set[str], workdir: Path) -> 
     choices, reasons, summary = saved["choices"], saved["reasons"], "this run's plan"
   else:
     minutes = cfg.train.max_minutes if "train.max_minutes" in given else DEFAULT_MINUTES
-    pairs, chars, words, long_chars = measure_corpus(Config.from_dict(cfg), Path(workdir))
-    m = measure_speed(cfg, given, Measurements(pairs, chars, minutes, NOMINAL_UPDATE_SECONDS,
-                                               word_types=words, long_pair_chars=long_chars))
+    typed = Config.from_dict(cfg)
+    pairs, chars, words, long_chars, sentences = measure_corpus(typed, Path(workdir))
+    m = measure_speed(cfg, given, Measurements(
+        pairs, chars, minutes, NOMINAL_UPDATE_SECONDS, word_types=words,
+        long_pair_chars=long_chars, directions=len(typed.data.direction_pairs()),
+        sentences=sentences))
     choices, reasons = plan(m)
     updates = estimated_updates(m, "compact", TIMED_TOKENS)
-    summary = (f"{pairs:,} pairs of {chars:.0f} target characters on average, "
+    summary = (f"{pairs:,} pairs" + (f" in {m.directions} directions ({sentences:,} distinct "
+                                     "sentences)" if m.directions > 1 else "")
+               + f" of {chars:.0f} target characters on average, "
                f"{minutes:g} minutes, a compact update of {TIMED_TOKENS:,} tokens in "
                f"{m.update_seconds:.3f} s (its program compiled in {m.compile_seconds:.1f} "
                f"s, {m.buckets} update programs): about {updates:,} compact updates, "

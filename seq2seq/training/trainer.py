@@ -45,6 +45,8 @@ class Progress:
   batch_index: int = 0  # index of the next batch within that epoch
   best_bleu: float = -1.0
   best_step: int = 0
+  # several directions: each one's BLEU at the best update (best_bleu is their mean)
+  best_bleu_directions: dict = dataclasses.field(default_factory=dict)
   evals_without_improvement: int = 0
   elapsed: float = 0.0  # training wall time in seconds, validation included
   loss_level: float = 0.0  # running level of the loss per token (`check_divergence`)
@@ -279,6 +281,7 @@ class Trainer:
     improved = scores["bleu"] > p.best_bleu
     if improved:
       p.best_bleu, p.best_step, p.evals_without_improvement = scores["bleu"], p.step, 0
+      p.best_bleu_directions = {k[5:]: v for k, v in scores.items() if k.startswith("bleu_")}
       self.ckpt.save_best(p.step, params, dict(p.to_meta(), bleu=scores["bleu"]))
     else:
       p.evals_without_improvement += 1
@@ -415,6 +418,8 @@ class Trainer:
                              {"ema_decay": t.ema_decay, "step": p.step})
     summary = {"step": p.step, "epoch": p.epoch, "stop_reason": reason,
                "best_bleu": p.best_bleu, "best_step": p.best_step,
+               **({"best_bleu_directions": p.best_bleu_directions}
+                  if p.best_bleu_directions else {}),
                "best_checkpoint": str(self.workdir / "checkpoints" / "best"),
                "elapsed_minutes": p.elapsed / 60}
     log.info("stopped at step %d (%s). Best validation BLEU %.2f at step %d: %s",

@@ -225,3 +225,51 @@ def test_evaluate_scores_an_export_like_its_run(trained_run, exported):
   a, b = last_json(jax_run), last_json(ct2_run)
   assert b["engine"] == "ctranslate2" and b["bleu"] == pytest.approx(a["bleu"], abs=0.5)
   assert not (exported["float32"] / "evaluations.jsonl").exists()  # an export is not a run
+
+
+@pytest.fixture(scope="module")
+def exported_directions(trained_multilingual, tmp_path_factory):
+  """The tiny multilingual run exported whole and as its en→fr direction alone."""
+  root = tmp_path_factory.mktemp("ct2-directions")
+  return {"all": ctranslate2_model.export_ctranslate2(trained_multilingual, root / "all"),
+          "en-fr": ctranslate2_model.export_ctranslate2(trained_multilingual, root / "en-fr",
+                                                        direction=("en", "fr"))}
+
+
+@pytest.mark.parametrize("direction", [("en", "fr"), ("de", "en")])
+def test_an_export_of_every_direction_translates_each_as_the_jax_engine(
+    trained_multilingual, exported_directions, direction):
+  jax_t = Translator.load(trained_multilingual).for_direction(*direction)
+  ct2_t = load_engine(exported_directions["all"], "ctranslate2")
+  assert ct2_t.directions == jax_t.directions
+  ct2_t = ct2_t.for_direction(*direction)
+  sources = read_lines(SAMPLE / f"test.{direction[0]}")
+  a = jax_t.translate(sources, beam_size=1, alpha=0.0, nbest=1)
+  b = ct2_t.translate(sources, beam_size=1, alpha=0.0, nbest=1)
+  _assert_same_outputs(jax_t, sources, a, b, 1)
+
+
+def test_an_export_of_one_direction_has_ctranslate2_add_its_token(
+    trained_multilingual, exported_directions):
+  import ctranslate2
+  one = exported_directions["en-fr"]
+  config = json.loads((one / "config.json").read_text())
+  assert config["add_source_bos"] and config["bos_token"] == "<2fr>"
+  jax_t = Translator.load(trained_multilingual).for_direction("en", "fr")
+  ct2_t = load_engine(one, "ctranslate2")
+  assert ct2_t.directions == (("en", "fr"),)
+  a = jax_t.translate(SOURCES, beam_size=1, alpha=0.0, nbest=1)
+  _assert_same_outputs(jax_t, SOURCES, a, ct2_t.translate(SOURCES, beam_size=1, alpha=0.0,
+                                                          nbest=1), 1)
+  # as Argos calls it, with the text's pieces alone: what the export of every direction
+  # says with the token given
+  pieces = [jax_t.tokenizer.pieces(ids) for ids in jax_t.tokenizer.encode(SOURCES[:6])]
+  options = dict(beam_size=1, max_decoding_length=40)
+  alone = ctranslate2.Translator(str(one)).translate_batch(pieces, **options)
+  given = ctranslate2.Translator(str(exported_directions["all"])).translate_batch(
+      [["<2fr>", *p] for p in pieces], **options)
+  assert [r.hypotheses for r in alone] == [r.hypotheses for r in given]
+  with pytest.raises(ctranslate2_model.ExportError,
+                     match="does not translate en-cs: it was trained on en-de"):
+    ctranslate2_model.export_ctranslate2(trained_multilingual, one.parent / "cs",
+                                         direction=("en", "cs"))

@@ -206,3 +206,21 @@ def test_a_fine_tune_of_a_hub_model_names_it_as_base_model(published_run, tmp_pa
   assert hub.base_model(f"hf://{REPO}") == REPO
   assert hub.base_model(str(published_run)) is None  # a local run is no Hub model
   assert hub.base_model(None) is None
+
+
+def test_a_model_of_several_directions_lists_its_languages_and_each_score_s_direction(
+    trained_multilingual, tmp_path):
+  from huggingface_hub import ModelCard
+
+  run = tmp_path / "run"
+  shutil.copytree(trained_multilingual, run)
+  (run / "evaluations.jsonl").unlink(missing_ok=True)  # other tests' scores of the run
+  for src, tgt in (("en", "fr"), ("de", "fr")):
+    run_cli("-m", "seq2seq.cli.evaluate", "--workdir", run, "--split", "test",
+            "--src-lang", src, "--tgt-lang", tgt, "--output", tmp_path / f"{src}-{tgt}.txt")
+  _, text = hub.push(run, "someone/tiny-multilingual", "best", api=CapturingApi(),
+                     dry_run=True)
+  card = ModelCard(text)
+  assert card.data.language == ["en", "de", "fr"]
+  tasks = {r.task_name for r in card.data.eval_results}
+  assert tasks == {"Translation en→fr", "Translation de→fr (zero-shot)"}

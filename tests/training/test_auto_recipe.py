@@ -104,6 +104,23 @@ def test_given_fields_are_kept_and_a_resumed_run_reuses_its_plan(tmp_path, monke
   assert again.model.dropout == plan["choices"]["model.dropout"] != 0.3
 
 
+def test_several_directions_are_planned_by_their_pairs_and_languages(tmp_path, monkeypatch):
+  """Multi30k's six directions: 174,000 pairs, but 4 x 29,000 distinct sentences size the
+  vocabulary (two languages' 58,000 gave 8,000); validation ~1,200 sentences in all."""
+  six = dataclasses.replace(measured(174_000, 60, 10_000), directions=6, sentences=116_000)
+  choices, _ = auto_recipe.plan(six)
+  assert choices["model.vocab_size"] == 11_000 and choices["train.eval_max_sentences"] == 200
+  assert auto_recipe.plan(measured(29_000, 60, 10_000))[0]["train.eval_max_sentences"] == 0
+  monkeypatch.setattr(auto_recipe, "time_update", lambda cfg, length: (0.3, 5.0))
+  cfg = default_config("compact")
+  cfg.data.dir = str(SAMPLE)
+  cfg.data.directions = "en-de,de-en,en-fr"
+  auto_recipe.complete(cfg, set(), tmp_path)
+  m = json.loads((tmp_path / auto_recipe.PLAN_FILE).read_text())["measurements"]
+  assert (m["pairs"], m["directions"], m["sentences"]) == (1500, 3, 1500)
+  assert cfg.train.eval_max_sentences == 400
+
+
 @pytest.mark.parametrize("packed", [False, True], ids=["buckets", "packed"])
 def test_the_timed_update_is_the_program_the_run_trains_with(packed):
   """`time_update` compiles and runs the trainer's own update for its batch shape (with
