@@ -11,12 +11,14 @@ beam 5 and its recipe's alpha:
   directions, --bilingual-minutes (10) each;
 - `multilingual`: `--config multi30k_multilingual`, the six directions in one model for
   --multilingual-minutes (60), scored on each of them, and on German<->French without
-  a pair of its own: zero-shot (`--tgt-lang` straight from the source) and pivoted through
-  English with the same model (`evaluate.py --pivot en`);
+  a pair of its own: zero-shot (`--tgt-lang` straight from the source; with the target
+  language's pieces only, the default, and with every piece, `--no-zero-shot-pieces`)
+  and pivoted through English with the same model (`evaluate.py --pivot en`);
 - `hour`: `--config multi30k`, English->German alone for the multilingual minutes.
 `--cpus LIST` pins every command to those cores (taskset): two arms may then run side by
 side on a 2-core machine, one core each, and stay comparable (both arms of a comparison
-get the same cores). Appends one row per arm to --results (kind `multilingual`).
+get the same cores). An arm whose run has finished (its training.json) is scored again,
+not trained again. Appends one row per arm to --results (kind `multilingual`).
 """
 
 import argparse
@@ -53,7 +55,9 @@ def train(config: str, workdir: Path, minutes: float, extra: list[str], cpus: st
 def score(workdir: Path, direction: str, cpus: str, *flags: str) -> float:
   """test_2016_flickr sacreBLEU of `direction` (beam 5, averaged checkpoint); `flags`
   such as --src-lang/--tgt-lang for a run of several directions."""
-  out = workdir / f"test.{direction}{'.pivot' if '--pivot' in flags else ''}.hyp"
+  kind = ".pivot" if "--pivot" in flags else ".all-pieces" if "--no-zero-shot-pieces" in \
+      flags else ""
+  out = workdir / f"test.{direction}{kind}.hyp"
   run([sys.executable, "evaluate.py", "--workdir", str(workdir), "--split",
        "test_2016_flickr", "--checkpoint", "averaged", "--beam", "5", "--output", str(out),
        *flags], workdir.parent / f"{workdir.name}.log", cpus)
@@ -101,6 +105,8 @@ def main():
           d: {"bleu": score(workdir, d, args.cpus, *langs(d))} for d in DIRECTIONS})
       row["zero_shot"] = {
           d: {"bleu": score(workdir, d, args.cpus, *langs(d)),
+              "bleu_all_pieces": score(workdir, d, args.cpus, *langs(d),
+                                       "--no-zero-shot-pieces"),
               "pivot_bleu": score(workdir, d, args.cpus, *langs(d), "--pivot", "en")}
           for d in ZERO_SHOT}
     elif arm == "hour":

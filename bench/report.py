@@ -60,7 +60,8 @@ One model of several directions against bilingual runs (`kind` "multilingual",
 bench/multilingual.py): one row per arm (`arm` "bilingual", "multilingual" or "hour")
 with `cores` (the CPU cores it was pinned to), `minutes`, `directions` ({"en-de":
 {"bleu", "updates" (bilingual arm)}}), `updates` (one run's arms) and, for the
-multilingual arm, `zero_shot` ({"de-fr": {"bleu", "pivot_bleu"}}).
+multilingual arm, `zero_shot` ({"de-fr": {"bleu" (the target's pieces only),
+"bleu_all_pieces", "pivot_bleu"}}).
 """
 
 import argparse
@@ -431,11 +432,14 @@ def multilingual(runs):
 def multilingual_zero_shot(runs):
   """The multilingual hour between two languages it was not trained on: zero-shot
   (straight, with the target's token) against pivoting through English, the same model."""
-  rows = [[cpu, str(cores), d.replace("-", "→"), fmt(x["bleu"]), fmt(x["pivot_bleu"]),
-           signed(x["bleu"] - x["pivot_bleu"]), arms["multilingual"]["commit"]]
+  rows = [[cpu, str(cores), d.replace("-", "→"), fmt(x["bleu"]),
+           fmt(x["bleu_all_pieces"]) if "bleu_all_pieces" in x else "–",
+           fmt(x["pivot_bleu"]), signed(x["bleu"] - x["pivot_bleu"]),
+           arms["multilingual"]["commit"]]
           for (cpu, cores), arms in multilingual_arms(runs).items() if "multilingual" in arms
           for d, x in arms["multilingual"].get("zero_shot", {}).items()]
-  return table(["CPU", "cores", "pair", "zero-shot", "through English", "difference",
+  return table(["CPU", "cores", "pair", "zero-shot, target's pieces only",
+                "zero-shot, every piece", "through English", "zero-shot − through English",
                 "commit"], rows)
 
 

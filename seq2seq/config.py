@@ -419,6 +419,11 @@ class DecodeConfig:
   # "uniform" (seq2seq/decoding/mbr.py; docs/translating.md).
   mbr: str = ""  # minimum Bayes risk: '', bleu or chrf
   mbr_weights: str = "model"  # MBR weights: model or uniform
+  # A model of several directions, a pair it was not trained on (zero-shot): the search
+  # writes only pieces that the target language's training text holds (a piece of
+  # English alone cannot come out in French), against the off-target output that
+  # zero-shot translation is known for (docs/multilingual.md).
+  zero_shot_pieces: bool = True  # zero-shot: only the target language's pieces
 
   def __post_init__(self):
     require("decode", self, "beam_size batch_size workers", *POSITIVE)

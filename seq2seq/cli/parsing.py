@@ -78,6 +78,10 @@ def add_direction_flags(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--tgt-lang", help="the target language (a model of several "
                       "directions; default: its first direction's). A pair it was not "
                       "trained on is translated zero-shot, and logged as such")
+  parser.add_argument("--zero-shot-pieces", action=argparse.BooleanOptionalAction,
+                      default=None, help="zero-shot: write only the pieces the target "
+                      "language's training text holds (default: the run's "
+                      "decode.zero_shot_pieces, on)")
 
 
 def add_search_flags(parser: argparse.ArgumentParser, batching: bool = True) -> None:
@@ -175,7 +179,8 @@ def load_engine(args: argparse.Namespace, sampling=None, glossary=None, nbest: i
   overrides = {k: v for k, v in (("workers", getattr(args, "workers", None)),
                                  ("beam_stop", args.beam_stop), ("beam_size", args.beam),
                                  ("alpha", args.alpha),
-                                 ("batch_size", getattr(args, "batch_size", None)))
+                                 ("batch_size", getattr(args, "batch_size", None)),
+                                 ("zero_shot_pieces", getattr(args, "zero_shot_pieces", None)))
                if v is not None}
   engine = load(args.workdir, getattr(args, "engine", "jax"), args.checkpoint, **overrides,
                 **mbr.overrides(args))

@@ -25,7 +25,7 @@ from seq2seq.config import Config
 from seq2seq.data import corpus, data_source
 from seq2seq.data.corpus import EncodedCorpus, Ragged
 from seq2seq.data.textfiles import DataError
-from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.data.tokenizer import LANGUAGE_PIECES_FILE, Tokenizer
 from seq2seq.runtime import write_atomic
 
 if TYPE_CHECKING:
@@ -190,9 +190,25 @@ def prepare(cfg: Config, workdir: Path
     log.info("direction %s: %d training pairs, %d validation pairs", direction,
              len(train), len(val))
   train, val = concatenate(trains, names), concatenate(vals, names)
+  write_language_pieces(workdir, train, tok.vocab_size)
   log.info("data: %d directions, %d training pairs, %d validation pairs, %d pieces",
            len(names), len(train), len(val), tok.vocab_size)
   return tok, train, val, refs
+
+
+def write_language_pieces(workdir: Path, train: EncodedCorpus, vocab_size: int) -> None:
+  """WORKDIR/language_pieces.json: {language: the piece ids its training targets hold},
+  what a zero-shot search into it may write (`DecodeConfig.zero_shot_pieces`)."""
+  pieces: dict[str, np.ndarray] = {}
+  for k, direction in enumerate(train.names):
+    tgt = direction.split("-")[1]
+    rows = np.flatnonzero(train.direction == k)
+    ids = np.concatenate([np.asarray(train.tgt[i]) for i in rows]) if len(rows) else []
+    seen = np.zeros(vocab_size, bool)
+    seen[np.asarray(ids, np.int64)] = True
+    pieces[tgt] = pieces.get(tgt, np.zeros(vocab_size, bool)) | seen
+  write_atomic(workdir / LANGUAGE_PIECES_FILE, json.dumps(
+      {lang: np.flatnonzero(seen).tolist() for lang, seen in pieces.items()}))
 
 
 def training_pairs(cfg: Config, workdir: Path | None = None) -> "datasets.Dataset":

@@ -24,6 +24,9 @@ MODEL_FILE = "spm.model"
 # The token that asks a multilingual model for a target language (before the source):
 # a SentencePiece control symbol, never produced from text and decoded to nothing.
 LANGUAGE_TOKEN = "<2{}>"
+# A model of several directions: {language: the piece ids its training targets hold}
+# (`multilingual.write_language_pieces`), beside the model in the run.
+LANGUAGE_PIECES_FILE = "language_pieces.json"
 META_FILE = "spm.json"
 
 log = logging.getLogger(__name__)

@@ -83,10 +83,11 @@ def encode_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], rows: Sequenc
 def search_jobs(src_ids: Sequence[np.ndarray], settings: SearchSettings, c: DecodeConfig,
                 buckets: LengthBuckets, model_max_len: int,
                 key_indices: Sequence[int] | None, prefix_ids: Sequence[np.ndarray] | None,
-                row_sizes: Sequence[int] = ()) -> Iterator[tuple[list[int], dict]]:
+                row_sizes: Sequence[int] = (), bias: np.ndarray | None = None
+                ) -> Iterator[tuple[list[int], dict]]:
   """(input indices, the search's array arguments) of each batch of `settings.batch_size`
   inputs at most, shortest first (`c`: the run's output limits): sources padded to their length bucket in `batch_rows` rows, with the batch's step
-  limit, sampling keys and forced prefixes."""
+  limit, sampling keys, forced prefixes and the logits' bias (`model_search.search`)."""
   sampling = settings.sampling
   if sampling is not None and len(src_ids):
     base = jax.random.PRNGKey(sampling.seed)
@@ -116,6 +117,8 @@ def search_jobs(src_ids: Sequence[np.ndarray], settings: SearchSettings, c: Deco
       key_rows[:len(chunk)] = chunk
       keys_B = keys[key_rows]
     args = dict(src_BS=src, max_steps=max_steps, keys_B=keys_B, prefix_BP=prefix)
+    if bias is not None:  # only then: the searches of every other call stay as they were
+      args["bias_V"] = bias
     yield chunk, args
 
 

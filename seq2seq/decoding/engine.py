@@ -19,6 +19,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from seq2seq.decoding.decode import NEG_INF
 from seq2seq.decoding.engine_io import (
   Hypothesis,
   PairScore,
@@ -152,16 +153,23 @@ class SentenceEngine:
   # (`tokenizer.LANGUAGE_TOKEN`), one of which leads every source.
   trained: tuple[tuple[str, str], ...] = ()
   language_ids: dict[str, int] = {}
+  # each target language's pieces (ids its training targets hold): what a zero-shot search
+  # into it may write (decode.zero_shot_pieces)
+  language_pieces: dict[str, np.ndarray] = {}
 
   @property
   def directions(self) -> tuple[tuple[str, str], ...]:
     return self.trained or (tuple(self.languages),)
 
-  def set_directions(self, trained: Sequence[Sequence[str]]) -> None:
+  def set_directions(self, trained: Sequence[Sequence[str]],
+                     pieces: dict[str, Sequence[int]] | None = None) -> None:
     """Makes this a model of several directions (a run with data.directions): the
     tokenizer's language tokens are looked up, and the first direction is translated
-    until `for_direction` says otherwise."""
+    until `for_direction` says otherwise. `pieces`: each target language's piece ids
+    (the run's `language_pieces.json`), for zero-shot searches."""
     self.trained = tuple(tuple(d) for d in trained)
+    self.language_pieces = {lang: np.asarray(ids, np.int64)
+                            for lang, ids in (pieces or {}).items()}
     langs = dict.fromkeys(lang for d in self.trained for lang in d)
     self.language_ids = {lang: self.tokenizer.language_token(lang) for lang in langs}
     if missing := [lang for lang, i in self.language_ids.items() if i is None]:
@@ -195,6 +203,18 @@ class SentenceEngine:
   def zero_shot(self) -> bool:
     """Whether the direction translated now was never trained."""
     return tuple(self.languages) not in self.directions
+
+  def vocab_bias(self) -> np.ndarray | None:
+    """What every search step adds to the logits: in a zero-shot direction (with
+    decode.zero_shot_pieces), NEG_INF for each piece the target language's training text
+    never held; else None (nothing)."""
+    pieces = self.language_pieces.get(self.languages[1])
+    if not (self.zero_shot and self.decode_cfg.zero_shot_pieces) or pieces is None:
+      return None
+    bias = np.full(self.model_cfg.vocab_size, NEG_INF, np.float32)
+    bias[pieces] = 0.0
+    bias[EOS_ID] = 0.0
+    return bias
 
   def source_token(self) -> list[int]:
     """What leads every source: the target language's token (a model of several

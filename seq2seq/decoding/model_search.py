@@ -35,13 +35,16 @@ def search(model: Model | Ensemble, params, src_BS: jnp.ndarray, *,
            max_len_a: float, max_len_b: int, max_steps: int,
            sampling: Sampling | None = None, keys_B: jax.Array | None = None,
            prefix_BP: jnp.ndarray | None = None, nbest: int | None = None,
-           min_rows: int = 0, beam_stop: str = "exact") -> tuple[jnp.ndarray, jnp.ndarray]:
+           min_rows: int = 0, beam_stop: str = "exact", bias_V: jnp.ndarray | None = None
+           ) -> tuple[jnp.ndarray, jnp.ndarray]:
   """Encodes once, then searches with the KV cache.
 
   The encoder's keys/values are the search's `source` (one row per sentence, never
   reordered by beams); the batch shrinks to `min_rows` sentences as they finish
   (`decode`'s module docstring). `model` is one model or an `Ensemble` (with a tuple of
   its members' parameters): either gives the search one decoding interface.
+
+  `bias_V` is added to every step's logits (`NEG_INF` for a piece the search may not write).
 
   Returns:
     ids `[B, W, T]` (W = 1 for greedy) and scores `[B, W]`: the log-probability for
@@ -57,6 +60,10 @@ def search(model: Model | Ensemble, params, src_BS: jnp.ndarray, *,
   memory_BSD = model.encode(params, src_BS)
   cache, source = model.init_cache(params, memory_BSD, src_BS, max_steps, width)
   step = lambda ids, c, src: model.decode_step(params, ids, c, src)
+  if bias_V is not None:  # pieces the search may not write (a zero-shot target's)
+    plain_step = step
+    step = lambda ids, c, src: (lambda out: (out[0] + bias_V.astype(out[0].dtype), out[1]))(
+        plain_step(ids, c, src))
   reorder = model.reorder_cache
   args = dict(bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID, source=source,
               prefix_BP=prefix_BP, min_rows=min_rows)

@@ -14,6 +14,7 @@ This module needs the model, the search and the tokenizer, never training code.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import threading
@@ -28,7 +29,7 @@ import numpy as np
 from seq2seq.config import DecodeConfig, ModelConfig
 from seq2seq.data.input_pipeline import LengthBuckets
 from seq2seq.data.textfiles import one_line  # noqa: F401 (part of this module's API)
-from seq2seq.data.tokenizer import Tokenizer
+from seq2seq.data.tokenizer import LANGUAGE_PIECES_FILE, Tokenizer
 from seq2seq.decoding import loading
 from seq2seq.decoding.batching import (
   bound_search,
@@ -158,7 +159,9 @@ class Translator(SentenceEngine):
                      run.ensemble, numerics_use="decoding",
                      languages=(run.config.data.src_lang, run.config.data.tgt_lang))
     if run.config.data.multilingual:
-      translator.set_directions(run.config.data.direction_pairs())
+      pieces = Path(workdirs[0]) / LANGUAGE_PIECES_FILE
+      translator.set_directions(run.config.data.direction_pairs(), json.loads(
+          pieces.read_text()) if pieces.is_file() else None)
     if followed is not None:
       translator.followed = (workdirs[0], checkpoint_name, followed)
     return translator
@@ -310,7 +313,8 @@ class Translator(SentenceEngine):
         return (chunk, *self._shape_log.run(args["src_BS"].shape, key, lambda: run(**args)))
 
     jobs = search_jobs(src_ids, settings, self.decode_cfg, self.buckets,
-                       self.model_cfg.max_len, key_indices, prefix_ids, self.row_sizes)
+                       self.model_cfg.max_len, key_indices, prefix_ids, self.row_sizes,
+                       self.vocab_bias())
     for chunk, seqs, scores in ordered_map(search, jobs, self.decode_cfg.workers):
       yield {i: [(seqs[row, k], float(scores[row, k])) for k in range(min(nbest, seqs.shape[1]))]
              for row, i in enumerate(chunk)}

@@ -92,6 +92,23 @@ def test_an_untrained_pair_is_zero_shot_and_an_unknown_language_is_refused(engin
     engine.for_direction("en", "en")
 
 
+def test_a_zero_shot_search_writes_only_its_target_language_s_pieces(trained_multilingual,
+                                                                     engine):
+  import json
+  french = set(json.loads((trained_multilingual / "language_pieces.json").read_text())["fr"])
+  german = read_lines(SAMPLE / "test.de")
+  restricted = engine.for_direction("de", "fr").translate(german, nbest=1, beam_size=2)
+  assert all(set(h[0].ids) <= french for h in restricted)
+  free = Translator.load(trained_multilingual, zero_shot_pieces=False).for_direction("de", "fr")
+  unrestricted = free.translate(german, nbest=1, beam_size=2)
+  # off target without it: pieces of English (never in French training text) come out
+  assert any(set(h[0].ids) - french for h in unrestricted)
+  # a trained direction is searched as it always is
+  trained = engine.for_direction("en", "fr")
+  assert trained.vocab_bias() is None and free.for_direction("en", "fr").translate(EN) == \
+      trained.translate(EN)
+
+
 def test_an_ensemble_of_runs_with_the_same_directions_translates_each(trained_multilingual,
                                                                       engine):
   both = Translator.load([trained_multilingual, trained_multilingual])
