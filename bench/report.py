@@ -405,7 +405,7 @@ def multilingual(runs):
     ml, bi, hour = (arms.get(a) for a in ("multilingual", "bilingual", "hour"))
     if ml is None:
       continue
-    commits = "/".join(x["commit"] for x in (ml, bi, hour) if x)
+    commits = "/".join(x.get("train_commit", x["commit"]) for x in (ml, bi, hour) if x)
     pairs = []
     for d, x in ml["directions"].items():
       b = (bi or {}).get("directions", {}).get(d)

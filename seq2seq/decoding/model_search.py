@@ -59,11 +59,11 @@ def search(model: Model | Ensemble, params, src_BS: jnp.ndarray, *,
   width = 1 if sampling is not None else beam_size  # cache rows per sentence
   memory_BSD = model.encode(params, src_BS)
   cache, source = model.init_cache(params, memory_BSD, src_BS, max_steps, width)
-  step = lambda ids, c, src: model.decode_step(params, ids, c, src)
-  if bias_V is not None:  # pieces the search may not write (a zero-shot target's)
-    plain_step = step
-    step = lambda ids, c, src: (lambda out: (out[0] + bias_V.astype(out[0].dtype), out[1]))(
-        plain_step(ids, c, src))
+  def step(ids, c, src):
+    logits, c = model.decode_step(params, ids, c, src)
+    if bias_V is not None:  # pieces the search may not write (a zero-shot target's)
+      logits = logits + bias_V[None].astype(logits.dtype)
+    return logits, c
   reorder = model.reorder_cache
   args = dict(bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID, source=source,
               prefix_BP=prefix_BP, min_rows=min_rows)

@@ -169,8 +169,11 @@ def card(folder: Path, cfg, repo_id: str, checkpoint_name: str, license: str | N
     src, tgt = e.get("direction", f"{cfg.data.src_lang}-{cfg.data.tgt_lang}").split("-")
     kind = " (zero-shot)" if e.get("zero_shot") else (
         f" (through {e['pivot']})" if e.get("pivot") else "")
+    # the Hub groups results by task type and data set (its config and split): a
+    # direction is its data set's config, as wmt's "de-en" is
+    config = {"dataset_config": f"{src}-{tgt}{kind}"} if "direction" in e else {}
     common = dict(task_type="translation", task_name=f"Translation {src}→{tgt}{kind}",
-                  dataset_type=dataset, dataset_name=f"{dataset} {e['data']}",
+                  dataset_type=dataset, dataset_name=f"{dataset} {e['data']}", **config,
                   dataset_split=e["data"])
     results.append(EvalResult(**common, metric_type="bleu", metric_value=round(e["bleu"], 2),
                               metric_name=f"sacreBLEU (beam {e['beam']})",
