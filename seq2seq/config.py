@@ -128,15 +128,16 @@ CLEAN_FILTERS = ("empty", "long", "ratio", "copy", "nontext", "duplicate")
 BUCKETS = (8, 12, 16, 20, 24, 32, 40, 48, 64, 80, 100, 128, 160, 200, 256)
 
 
-LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(_[A-Za-z]{4})?")
+# A language code of data.directions: ISO 639-1 or 639-3 in lower case, with an optional
+# region or script after "_" ("-" separates a direction's two codes).
+LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(_[A-Za-z0-9]{2,8})?")
 
 
 def check_language(where: str, code: str) -> None:
-  """A language code: ISO 639-1 or 639-3, lower case, with an optional script (zh_Hant)."""
   if not LANGUAGE_CODE.fullmatch(code):
     raise ValueError(f"{where}: {code!r} is not a language code (expected ISO 639-1 or "
                      "639-3 in lower case, such as en, de, fr or fur, with an optional "
-                     "script such as zh_Hant)")
+                     "region or script after '_', such as pt_BR or zh_Hant)")
 
 
 def check_boundaries(name: str, b: tuple[int, ...]) -> None:
@@ -221,8 +222,6 @@ class DataConfig:
     if self.spm_model_type not in ("unigram", "bpe"):
       raise ValueError(f"data.spm_model_type={self.spm_model_type!r}: expected 'unigram' "
                        "or 'bpe'")
-    for lang in (self.src_lang, self.tgt_lang):
-      check_language(f"data.src_lang/tgt_lang={lang!r}", lang)
     self.direction_pairs()  # validates the format
     require("data", self, "temperature", lambda v: math.isfinite(v) and v > 0,
             "a number > 0")

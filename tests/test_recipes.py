@@ -30,7 +30,8 @@ def test_presets_are_found_by_name_and_paths_still_work(tmp_path):
   own.write_text("from seq2seq.config import default_config\ndef get_config():\n"
                  "  return default_config('tiny')\n")
   assert recipes.config_file(str(own)) == str(own)
-  with pytest.raises(ValueError, match=r"not a preset name \(presets: auto, multi30k, tiny"):
+  with pytest.raises(ValueError, match=r"not a preset name \(presets: auto, multi30k, "
+                     r"multi30k_multilingual, tiny, tiny_multilingual"):
     recipes.config_file("tinyy")
   assert recipes.sample_dir() == ROOT / "data" / "sample"
 
@@ -85,8 +86,8 @@ def test_hub_layout_of_multi30k_is_read_under_the_recipes_split_names(tmp_path, 
 
 def test_train_help_lists_options_and_every_config_field_with_its_description():
   out = run_cli("train.py", "--help").stdout.decode()
-  for text in ("--config", "--workdir", "--config.SECTION.FIELD=VALUE", "multi30k, tiny",
-               "--coordinator-address"):
+  for text in ("--config", "--workdir", "--config.SECTION.FIELD=VALUE",
+               "multi30k, multi30k_multilingual, tiny,", "--coordinator-address"):
     assert text in out, text
   helps = field_help()
   for section in dataclasses.fields(Config):

@@ -1,5 +1,5 @@
 """Data: parallel text files and data sets, cleaning, SentencePiece, the encoded corpus,
-and length-bucketed batches.
+several directions in one run, and length-bucketed batches.
 
     textfiles.py         lines of plain or gzipped files, pairs, their errors
     data_source.py       where a split's pairs come from (files, folders, the Hub)
@@ -7,5 +7,7 @@ and length-bucketed batches.
     tokenizer.py         SentencePiece: train, load, encode, decode
     subword_sampling.py  subword regularization with the project's own random generator
     corpus.py            a run's training data: cleaned, held out, encoded, cached
+    multilingual.py      several directions: each direction's data, language tokens, the
+                         balanced vocabulary sample, the temperature's draw
     input_pipeline.py    encoded pairs -> bucketed (or packed) batches, resumable
 """

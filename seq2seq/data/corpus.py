@@ -244,12 +244,16 @@ def training_split(cfg: Config, workdir: Path | None = None) -> TrainingSplit:
 
 
 def training_pairs(cfg: Config, workdir: Path | None = None) -> datasets.Dataset:
-  """The pairs trained on: cleaned, the held-out validation pairs left out (every
-  direction's, one after the other, in a run of several)."""
-  if cfg.data.multilingual:
-    from seq2seq.data import multilingual
-    return multilingual.training_pairs(cfg, workdir)
+  """The pairs trained on: cleaned, the held-out validation pairs left out (a run of
+  several directions: `multilingual.training_pairs`)."""
+  one_pair(cfg)
   return training_split(cfg, workdir).train
+
+
+def one_pair(cfg: Config) -> None:
+  if cfg.data.multilingual:
+    raise ValueError("a run of several directions (data.directions) reads its data with "
+                     "seq2seq.data.multilingual")
 
 
 def report(split: TrainingSplit, cfg: Config, workdir: Path) -> dict:
@@ -313,9 +317,7 @@ def prepare(cfg: Config, workdir: Path
   The training text is read only when the tokenizer or the encoded ids are not cached
   yet: a resumed run, or a process that joins after process 0 prepared the data, maps
   the ids from the run's cache."""
-  if cfg.data.multilingual:
-    from seq2seq.data import multilingual
-    return multilingual.prepare(cfg, workdir)
+  one_pair(cfg)
   split = functools.cache(lambda: training_split(cfg, workdir))
   train_id = data_source.corpus_id(cfg.data, cfg.data.train_split, cfg.model.vocab_size)
   tok = run_tokenizer(cfg, workdir, train_id, lambda: tokenizer_sample(

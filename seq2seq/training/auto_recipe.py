@@ -25,7 +25,7 @@ import numpy as np
 
 from seq2seq import numerics
 from seq2seq.config import PRESETS, Config, DataConfig
-from seq2seq.data import corpus
+from seq2seq.data import corpus, multilingual
 from seq2seq.data.input_pipeline import Batch, LengthBuckets, rows_for
 from seq2seq.model import flops
 from seq2seq.model.transformer import Model
@@ -219,7 +219,7 @@ def measure_corpus(cfg: Config, workdir: Path) -> tuple[int, float, int, float, 
   target characters, the distinct words of both sides and the PACK_QUANTILE of the
   longer side's characters; the distinct sentences of each language, summed, for
   several directions (0 for one))."""
-  ds = corpus.training_pairs(cfg, workdir)
+  ds = multilingual.run_pairs(cfg, workdir)
   sentences = 0
   if cfg.data.multilingual:  # a reversed direction repeats its pair's sentences
     seen: dict[str, set] = {}
@@ -241,7 +241,6 @@ def measure_corpus(cfg: Config, workdir: Path) -> tuple[int, float, int, float, 
 
 def direction_sizes(cfg: Config, workdir: Path) -> list[int]:
   """The cleaned training pairs of each direction (cached by cleaning: read again cheaply)."""
-  from seq2seq.data import multilingual
   return [len(corpus.training_split(c, workdir).train)
           for c in multilingual.direction_configs(cfg).values()]
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from seq2seq import numerics, recipes, runtime
 from seq2seq.config import NOT_ARCHITECTURE, Config
-from seq2seq.data import corpus, input_pipeline
+from seq2seq.data import corpus, input_pipeline, multilingual
 from seq2seq.decoding.translator import Translator
 from seq2seq.model.transformer import Model
 from seq2seq.rundir import checkpoint, lock, model_card
@@ -229,11 +229,11 @@ class Trainer:
     # Process 0 trains the tokenizer and encodes the corpus into the run's cache; the
     # others wait for it, then load both from disk.
     if self.primary:
-      data = corpus.prepare(cfg, workdir)
+      data = multilingual.prepare_run(cfg, workdir)
       checkpoint.save_config(workdir, cfg)
     distributed.barrier("seq2seq:data")
     if not self.primary:
-      data = corpus.prepare(cfg, workdir)
+      data = multilingual.prepare_run(cfg, workdir)
     self.tok, self.train_corpus, val_corpus, val_refs = data
     self.steps = DataParallelSteps(cfg, Model(cfg.model), devices)
     self.state, self.progress, self.ckpt = restore(cfg, workdir, self.steps)
@@ -329,7 +329,7 @@ class Trainer:
     t, p = self.cfg.train, self.progress
     sampler = None
     if self.cfg.data.sampling_alpha:  # subword regularization: text needed every epoch
-      sampler = corpus.SubwordSampler(self.tok, corpus.training_pairs(self.cfg, self.workdir),
+      sampler = corpus.SubwordSampler(self.tok, multilingual.run_pairs(self.cfg, self.workdir),
                                         self.cfg.data, self.train_corpus)
     batches = input_pipeline.TrainBatches(self.train_corpus, self.cfg.data,
                                           self.steps.num_devices, sampler)
