@@ -178,9 +178,18 @@ def multi30k_tokenizer(multi30k_dir):
   return tokenizer.train(lines, vocab_size=8000)
 
 
-def shared_run(tmp_path_factory, request, name: str, *train_args) -> Path:
-  """A run trained once through the train.py CLI for all pytest-xdist workers, then
-  copied, so that each worker's tests own their copy."""
+def shared_run(tmp_path_factory, request, config: str, steps: int, eval_every: int,
+               checkpoint_every: int) -> Path:
+  """A run of `configs/CONFIG.py` trained for `steps` updates through the train.py CLI,
+  one layer per stack (every test that decodes it compiles its searches, and a layer
+  fewer halves what each search program holds), seed TEST_SEED: once for all
+  pytest-xdist workers, then copied, so that each worker's tests own their copy."""
+  name = config
+  train_args = ("--config", f"configs/{config}.py", "--config.model.encoder_layers=1",
+                "--config.model.decoder_layers=1", f"--config.train.max_steps={steps}",
+                f"--config.train.eval_every={eval_every}",
+                f"--config.train.checkpoint_every={checkpoint_every}",
+                "--config.train.log_every=25", f"--config.train.seed={TEST_SEED}")
   shared = tmp_path_factory.getbasetemp()
   if hasattr(request.config, "workerinput"):  # an xdist worker
     shared = shared.parent  # the base temporary directory all workers share
@@ -203,25 +212,16 @@ def trained_run(tmp_path_factory, request):
   Each CPU class trains a model of its own (float32 sums run in another order), so the
   tests that use it hold for any such run: `SEQ2SEQ_TEST_SEED=N` trains it with seed N
   (helpers.TEST_SEED, default 0) to check that they do."""
-  # One layer per stack: every test that decodes this run compiles its searches for
-  # it, and a layer fewer halves what each search program holds.
-  return shared_run(tmp_path_factory, request, "tiny", "--config", "configs/tiny.py",
-                    "--config.model.encoder_layers=1", "--config.model.decoder_layers=1",
-                    "--config.train.max_steps=300", "--config.train.eval_every=150",
-                    "--config.train.checkpoint_every=100", "--config.train.log_every=25",
-                    f"--config.train.seed={TEST_SEED}")
+  return shared_run(tmp_path_factory, request, "tiny", steps=300, eval_every=150,
+                    checkpoint_every=100)
 
 
 @pytest.fixture(scope="session")
 def trained_multilingual(tmp_path_factory, request):
   """The tiny multilingual preset (en-de, de-en, en-fr, fr-en of data/sample) trained
   briefly, one layer per stack, shared (`shared_run`)."""
-  return shared_run(tmp_path_factory, request, "tiny_multilingual",
-                    "--config", "configs/tiny_multilingual.py",
-                    "--config.model.encoder_layers=1", "--config.model.decoder_layers=1",
-                    "--config.train.max_steps=500", "--config.train.eval_every=250",
-                    "--config.train.checkpoint_every=250", "--config.train.log_every=50",
-                    f"--config.train.seed={TEST_SEED}")
+  return shared_run(tmp_path_factory, request, "tiny_multilingual", steps=500,
+                    eval_every=250, checkpoint_every=250)
 
 
 @pytest.fixture(scope="module")

@@ -84,37 +84,32 @@ def commands(block: str) -> list[tuple[str, str]]:
 # ---------------------------------------------------------------------------- the folder
 
 
-def write_sandbox(folder: Path, trained: Path, multilingual: Path) -> None:
-  for name in ("train.py", "evaluate.py", "translate.py", "configs", "data", "bench"):
-    (folder / name).symlink_to(ROOT / name)
-  corpus = folder / "corpus_as_multi30k"
+def sandbox_run(folder: Path, trained: Path, name: str, data: str, languages) -> Path:
+  """A copy of a trained run as `runs/NAME`, reading the sample (under Multi30k's split
+  names too) from `data`, with an averaged checkpoint."""
+  corpus = folder / data
   corpus.mkdir()
-  for lang in ("en", "de"):
+  for lang in languages:
     for split, source in (("train", "train"), ("val", "val"), ("test", "test"),
                           ("test_2016_flickr", "test")):
       shutil.copy(SAMPLE / f"{source}.{lang}", corpus / f"{split}.{lang}")
-  run = folder / "runs" / "multi30k"
+  run = folder / "runs" / name
   shutil.copytree(trained, run)
   config = json.loads((run / "config.json").read_text())
   config["data"]["dir"] = str(corpus)
   (run / "config.json").write_text(json.dumps(config, indent=2))
   run_cli("-m", "seq2seq.cli.average", "--workdir", run, "--last", "2")
+  return run
+
+
+def write_sandbox(folder: Path, trained: Path, multilingual: Path) -> None:
+  for name in ("train.py", "evaluate.py", "translate.py", "configs", "data", "bench"):
+    (folder / name).symlink_to(ROOT / name)
+  run = sandbox_run(folder, trained, "multi30k", "corpus_as_multi30k", ("en", "de"))
   for name in RUN_NAMES[1:]:  # relative links: a copy of the folder links to its own run
     (folder / "runs" / name).symlink_to(run.name)
-  # `runs/m30k-ml`, a model of several directions: the tiny one (en-de, de-en, en-fr,
-  # fr-en of the sample, under Multi30k's split names too)
-  corpus_ml = folder / "corpus_as_multi30k_ml"
-  corpus_ml.mkdir()
-  for lang in ("en", "de", "fr"):
-    for split, source in (("train", "train"), ("val", "val"), ("test", "test"),
-                          ("test_2016_flickr", "test")):
-      shutil.copy(SAMPLE / f"{source}.{lang}", corpus_ml / f"{split}.{lang}")
-  run_ml = folder / "runs" / "m30k-ml"
-  shutil.copytree(multilingual, run_ml)
-  config = json.loads((run_ml / "config.json").read_text())
-  config["data"]["dir"] = str(corpus_ml)
-  (run_ml / "config.json").write_text(json.dumps(config, indent=2))
-  run_cli("-m", "seq2seq.cli.average", "--workdir", run_ml, "--last", "2")
+  # `runs/m30k-ml`, a model of several directions: the tiny one (en-de, de-en, en-fr, fr-en)
+  sandbox_run(folder, multilingual, "m30k-ml", "corpus_as_multi30k_ml", ("en", "de", "fr"))
   src, tgt = (SAMPLE / "test.en").read_text().splitlines(), (SAMPLE / "test.de").read_text().splitlines()
   for name, lines in (("in.en", src[:6]), ("mono.en", src[:6]), ("test.en", src[:12]),
                       ("test.de", tgt[:12])):
@@ -129,7 +124,7 @@ def write_sandbox(folder: Path, trained: Path, multilingual: Path) -> None:
   pairs = "".join(f"{s}\t{t}\n" for s, t in zip(src, tgt, strict=True))
   for name in ("pairs.tsv", "corpus.tsv"):
     (folder / name).write_text(pairs)
-  shutil.copytree(corpus, folder / "my_in_domain_corpus")
+  shutil.copytree(folder / "corpus_as_multi30k", folder / "my_in_domain_corpus")
   shutil.copy(ROOT / "configs" / "tiny.py", folder / "my_recipe.py")
   # The Hub model the docs name, published from the run into an offline Hub cache.
   from seq2seq.rundir import hub
