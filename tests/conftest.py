@@ -180,7 +180,7 @@ def multi30k_tokenizer(multi30k_dir):
 
 def shared_run(tmp_path_factory, request, config: str, steps: int, eval_every: int,
                checkpoint_every: int) -> Path:
-  """A run of `configs/CONFIG.py` trained for `steps` updates through the train.py CLI,
+  """A run of the preset `config` (configs/) trained for `steps` updates through train.py,
   one layer per stack (every test that decodes it compiles its searches, and a layer
   fewer halves what each search program holds), seed TEST_SEED: once for all
   pytest-xdist workers, then copied, so that each worker's tests own their copy."""
