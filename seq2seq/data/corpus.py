@@ -153,7 +153,7 @@ class SubwordSampler:
     self.direction, self.names, self.tokens = None, (), None
     if encoded is not None and encoded.direction is not None:
       self.direction, self.names = encoded.direction, encoded.names
-      self.tokens = np.array([encoded.src[i][0] for i in range(len(encoded))], np.int32)
+      self.tokens = np.asarray(encoded.src.flat)[encoded.src.offsets[:-1]].astype(np.int32)
 
   def corpus(self, epoch: int) -> EncodedCorpus:
     seed = int(np.random.default_rng([self.cfg.seed, epoch, 11]).integers(2**31))

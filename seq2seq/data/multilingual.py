@@ -200,13 +200,12 @@ def write_language_pieces(workdir: Path, train: EncodedCorpus, vocab_size: int) 
   """WORKDIR/language_pieces.json: {language: the piece ids its training targets hold},
   what a zero-shot search into it may write (`DecodeConfig.zero_shot_pieces`)."""
   pieces: dict[str, np.ndarray] = {}
+  owner = np.repeat(train.direction, train.tgt.lengths())  # each target id's direction
+  flat = np.asarray(train.tgt.flat[:len(owner)])
   for k, direction in enumerate(train.names):
     tgt = direction.split("-")[1]
-    rows = np.flatnonzero(train.direction == k)
-    ids = np.concatenate([np.asarray(train.tgt[i]) for i in rows]) if len(rows) else []
-    seen = np.zeros(vocab_size, bool)
-    seen[np.asarray(ids, np.int64)] = True
-    pieces[tgt] = pieces.get(tgt, np.zeros(vocab_size, bool)) | seen
+    seen = pieces.setdefault(tgt, np.zeros(vocab_size, bool))
+    seen[flat[owner == k]] = True
   write_atomic(workdir / LANGUAGE_PIECES_FILE, json.dumps(
       {lang: np.flatnonzero(seen).tolist() for lang, seen in pieces.items()}))
 
