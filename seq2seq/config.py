@@ -378,6 +378,8 @@ class TrainConfig:
 ENGINES = ("jax", "ctranslate2")
 # When beam search ends a sentence (decode.beam_search's `stop`).
 BEAM_STOPS = ("exact", "current", "count")
+# decode.ct2_threads: a mode by name or inter_threads x intra_threads
+CT2_THREADS = r"throughput|latency|[1-9][0-9]*x[1-9][0-9]*"
 # Why translate.py and evaluate.py refuse --beam-stop with --engine ctranslate2.
 BEAM_STOP_CT2_ERROR = ("--beam-stop needs the JAX engine (CTranslate2 has its own rule: a "
                        "sentence ends once beam-size hypotheses have, as --beam-stop count)")
@@ -423,9 +425,17 @@ class DecodeConfig:
   # English alone cannot come out in French), against the off-target output that
   # zero-shot translation is known for (docs/multilingual.md).
   zero_shot_pieces: bool = True  # zero-shot: only the target language's pieces
+  # The CTranslate2 engine's threads, as CTranslate2 advises: "throughput" (one batch per
+  # core at once, one thread each: inter_threads = cores, intra_threads = 1), "latency"
+  # (one batch at a time on every core) or "INTERxINTRA" (e.g. "2x1"). The JAX engine
+  # ignores it (its batches at once are `workers`).
+  ct2_threads: str = "throughput"  # CTranslate2: throughput, latency or INTERxINTRA
 
   def __post_init__(self):
     require("decode", self, "beam_size batch_size workers", *POSITIVE)
+    if not re.fullmatch(CT2_THREADS, self.ct2_threads):
+      raise ValueError(f"decode.ct2_threads={self.ct2_threads!r}: expected throughput, "
+                       "latency or INTERxINTRA (positive counts, e.g. 2x1)")
     require("decode", self, "max_len_b min_rows programs", *COUNT)
     require("decode", self, "alpha max_len_a", *NON_NEGATIVE)
     check_boundaries("decode.length_buckets", self.length_buckets)

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 import textwrap
 
 from seq2seq.config import (
   BEAM_STOP_CT2_ERROR,
   BEAM_STOPS,
+  CT2_THREADS,
   ENGINES,
   Config,
   DecodeConfig,
@@ -68,6 +70,10 @@ def add_model_flags(parser: argparse.ArgumentParser, several: bool = False,
     parser.add_argument("--engine", default="jax", choices=ENGINES,
                         help="jax: a run directory; ctranslate2: a directory written by "
                         "seq2seq-export (CTranslate2's length penalty is length ** alpha)")
+    parser.add_argument("--ct2-threads", default=None, metavar="MODE",
+                        help="CTranslate2's threads: throughput (a batch per core at once, "
+                        "one thread each), latency (one batch on every core) or INTERxINTRA "
+                        "(e.g. 2x1); default: the export's decode.ct2_threads, throughput")
 
 
 def add_direction_flags(parser: argparse.ArgumentParser) -> None:
@@ -167,6 +173,10 @@ def check_search_flags(parser: argparse.ArgumentParser, args: argparse.Namespace
       parser.error(f"{flag} must be at least 1, got {value}")
   if getattr(args, "engine", "jax") == "ctranslate2" and args.beam_stop:
     parser.error(BEAM_STOP_CT2_ERROR)
+  threads = getattr(args, "ct2_threads", None)
+  if threads is not None and not re.fullmatch(CT2_THREADS, threads):
+    parser.error(f"--ct2-threads must be throughput, latency or INTERxINTRA (positive "
+                 f"counts, e.g. 2x1), got {threads!r}")
 
 
 def load_engine(args: argparse.Namespace, sampling=None, glossary=None, nbest: int = 0):
@@ -180,7 +190,8 @@ def load_engine(args: argparse.Namespace, sampling=None, glossary=None, nbest: i
                                  ("beam_stop", args.beam_stop), ("beam_size", args.beam),
                                  ("alpha", args.alpha),
                                  ("batch_size", getattr(args, "batch_size", None)),
-                                 ("zero_shot_pieces", getattr(args, "zero_shot_pieces", None)))
+                                 ("zero_shot_pieces", getattr(args, "zero_shot_pieces", None)),
+                                 ("ct2_threads", getattr(args, "ct2_threads", None)))
                if v is not None}
   engine = load(args.workdir, getattr(args, "engine", "jax"), args.checkpoint, **overrides,
                 **mbr.overrides(args))

@@ -49,9 +49,10 @@ def parser() -> argparse.ArgumentParser:
   p.add_argument("--cors-origins", default="*", metavar="ORIGINS",
                  help="comma-separated origins whose pages may call the server from a "
                  "browser (CORS); * any (LibreTranslate's default); '' none")
-  p.add_argument("--decoders", type=int, default=2, help="batches of requests decoded at "
-                 "once, each on a thread of its own (one per core suits XLA:CPU and "
-                 "CTranslate2); each batch holds up to --max-batch sentences")
+  p.add_argument("--decoders", type=int, default=None, help="batches of requests decoded "
+                 "at once per model, each on a thread of its own; each batch holds up to "
+                 "--max-batch sentences (default: the engine's own: the JAX run's "
+                 "decode.workers, CTranslate2's parallel workers of --ct2-threads)")
   for f in dataclasses.fields(Limits):
     p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default,
                    help=f"limit: {f.metadata['help']}")
@@ -65,7 +66,7 @@ def main(argv=None) -> None:
   glossary = parsing.read_glossary(p, args)
   limits = Limits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Limits)})
   if min(limits.max_batch, limits.max_texts, limits.max_beam, limits.max_queue,
-         limits.max_body, args.decoders) < 1 or limits.timeout_s <= 0:
+         limits.max_body, args.decoders or 1) < 1 or limits.timeout_s <= 0:
     p.error("--max-batch, --max-texts, --max-beam, --max-queue, --max-body, --decoders and "
             "--timeout-s must be positive")
   try:

@@ -13,6 +13,12 @@ batch size) are the defaults. What differs, by CTranslate2's design:
 - sampling draws from CTranslate2's global random generator (`--seed` seeds it), so a
   seed gives the same samples for the same batches, not regardless of batch size.
 Ensembles, glossaries and attention are JAX-engine features.
+
+Threads follow CTranslate2's advice for CPUs (`ThreadPlan`): for throughput, several
+batches translated at once, one thread each (`inter_threads` = cores, `intra_threads` =
+1), which is the default; for the latency of one request at a time, one batch on every
+core. A call with more than `batch_size` sentences is split into batches that run on the
+parallel workers; the server feeds it `parallel_batches` batches at once.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -35,14 +41,50 @@ from seq2seq.rundir import ctranslate2_model
 from seq2seq.vocab import EOS_ID, cut_at_eos
 
 
+def usable_cores() -> int:
+  """The cores this process may run on (its affinity: `taskset` counts), at least 1."""
+  try:
+    return max(len(os.sched_getaffinity(0)), 1)
+  except AttributeError:  # no sched_getaffinity (macOS)
+    return os.cpu_count() or 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ThreadPlan:
+  """CTranslate2's threads: `inter` batches translated at once (workers, each holding the
+  model's weights shared), each on `intra` threads."""
+
+  mode: str  # throughput, latency, or "fixed" for an explicit INTERxINTRA
+  inter: int
+  intra: int
+
+  @classmethod
+  def of(cls, spec: str, cores: int | None = None) -> "ThreadPlan":
+    """`spec` as `decode.ct2_threads` takes it, over `cores` (default: `usable_cores`)."""
+    cores = cores or usable_cores()
+    if spec == "throughput":
+      return cls("throughput", cores, 1)
+    if spec == "latency":
+      return cls("latency", 1, cores)
+    inter, _, intra = spec.partition("x")
+    if not (inter.isdigit() and intra.isdigit() and int(inter) > 0 and int(intra) > 0):
+      raise ValueError(f"CTranslate2 threads {spec!r}: expected throughput, latency or "
+                       "INTERxINTRA (positive counts, e.g. 2x1)")
+    return cls("fixed", int(inter), int(intra))
+
+  def describe(self) -> dict[str, Any]:
+    return {"mode": self.mode, "inter_threads": self.inter, "intra_threads": self.intra}
+
+
 class CTranslate2Translator(SentenceEngine):
   """A CTranslate2 model directory written by `seq2seq-export`, with its tokenizer."""
 
   engine = "ctranslate2"
 
   def __init__(self, path: str | os.PathLike, device: str = "cpu", compute_type: str = "default",
-               threads: int = 0, **decode_overrides):
-    """`threads`: CTranslate2's intra-op threads (0 = one per core)."""
+               **decode_overrides):
+    """`decode_overrides`: DecodeConfig fields over the export's, `ct2_threads` (the
+    `ThreadPlan`) among them."""
     ct2 = ctranslate2_model.import_ctranslate2()
     self.path = Path(path)
     self.info, cfg, self.tokenizer = ctranslate2_model.load_export(path)
@@ -54,8 +96,10 @@ class CTranslate2Translator(SentenceEngine):
     # the export of one direction of several: CTranslate2 adds its token to each source
     self.added_source = 1 if self.info.get("source_token") else 0
     self.decode_cfg = dataclasses.replace(cfg.decode, **decode_overrides)
+    self.threads = ThreadPlan.of(self.decode_cfg.ct2_threads)
     self.translator = ct2.Translator(str(path), device=device, compute_type=compute_type,
-                                     intra_threads=threads or (os.cpu_count() or 1))
+                                     inter_threads=self.threads.inter,
+                                     intra_threads=self.threads.intra)
     self._ct2 = ct2
 
   @classmethod
@@ -66,7 +110,11 @@ class CTranslate2Translator(SentenceEngine):
 
   @property
   def limits(self) -> EngineLimits:
-    return EngineLimits(self.source_limit(), self.max_len - 2)
+    return EngineLimits(self.source_limit(), self.max_len - 2,
+                        parallel_batches=self.threads.inter)  # one per CTranslate2 worker
+
+  def describe(self) -> dict[str, Any]:
+    return {**super().describe(), "threads": self.threads.describe()}
 
   def source_limit(self) -> int:
     return super().source_limit() - self.added_source

@@ -45,6 +45,9 @@ class EngineLimits:
   row_sizes: tuple[int, ...] = ()  # rows of the decoding batches compiled so far
   glossary: bool = False  # glossary terms placed (needs the attention)
   attention: bool = False  # `align` gives the model's own cross-attention
+  # batches worth searching at once, each on a thread of the caller's (a server's
+  # decoders): the JAX engine's decode.workers, CTranslate2's parallel workers
+  parallel_batches: int = 1
 
 
 @dataclasses.dataclass(frozen=True)

@@ -181,7 +181,8 @@ class Translator(SentenceEngine):
   @property
   def limits(self) -> EngineLimits:
     return EngineLimits(self.source_limit(), self.max_len - 2, tuple(self.row_sizes),
-                        glossary=True, attention=True)
+                        glossary=True, attention=True,
+                        parallel_batches=self.decode_cfg.workers)
 
   def describe(self) -> dict[str, Any]:
     out = super().describe()

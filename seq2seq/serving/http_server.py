@@ -82,9 +82,10 @@ class Server:
   batcher; `engine` and `batcher` are the first model's), the metrics, the language
   detector, and the native API's handlers."""
 
-  def __init__(self, limits: Limits, info: dict[str, Any], workers: int,
+  def __init__(self, limits: Limits, info: dict[str, Any], workers: int | None,
                api_keys: frozenset[str] | None = None, require_key: bool = False,
                glossary: Glossary | None = None):
+    # batches decoded at once per model; None: each engine's own `parallel_batches`
     self.limits, self.info, self.workers = limits, info, workers
     self.glossary = glossary  # --glossary: every request's terms, a request's added
     # None: open; else LibreTranslate's api_key or a Bearer token, one of these if given,
@@ -105,7 +106,8 @@ class Server:
     models = Models(served_models(engines))
     for model in models.models:
       model.batcher = Batcher(engine_call(model.engine, self.limits.max_batch), self.limits,
-                              self.metrics.for_model(model.name), self.workers)
+                              self.metrics.for_model(model.name),
+                              self.workers or model.engine.limits.parallel_batches)
       model.batcher.start()
     self.detector = LanguageDetector(models.sources())
     self.engine, self.batcher = models.first.engine, models.first.batcher
@@ -370,7 +372,7 @@ class NativeRoutes:
 
 def create_app(engine: Engine | None = None, limits: Limits | None = None,
                info: dict | None = None, load: Callable[[], Engine] | None = None,
-               workers: int = 2, api_keys: frozenset[str] | None = None,
+               workers: int | None = None, api_keys: frozenset[str] | None = None,
                require_key: bool = False, cors_origins: Sequence[str] = ("*",),
                glossary: Glossary | None = None):
   """The Starlette app serving `engine`, or the one `load()` returns (called on a thread

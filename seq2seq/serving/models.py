@@ -125,11 +125,18 @@ class Models:
                             f"(nor through {self.pivot}); served: {pairs}")
 
   def describe(self) -> list[dict[str, Any]]:
-    """/health's list: each model's name, directions and state."""
-    return [{"name": m.name, "directions": [f"{s}-{t}" for s, t in m.directions],
-             "serves": [f"{s}-{t}" for (s, t), owner in self.direct.items() if owner is m],
-             "state": "ready" if m.batcher is not None else "loading"}
-            for m in self.models]
+    """/health's list: each model's name, directions, state, engine, the batches its
+    batcher decodes at once (`decoders`) and, for CTranslate2, its threads."""
+    out = []
+    for m in self.models:
+      about = m.engine.describe()
+      out.append({"name": m.name, "directions": [f"{s}-{t}" for s, t in m.directions],
+                  "serves": [f"{s}-{t}" for (s, t), owner in self.direct.items() if owner is m],
+                  "state": "ready" if m.batcher is not None else "loading",
+                  "engine": about["engine"],
+                  **({"decoders": m.batcher.workers} if m.batcher is not None else {}),
+                  **({"threads": about["threads"]} if "threads" in about else {})})
+    return out
 
 
 def direct_model(routes: Sequence[Sequence[Hop]]) -> ServedModel | None:

@@ -127,6 +127,7 @@ def test_not_a_run_directory(tmp_path):
     (["--beam", "2", "--nbest", "3"], "add --beam 3 or more"),
     (["--batch-size", "0"], "--batch-size must be at least 1"),
     (["--workers", "0"], "--workers must be at least 1"),
+    (["--ct2-threads", "fast"], "--ct2-threads must be throughput, latency or INTERxINTRA"),
 ])
 def test_usage_errors_are_one_line_with_status_2(trained_run, args, message):
   proc = run_cli("translate.py", "--workdir", trained_run, *args, input_bytes=b"A dog.\n",

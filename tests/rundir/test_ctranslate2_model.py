@@ -273,3 +273,29 @@ def test_an_export_of_one_direction_has_ctranslate2_add_its_token(
                      match="does not translate en-cs: it was trained on en-de"):
     ctranslate2_model.export_ctranslate2(trained_multilingual, one.parent / "cs",
                                          direction=("en", "cs"))
+
+
+def test_threads_follow_ctranslate2s_advice_and_change_no_translation(exported):
+  """The engine's default is CTranslate2's advice for throughput (a worker per core, one
+  thread each); latency and an explicit INTERxINTRA are taken as given; the translations
+  of a call of many batches are the same whatever the threads."""
+  from seq2seq.decoding.ct2_engine import ThreadPlan, usable_cores
+  cores = usable_cores()
+  default = load_engine(exported["float32"], "ctranslate2")
+  assert (default.threads.inter, default.threads.intra) == (cores, 1)
+  assert default.translator.num_translators == cores
+  assert default.limits.parallel_batches == cores
+  assert default.describe()["threads"] == {"mode": "throughput", "inter_threads": cores,
+                                           "intra_threads": 1}
+  outputs = default.translate(SOURCES, beam_size=2, batch_size=8)
+  for spec, (inter, intra) in (("latency", (1, cores)), ("2x1", (2, 1)), ("1x1", (1, 1))):
+    engine = load_engine(exported["float32"], "ctranslate2", ct2_threads=spec)
+    assert (engine.threads.inter, engine.threads.intra) == (inter, intra)
+    assert engine.translator.num_translators == inter
+    assert engine.translate(SOURCES, beam_size=2, batch_size=8) == outputs, spec
+  assert ThreadPlan.of("throughput", 16) == ThreadPlan("throughput", 16, 1)
+  assert ThreadPlan.of("latency", 16) == ThreadPlan("latency", 1, 16)
+  assert ThreadPlan.of("4x2", 16) == ThreadPlan("fixed", 4, 2)
+  for bad in ("fast", "0x2", "2x", "x1", "2*1"):
+    with pytest.raises(ValueError, match="throughput, latency or INTERxINTRA"):
+      dataclasses.replace(default.decode_cfg, ct2_threads=bad)

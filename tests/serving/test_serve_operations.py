@@ -123,6 +123,27 @@ def test_the_ctranslate2_engine_serves_what_its_translator_gives(exported):
     stop_server(proc)
 
 
+def test_the_ctranslate2_server_translates_batches_at_once_as_configured(exported):
+  """/health says CTranslate2's threads and the batches decoded at once: by default one
+  batch per core, one thread each (throughput); --ct2-threads and --decoders change them,
+  and the answers stay those of the engine alone."""
+  from seq2seq.decoding.ct2_engine import usable_cores
+  cores = usable_cores()
+  for flags, threads, decoders in (
+      ((), {"mode": "throughput", "inter_threads": cores, "intra_threads": 1}, cores),
+      (("--ct2-threads", "latency", "--decoders", "3"),
+       {"mode": "latency", "inter_threads": 1, "intra_threads": cores}, 3)):
+    proc, url = start_server("--engine", "ctranslate2", "--model", exported, *flags)
+    try:
+      model = get(url + "/health")[1]["models"][0]
+      assert model["threads"] == threads and model["decoders"] == decoders
+      status, body = post(url, {"texts": SOURCES[:8]})
+      assert status == 200 and body["translations"] == load_engine(
+          exported, "ctranslate2").translate(SOURCES[:8])
+    finally:
+      stop_server(proc)
+
+
 def test_the_page_translates_in_a_headless_browser_as_the_api_does(server_for_page):
   url, translator = server_for_page
   lines = [SOURCES[0], SOURCES[1]]
