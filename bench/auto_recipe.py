@@ -62,6 +62,9 @@ def main():
   p.add_argument("--runs-dir", default="runs/auto")
   p.add_argument("--arms", default="hand,auto")
   p.add_argument("--results", default=str(ROOT / "bench" / "results.jsonl"))
+  p.add_argument("--override", action="append", default=[], metavar="--config.S.F=V",
+                 help="a config override for both runs (e.g. a fixed train.max_steps for a "
+                 "quick check of the script), repeatable")
   args = p.parse_args()
   src, tgt = CASES[args.case]
   runs = Path(args.runs_dir)
@@ -69,7 +72,7 @@ def main():
   data = subset(runs / "subset10k-data", 10_000) if args.case == "subset10k" else MULTI30K
   common = [f"--config.data.dir={data}", f"--config.data.src_lang={src}",
             f"--config.data.tgt_lang={tgt}", f"--config.train.max_minutes={args.minutes:g}",
-            "--config.data.test_split=test_2016_flickr"]
+            "--config.data.test_split=test_2016_flickr", *args.override]
   commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True, cwd=ROOT).stdout.strip()
   for arm in args.arms.split(","):

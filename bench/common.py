@@ -12,6 +12,40 @@ ROOT = Path(__file__).resolve().parents[1]
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
 
 
+# The package's errors about its input (a run directory, a data file, an export): their
+# messages say what is wrong, a traceback adds nothing.
+USER_ERRORS = {"CheckpointError", "DataError", "ExportError", "HubError", "GlossaryError"}
+
+
+def _cannot_run_here(kind, error, trace):
+  """A benchmark that cannot run on this machine (a file it reads, Multi30k among them, or
+  an optional package missing) says so in one line and exits 2; any other error keeps its
+  traceback."""
+  import sys
+  cause = error
+  while cause is not None and not isinstance(cause, (FileNotFoundError, ModuleNotFoundError)):
+    cause = cause.__cause__
+  if cause is None:
+    if kind.__name__ in USER_ERRORS:  # the package's own message names file and problem
+      print(f"bench/{Path(sys.argv[0]).name}: error: {error}", file=sys.stderr)
+      sys.exit(2)
+    return sys.__excepthook__(kind, error, trace)
+  what = (f"{cause.filename} not found" if isinstance(cause, FileNotFoundError)
+          and cause.filename else str(cause))
+  hint = (" (Multi30k is read from ../shared/data/multi30k beside the checkout)"
+          if "multi30k" in what else "")
+  print(f"bench/{Path(sys.argv[0]).name}: cannot run here: {what}{hint}", file=sys.stderr)
+  sys.exit(2)
+
+
+def _install_hook():
+  import sys
+  sys.excepthook = _cannot_run_here
+
+
+_install_hook()
+
+
 def machine() -> dict:
   """What every benchmark's JSON says of the machine, its CPU (`cpu`) first."""
   import jax
@@ -34,9 +68,57 @@ def cpu() -> str:
   return f"{model} ({kind})"
 
 
-def report(result: dict) -> None:
-  """Prints the figures; the last line is one JSON object."""
-  print(json.dumps(result))
+def report(results: str | None, result: dict, rows: list[dict] | None = None) -> None:
+  """Prints the figures (the last line is one JSON object) and appends `rows` to the
+  results file `results` (--results; None: nothing), by default one row of kind
+  "measurement" holding them (`measurement`)."""
+  print(json.dumps(result), flush=True)
+  record(results, measurement(result) if rows is None else rows)
+
+
+def add_results_flag(p) -> None:
+  """--results FILE: where `report` appends the figures as results rows."""
+  p.add_argument("--results", default=None, metavar="FILE", help="append the figures as "
+                 "rows to this results file, in bench/results.jsonl's format (check them, "
+                 "then move them there; default: print only)")
+
+
+def measurement(result: dict) -> list[dict]:
+  """The row of a benchmark whose figures no table of bench/report.py shows."""
+  import sys
+  bench = Path(sys.argv[0]).stem
+  return [{"name": bench, "kind": "measurement", "benchmark": bench, "figures": result}]
+
+
+def commit() -> str:
+  """The checkout's short commit, "+changes" after it where the tree differs from it."""
+  import subprocess
+  git = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True)
+  head = git("rev-parse", "--short", "HEAD").stdout.strip() or "unknown"
+  return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+                 else "")
+
+
+def slug(cpu_name: str) -> str:
+  """A results row name's part for a CPU: "amx", "avx512bf16", "avx512", "avx2"."""
+  kind = cpu_name.rsplit("(", 1)[-1]
+  return ("amx" if "AMX" in kind and "or AMX" not in kind else "avx512bf16" if "BF16)" in kind
+          and "without" not in kind else "avx512" if "AVX-512" in kind else "avx2")
+
+
+def record(path: str | None, rows: list[dict]) -> None:
+  """Appends `rows` to the results file at `path` (none: nothing), each with the CPU, the
+  command that measured it and the commit, as bench/results.jsonl holds them
+  (bench/report.py's `check_row` says what each kind carries)."""
+  if not path:
+    return
+  import sys
+  command = " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+  done, at = cpu(), commit()
+  with open(path, "a", encoding="utf-8") as f:
+    for row in rows:
+      row = {**row, "name": f"{row['name']}-{at.split('+')[0]}"} if "name" in row else row
+      f.write(json.dumps({"cpu": done, "commit": at, "command": command, **row}) + "\n")
 
 
 def peak_rss_mib() -> float:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import MULTI30K, machine, peak_rss_mib, report
+from common import MULTI30K, add_results_flag, machine, peak_rss_mib, report
 
 
 def du_mib(path: Path) -> float:
@@ -179,6 +179,7 @@ def main():
   p.add_argument("--train-steps", type=int, default=20)
   p.add_argument("--keep", action="store_true", help="keep the corpus and caches")
   p.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)
+  add_results_flag(p)
   args = p.parse_args()
   if args.phase:
     print(json.dumps(PHASES[args.phase](args)))
@@ -202,7 +203,7 @@ def main():
     if not args.keep:
       shutil.rmtree(work, ignore_errors=True)
   ratio = results["iterate"]["batches_per_s"] / results["train"]["batches_per_s"]
-  report({"pairs": args.pairs, "max_tokens": args.max_tokens,
+  report(args.results, {"pairs": args.pairs, "max_tokens": args.max_tokens,
           "encode_sentences_per_s": results["prepare"]["encode_sentences_per_s"],
           "prepare_seconds": {k: results["prepare"][k]
                               for k in ("to_datasets_s", "clean_s", "tokenizer_s", "encode_s")},

@@ -23,7 +23,7 @@ import argparse
 import resource
 import time
 
-from common import MULTI30K, machine, report
+from common import MULTI30K, add_results_flag, machine, report
 
 
 def resident_mib() -> float:
@@ -47,6 +47,7 @@ def main():
                  help="batches searched at once (default: the run's decode.workers)")
   p.add_argument("--programs", type=int, default=None,
                  help="compiled searches kept (default: the run's decode.programs; 0: all)")
+  add_results_flag(p)
   args = p.parse_args()
   stages = [{"stage": "python", "rss_mib": resident_mib(), "peak_mib": peak_mib()}]
   import jax
@@ -79,7 +80,7 @@ def main():
           f"{a['needed_mib']:.1f} MiB; its peak {a['peak_mib']:.1f} MiB "
           f"({a['peak_over_needed']:.2f}x); programs kept {a['programs_kept']}, holding "
           f"about {a['programs_mib']:.1f} MiB")
-  report({"benchmark": "decode_memory", "sentences": len(lines), "batch_size": args.batch_size,
+  report(args.results, {"benchmark": "decode_memory", "sentences": len(lines), "batch_size": args.batch_size,
           "parameters_mib": round(params / 2**20, 1), "workers": translator.decode_cfg.workers,
           "programs_limit": translator.decode_cfg.programs,
           "matmul_dtype": translator.model.numerics.operand_dtype, "stages": stages,

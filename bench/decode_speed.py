@@ -2,7 +2,8 @@
 
   python bench/decode_speed.py --workdir RUN_DIR [--beam 5] [--batch-size 64] \
       [--min-rows N[,N...]] [--workers N] [--length-buckets 16,32,64,128] \
-      [--beam-stops exact,current] [--compare-ctranslate2] [--programs N]
+      [--beam-stops exact,current] [--compare-ctranslate2] [--programs N] \
+      [--ct2-batches examples:16,examples:32,examples:64,tokens:1024] [--results FILE]
 
 Model load and compilation (a first pass over the same data) are timed separately;
 the reported sentences/s and output tokens/s are the median of `--passes` more,
@@ -12,10 +13,17 @@ move by a third between runs on a shared VM) hits every engine alike; each pass 
 2 s after the one before, once the other engine's threads have stopped polling. All passes must
 give identical translations, and so must batch size 1 on a sample.
 
-With --compare-ctranslate2 the same checkpoint is exported (seq2seq-export) as float32
-and int8 and decoded by CTranslate2 in the same run, same batches, one thread per core;
-each engine's BLEU against the references and the share of lines identical to the JAX
-output are printed, and the ratio JAX / CTranslate2 float32 of sentences/s. CTranslate2
+With --compare-ctranslate2 the checkpoint is exported (seq2seq-export, float32) and
+CTranslate2 is measured at its best on this machine, each configuration in a process of
+its own (bench/ctranslate2_baseline.py): its `inter_threads x intra_threads` (every pair
+whose product is the cores, and 1x1) and its batching (--ct2-batches) swept for float32
+and int8 (the float32 export loaded with compute_type int8, as CTranslate2's users
+quantize), with greedy and beam search; the best configuration of each is then timed in
+alternation with the JAX searches, text in and text out on both sides (SentencePiece
+inside the timer, as JAX's `translate` has it), and so is seq2seq's own CTranslate2
+engine at its default threads. Each engine's BLEU against the references, the share of
+lines identical to the JAX output, its peak resident memory, and the ratios JAX /
+CTranslate2 float32 and JAX / CTranslate2 int8 of sentences/s are printed. CTranslate2
 ranks beams with its own length penalty (length ** alpha, `--ct2-alpha`), JAX with
 GNMT's (the run's alpha): their beam outputs differ for that reason alone (alpha 0 is
 the same in both). CTranslate2 also ends a sentence by its own rule: as soon as its best
@@ -29,7 +37,6 @@ in alternation.
 
 import argparse
 import functools
-import gc
 import statistics
 import tempfile
 import time
@@ -38,12 +45,13 @@ from pathlib import Path
 import sacrebleu
 
 from seq2seq.data.textfiles import read_lines
-from seq2seq.decoding.engines import load_engine
+from seq2seq.decoding.ct2_engine import CTranslate2Translator
 from seq2seq.decoding.translator import Translator
 from seq2seq.rundir import ctranslate2_model
 from seq2seq.runtime import enable_compilation_cache
 
-from common import MULTI30K, alternate, machine, peak_rss_mib, report
+import ctranslate2_baseline as baseline
+from common import MULTI30K, add_results_flag, alternate, machine, peak_rss_mib, report, slug
 
 
 def first_pass(translator, lines, beam, batch_size, alpha=None) -> dict:
@@ -76,6 +84,102 @@ def figures(first: dict, times: list, lines, references) -> dict:
           "bleu": round(sacrebleu.corpus_bleu([h[0].text for h in out], [references]).score, 2)}
 
 
+def search_label(name: str) -> str:
+  """"beam5_current_min_rows8" -> "beam 5, stop current, min_rows 8"."""
+  head, *rest = name.split("_min_rows")
+  search, _, stop = head.partition("_")
+  words = ["greedy" if search == "greedy" else f"beam {search[4:]}"]
+  words += [f"stop {stop}"] if stop else []
+  words += [f"min_rows {rest[0]}"] if rest else []
+  return ", ".join(words)
+
+
+def decode_rows(result: dict, args) -> list[dict]:
+  """Rows of kind "decode" (bench/report.py) of the figures: one per JAX search and, with
+  --compare-ctranslate2, one per CTranslate2 search at its best configuration and one per
+  search of seq2seq's CTranslate2 engine."""
+  rows = []
+  for name, figures_ in result.items():
+    if not (isinstance(figures_, dict) and "sentences_per_s" in figures_):
+      continue
+    if name.startswith("ctranslate2_"):
+      q, search = name.split("_")[1:3]
+      beam = 1 if search == "greedy" else args.beam
+      # every configuration of the sweep this best one was chosen from
+      engine, ratio = f"CTranslate2 {q}", {"sweep": [
+          {"threads": f"{r['inter_threads']}x{r['intra_threads']}",
+           "batching": f"{r['batch_type']}:{r['max_batch_size']}",
+           "sentences_per_s": r["sentences_per_s"]}
+          for r in result["ctranslate2_sweep"] if r["compute_type"] == q and r["beam"] == beam]}
+    elif name.startswith("seq2seq_ctranslate2_engine_"):
+      search = name.rsplit("_", 1)[1]
+      engine, ratio = "seq2seq CTranslate2 engine float32", {}
+    else:
+      search, engine = name, f"JAX {result['jax_matmul_dtype']}"
+      ratio = {k: result[f"ratio_jax_to_ctranslate2_{q}_{name}"] for k, q in
+               (("ratio", "float32"), ("ratio_int8", "int8"))
+               if f"ratio_jax_to_ctranslate2_{q}_{name}" in result}
+    rows.append({"name": f"decode-{slug(result['cpu'])}-{name}", "kind": "decode",
+                 "engine": engine, "search": search_label(search),
+                 "sentences_per_s": figures_["sentences_per_s"], "bleu": figures_["bleu"],
+                 **ratio, "peak_rss_mib": figures_.get("peak_rss_mib",
+                                                       result["jax_peak_rss_mib"]),
+                 **({"configuration": figures_["configuration"]}
+                    if "configuration" in figures_ else {}),
+                 "baseline": "CTranslate2 at its best configuration (swept)"
+                 if args.compare_ctranslate2 else None,
+                 "note": f"{result['sentences']} sentences, batches of {result['batch_size']}, "
+                         f"{result['workers']} JAX workers, passes in alternation, median of "
+                         f"{args.passes}: {figures_['sentences_per_s_each_pass']}"})
+  return rows
+
+
+def ctranslate2_figures(first: dict, times: list, lines, references) -> dict:
+  """`figures` of a CTranslate2 worker's passes (its outputs are texts)."""
+  steady_s = statistics.median(times)
+  return {"sentences_per_s": round(len(lines) / steady_s, 1),
+          "output_tokens_per_s": round(first["tokens"] / steady_s),
+          "seconds": round(steady_s, 2),
+          "sentences_per_s_each_pass": [round(len(lines) / t, 1) for t in times],
+          "alpha": first["alpha"],
+          "bleu": round(sacrebleu.corpus_bleu(first["out"], [references]).score, 2)}
+
+
+def ctranslate2_workers(args, tmp: str, result: dict) -> dict:
+  """The checkpoint exported, CTranslate2's configurations swept (`result["ctranslate2_sweep"]`)
+  and the best of each compute type and search started, with seq2seq's CTranslate2 engine
+  at its defaults: name -> (worker, its pass's request)."""
+  export = ctranslate2_model.export_ctranslate2(args.workdir, Path(tmp) / "float32",
+                                                args.checkpoint, "float32")
+  plans = (baseline.parse_threads(args.ct2_threads) if args.ct2_threads
+           else baseline.thread_plans(baseline.cores()))
+  beams = sorted({1, args.beam})
+  print("CTranslate2's configurations:", flush=True)
+  sweep = []
+  for q in ("float32", "int8"):
+    sweep += baseline.sweep(export, args.src, q, plans, baseline.parse_batches(args.ct2_batches),
+                            beams, args.ct2_alpha, args.sweep_passes)
+  result["ctranslate2_sweep"] = sweep
+  workers, started = {}, {}
+  for q in ("float32", "int8"):
+    for beam in beams:
+      best = baseline.best(sweep, q, beam)
+      key = (q, best["inter_threads"], best["intra_threads"])
+      if key not in started:
+        started[key] = baseline.Worker(export, args.src, *key)
+      workers[f"ctranslate2_{q}_{'greedy' if beam == 1 else f'beam{args.beam}'}"] = (
+          started[key], baseline.search_request(beam, args.ct2_alpha,
+                                                (best["batch_type"], best["max_batch_size"])))
+  # seq2seq's own CTranslate2 engine as translate.py and seq2seq-serve run it: its default
+  # threads, batches of --batch-size
+  ours = CTranslate2Translator.load(export).threads
+  engine = baseline.Worker(export, args.src, "float32", ours.inter, ours.intra, api="engine")
+  for beam in beams:
+    workers[f"seq2seq_ctranslate2_engine_{'greedy' if beam == 1 else f'beam{args.beam}'}"] = (
+        engine, baseline.search_request(beam, args.ct2_alpha, ("examples", args.batch_size)))
+  return workers
+
+
 def main():
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--workdir", required=True)
@@ -103,9 +207,11 @@ def main():
                  help="also export the checkpoint and decode with CTranslate2 float32 and int8")
   p.add_argument("--passes", type=int, default=5,
                  help="steady-state passes of each search, in alternation (default 5)")
+  baseline.add_sweep_flags(p, prefix="ct2-")
   p.add_argument("--ct2-alpha", type=float, default=1.3,
                  help="CTranslate2's length penalty (length ** alpha) for beam search; 1.3 "
                  "was best on Multi30k val for the recipe's model (bench/README.md)")
+  add_results_flag(p)
   args = p.parse_args()
   enable_compilation_cache()
   t = time.perf_counter()
@@ -142,49 +248,58 @@ def main():
     one = search.translate(lines[:50], beam_size=beam, batch_size=1)
     result[f"{name}_batch_1_identical_on_50"] = one == [h[0].text
                                                         for h in firsts[name]["out"][:50]]
-  result["jax_peak_rss_mib"] = peak_rss_mib()  # before CTranslate2 is loaded
+  result["jax_peak_rss_mib"] = peak_rss_mib()
   built = sum(search.search_programs for _, _, search in searches)
-  # The steady passes of JAX and CTranslate2 float32 alternate; int8 is timed after them,
-  # on its own: with two CTranslate2 models loaded at once, their threads slowed each
-  # other 4-5x on 2 cores.
-  engines = ("float32", "int8") if args.compare_ctranslate2 else (None,)
+  timed = dict(firsts)
   with tempfile.TemporaryDirectory() as tmp:
-    for q in engines:
-      timed = dict(firsts) if q in (None, "float32") else {}
-      if q is not None:
-        path = ctranslate2_model.export_ctranslate2(args.workdir, Path(tmp) / q, args.checkpoint, q)
-        ct2 = load_engine(path, "ctranslate2")
-        for name, beam in (("greedy", 1), (f"beam{args.beam}", args.beam)):
-          alpha = 0.0 if beam == 1 else args.ct2_alpha
-          timed[f"ctranslate2_{q}_{name}"] = first_pass(ct2, lines, beam, args.batch_size, alpha)
-        del ct2  # the passes' closures hold it until `timed` goes
+    workers = []
+    if args.compare_ctranslate2:
+      workers = ctranslate2_workers(args, tmp, result)
+      for name, (worker, request) in workers.items():
+        out = worker.run(**request, outputs=True)  # what CTranslate2 loads lazily, too
+        timed[name] = {"out": out["outputs"], "alpha": request["alpha"], "last": out,
+                       "tokens": out["tokens"]}
+        timed[name]["again"] = functools.partial(
+            lambda first, worker, request: first.update(last=worker.run(**request)),
+            timed[name], worker, request)
+    try:
+      # every engine's passes in alternation; 2 s before each, for the threads of the one
+      # before to stop polling
       seconds = alternate({name: first["again"] for name, first in timed.items()},
-                          args.passes, settle=2.0 if q else 0.0)
+                          args.passes, settle=2.0 if workers else 0.0)
       for name, first in timed.items():
-        result[name] = figures(first, seconds[name], lines, references)
-        firsts[name] = {"out": first["out"]}
-      del timed, first
-      gc.collect()
+        if name in workers:
+          request = workers[name][1]
+          result[name] = dict(ctranslate2_figures(first, seconds[name], lines, references),
+                              peak_rss_mib=first["last"]["peak_rss_mib"],
+                              configuration=f"{workers[name][0].threads}, max_batch_size "
+                              f"{request['max_batch_size']} {request['batch_type']}")
+        else:
+          result[name] = figures(first, seconds[name], lines, references)
+    finally:
+      for worker, _ in workers.values():
+        worker.close()
   if args.compare_ctranslate2:
-    for q in ("float32", "int8"):
-      for ct2_name, beam in (("greedy", 1), (f"beam{args.beam}", args.beam)):
-        # the share of lines equal to each JAX search of the same beam size
-        out = firsts[f"ctranslate2_{q}_{ct2_name}"]["out"]
-        result[f"ctranslate2_{q}_{ct2_name}"]["identical_to_jax"] = {
-            name: sum(a[0].ids == b[0].ids for a, b in zip(out, firsts[name]["out"]))
-            / len(lines) for name, jax_beam, _ in searches if jax_beam == beam}
+    for name in workers:
+      beam = 1 if name.endswith("greedy") else args.beam
+      # the share of lines equal to each JAX search of the same beam size
+      result[name]["identical_to_jax"] = {
+          jax: sum(a == b[0].text for a, b in zip(timed[name]["out"], timed[jax]["out"]))
+          / len(lines) for jax, jax_beam, _ in searches if jax_beam == beam}
     for name, beam, _ in searches:
       ct2_name = "greedy" if beam == 1 else f"beam{args.beam}"
-      result[f"ratio_jax_to_ctranslate2_float32_{name}"] = round(
-          result[name]["sentences_per_s"]
-          / result[f"ctranslate2_float32_{ct2_name}"]["sentences_per_s"], 2)
+      for q in ("float32", "int8"):
+        result[f"ratio_jax_to_ctranslate2_{q}_{name}"] = round(
+            result[name]["sentences_per_s"]
+            / result[f"ctranslate2_{q}_{ct2_name}"]["sentences_per_s"], 2)
   # searches built (loaded again once dropped, --programs) during the timed passes: 0, or
   # those passes timed loading too
   result["jax_programs_built_while_timed"] = (
       sum(search.search_programs for _, _, search in searches) - built)
   # the operands JAX decoded with (the machine's decoding probe, seq2seq.numerics.resolve)
   result["jax_matmul_dtype"] = translator.model.numerics.operand_dtype
-  report(dict(result, **machine()))
+  result.update(machine())
+  report(args.results, result, decode_rows(result, args))
 
 
 if __name__ == "__main__":

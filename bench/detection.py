@@ -21,7 +21,7 @@ import time
 from seq2seq.data.textfiles import read_lines
 from seq2seq.serving.detection import LanguageDetector
 
-from common import MULTI30K, machine, report
+from common import MULTI30K, add_results_flag, machine, report
 
 LANGUAGES = ("en", "de", "fr", "cs")
 
@@ -75,6 +75,7 @@ def main():
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--split", default="test_2016_flickr")
   p.add_argument("--seed", type=int, default=0)
+  add_results_flag(p)
   args = p.parse_args()
   cases = inputs(args.split, args.seed)
   ours = LanguageDetector(LANGUAGES)
@@ -83,7 +84,7 @@ def main():
   if lingua is not None:
     detectors["lingua"] = lingua
   for name, detect in detectors.items():
-    report({"benchmark": "detection", "detector": name, "split": args.split,
+    report(args.results, {"benchmark": "detection", "detector": name, "split": args.split,
             **measure(detect, cases), **machine()})
 
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import MULTI30K, ROOT, cpu, report
+from common import MULTI30K, ROOT, add_results_flag, cpu, report
 
 
 def timed_run(workdir: str, beam: int, source: Path, cache: str) -> tuple[float, float, int]:
@@ -61,6 +61,7 @@ def main():
   p.add_argument("--lines", type=int, default=1000)
   p.add_argument("--input", default=None, help="text file (default: test_2016_flickr.en)")
   p.add_argument("--repeats", type=int, default=3)
+  add_results_flag(p)
   args = p.parse_args()
   with tempfile.TemporaryDirectory() as cache:
     source = input_file(args.input, args.lines, cache)
@@ -70,7 +71,7 @@ def main():
   subprocess.run([sys.executable, "-c", "import seq2seq.decoding.translator"], check=True)
   import_s = time.perf_counter() - import_s
   median = lambda xs: sorted(xs)[len(xs) // 2]
-  report({"benchmark": "first_translation", "cpu": cpu(), "beam": args.beam,
+  report(args.results, {"benchmark": "first_translation", "cpu": cpu(), "beam": args.beam,
           "lines": cold[2], "cold_first_line_s": round(cold[0], 2),
           "cold_all_lines_s": round(cold[1], 2),
           "warm_first_line_s": median([round(w[0], 2) for w in warm]),

@@ -49,7 +49,7 @@ from seq2seq.data.textfiles import read_lines
 from seq2seq.decoding.glossary import Glossary, term_use
 from seq2seq.decoding.translator import Translator
 
-from common import MULTI30K, alternate, machine, report
+from common import MULTI30K, add_results_flag, alternate, machine, report
 
 WORD = re.compile(r"\w+(?:[-']\w+)*")
 SENTENCE_END = re.compile(r"[.!?]")
@@ -251,6 +251,7 @@ def main():
   p.add_argument("--min-dice", type=float, default=0.3)
   p.add_argument("--min-dice-second", type=float, default=0.1)
   p.add_argument("--out", default=None, help="write each set's glossary.tsv, test.en, test.de")
+  add_results_flag(p)
   args = p.parse_args()
   train_src = read_lines(MULTI30K / "train.en.gz")
   train_tgt = read_lines(MULTI30K / "train.de.gz")
@@ -267,7 +268,7 @@ def main():
   rows = [measure(name, translator, glossary, content, src, ref, chosen[:args.most],
                   args.beam, args.passes, args.out)
           for name, (glossary, chosen) in sets.items()]
-  report({"benchmark": "glossary_sets", "beam": args.beam, "checkpoint": args.checkpoint,
+  report(args.results, {"benchmark": "glossary_sets", "beam": args.beam, "checkpoint": args.checkpoint,
           "dictionary": len(strict), "sets": rows, **machine()})
 
 

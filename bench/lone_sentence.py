@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from common import MULTI30K, machine, report
+from common import MULTI30K, add_results_flag, machine, report
 
 
 def measure(args) -> dict:
@@ -53,6 +53,7 @@ def main():
   p.add_argument("--sentences", type=int, default=200)
   p.add_argument("--rounds", type=int, default=3)
   p.add_argument("--measure", default=None, help=argparse.SUPPRESS)  # one variant, here
+  add_results_flag(p)
   args = p.parse_args()
   if args.measure:
     print(json.dumps(measure(args)))
@@ -74,7 +75,7 @@ def main():
                                "each_round": speeds,
                                "alone_equals_batch_of_64": all(
                                    f[name]["alone_equals_batch_of_64"] for f in found)}
-  report(result)
+  report(args.results, result)
 
 
 if __name__ == "__main__":

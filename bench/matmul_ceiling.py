@@ -12,7 +12,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from common import machine, report
+from common import add_results_flag, machine, report
 
 
 def measure(n: int, dtype, repeats: int, product_dtype=None, shape=None) -> float:
@@ -36,6 +36,7 @@ def main():
   p.add_argument("--n", type=int, default=2048)
   p.add_argument("--repeats", type=int, default=20)
   p.add_argument("--shapes", default="", help="comma-separated MxKxN products to time too")
+  add_results_flag(p)
   args = p.parse_args()
   kinds = {"float32": (jnp.float32, None), "bfloat16": (jnp.bfloat16, None),
            "bfloat16_to_float32": (jnp.bfloat16, jnp.float32)}
@@ -53,7 +54,7 @@ def main():
             "bfloat16_to_float32_gflops": round(
                 measure(args.n, jnp.bfloat16, args.repeats, jnp.float32), 1),
             **({"shapes": shapes} if shapes else {}), **machine()}
-  report(result)
+  report(args.results, result)
 
 
 if __name__ == "__main__":

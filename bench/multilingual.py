@@ -73,7 +73,17 @@ def main():
   p.add_argument("--multilingual-minutes", type=float, default=60.0)
   p.add_argument("--cpus", default="", help="taskset core list, e.g. 0 (default: all)")
   p.add_argument("--results", default=str(ROOT / "bench" / "results.jsonl"))
+  p.add_argument("--directions", default=",".join(DIRECTIONS),
+                 help="the directions trained and scored (default: the six)")
+  p.add_argument("--zero-shot", default=",".join(ZERO_SHOT),
+                 help="pairs without training data scored zero-shot and through English "
+                 "('' none)")
+  p.add_argument("--override", action="append", default=[], metavar="--config.S.F=V",
+                 help="a config override for every run (e.g. a fixed train.max_steps for a "
+                 "quick check of the script), repeatable")
   args = p.parse_args()
+  directions = args.directions.split(",")
+  zero_shot = [d for d in args.zero_shot.split(",") if d]
   runs = Path(args.runs_dir).resolve()
   runs.mkdir(parents=True, exist_ok=True)
   commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -86,32 +96,33 @@ def main():
            "cpu": cpu(), "cores": cores, "commit": commit, "command": command.format(arm=arm)}
     if arm == "bilingual":
       row.update(minutes=args.bilingual_minutes, directions={})
-      for direction in DIRECTIONS:
+      for direction in directions:
         src, tgt = direction.split("-")
         workdir = runs / f"bilingual-{direction}"
         done = train("auto", workdir, args.bilingual_minutes, [
             f"--config.data.dir={MULTI30K}", f"--config.data.src_lang={src}",
-            f"--config.data.tgt_lang={tgt}", "--config.data.test_split=test_2016_flickr"],
-            args.cpus)
+            f"--config.data.tgt_lang={tgt}", "--config.data.test_split=test_2016_flickr",
+            *args.override], args.cpus)
         row["directions"][direction] = {"updates": done.get("step"),
                                         "bleu": score(workdir, direction, args.cpus)}
         print(direction, row["directions"][direction], flush=True)
     elif arm == "multilingual":
       workdir = runs / "multilingual"
-      done = train("multi30k_multilingual", workdir, args.multilingual_minutes, [], args.cpus)
+      done = train("multi30k_multilingual", workdir, args.multilingual_minutes,
+                   [f"--config.data.directions={args.directions}", *args.override], args.cpus)
       def langs(d):
         return ("--src-lang", d.split("-")[0], "--tgt-lang", d.split("-")[1])
       row.update(minutes=args.multilingual_minutes, updates=done.get("step"), directions={
-          d: {"bleu": score(workdir, d, args.cpus, *langs(d))} for d in DIRECTIONS})
+          d: {"bleu": score(workdir, d, args.cpus, *langs(d))} for d in directions})
       row["zero_shot"] = {
           d: {"bleu": score(workdir, d, args.cpus, *langs(d)),
               "bleu_all_pieces": score(workdir, d, args.cpus, *langs(d),
                                        "--no-zero-shot-pieces"),
               "pivot_bleu": score(workdir, d, args.cpus, *langs(d), "--pivot", "en")}
-          for d in ZERO_SHOT}
+          for d in zero_shot}
     elif arm == "hour":
       workdir = runs / "hour-en-de"
-      done = train("multi30k", workdir, args.multilingual_minutes, [], args.cpus)
+      done = train("multi30k", workdir, args.multilingual_minutes, args.override, args.cpus)
       row.update(minutes=args.multilingual_minutes, updates=done.get("step"),
                  directions={"en-de": {"bleu": score(workdir, "en-de", args.cpus)}})
     else:

@@ -25,7 +25,7 @@ from seq2seq.data.textfiles import read_lines
 from seq2seq.decoding import sentences
 from seq2seq.decoding.translator import Translator
 
-from common import MULTI30K, alternate, machine, report
+from common import MULTI30K, add_results_flag, alternate, machine, report
 
 
 def main():
@@ -37,6 +37,7 @@ def main():
   p.add_argument("--size", type=int, default=4, help="sentences per paragraph")
   p.add_argument("--unpunctuated", action="store_true",
                  help="remove each source sentence's final punctuation")
+  add_results_flag(p)
   args = p.parse_args()
   src = [s.strip().rstrip(".!?").rstrip() if args.unpunctuated
          else sentences.with_full_stop(s.strip())
@@ -73,7 +74,7 @@ def main():
                       rounds=args.passes)
   bleu = {k: round(sacrebleu.corpus_bleu(v, [references]).score, 2) for k, v in out.items()}
   speed = {k: round(len(src) / statistics.median(v), 1) for k, v in seconds.items()}
-  report({"benchmark": "paragraphs", "paragraphs": len(paragraphs), "sentences": len(src),
+  report(args.results, {"benchmark": "paragraphs", "paragraphs": len(paragraphs), "sentences": len(src),
           "beam": args.beam, "checkpoint": args.checkpoint,
           "bleu_paragraphs": bleu["paragraphs"], "bleu_sentences_joined": bleu["sentences"],
           "bleu_paragraphs_unsplit": bleu["unsplit"],

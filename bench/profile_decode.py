@@ -30,7 +30,7 @@ import jax  # noqa: E402 (XLA_FLAGS is read when JAX starts)
 from seq2seq.data.textfiles import read_lines  # noqa: E402
 from seq2seq.decoding.translator import Translator  # noqa: E402
 
-from common import MULTI30K, machine, report  # noqa: E402
+from common import MULTI30K, add_results_flag, machine, report  # noqa: E402
 
 SKIP = ("ThunkExecutor", "while", "Slinky", "end:", "conditional")
 
@@ -53,6 +53,7 @@ def main():
   p.add_argument("--lines", type=int, default=1000)
   p.add_argument("--top", type=int, default=25)
   p.add_argument("--matmul-dtype", choices=("float32", "bfloat16"))
+  add_results_flag(p)
   args = p.parse_args()
   translator = Translator.load(args.workdir, args.checkpoint)
   if args.matmul_dtype:
@@ -93,7 +94,7 @@ def main():
                 "us_per_call": round(ns / calls[name] / 1e3, 1), "source": source})
     print(f"{100 * ns / total:5.1f} %  {calls[name]:6d} x {ns / calls[name] / 1e3:7.1f} us  "
           f"{name:36s} {source}")
-  report({"benchmark": "profile_decode", "beam": args.beam, "lines": len(lines),
+  report(args.results, {"benchmark": "profile_decode", "beam": args.beam, "lines": len(lines),
           "matmul_dtype": translator.model_cfg.matmul_dtype,
           "thread_seconds": round(total / 1e9, 2),
           "by_kind": {k: round(ns / total, 4) for k, ns in by_kind.most_common(12)},

@@ -31,7 +31,7 @@ from seq2seq.model import flops
 from seq2seq.model.transformer import Model
 from seq2seq.training.train_step import DataParallelSteps as Steps
 
-from common import machine, report
+from common import add_results_flag, machine, report
 
 STEPS = 5
 
@@ -101,6 +101,7 @@ def main():
                  help="float32 or bfloat16 matmul operands (default: the preset's)")
   p.add_argument("--loss-chunk", type=int, default=0,
                  help="train.loss_chunk: the output layer and loss this many tokens at a time")
+  add_results_flag(p)
   args = p.parse_args()
   overrides = {"dropout": args.dropout}
   if args.positional:
@@ -149,7 +150,7 @@ def main():
   print(f"per step: {spans['two_plus_ms']} ms with two or more ops running at once, "
         f"{spans['one_op_ms']} ms with one (of it {spans['one_op_matmul_ms']} ms a matmul), "
         f"{spans['idle_ms']} ms with none")
-  report({"benchmark": "profile_train_step", "preset": args.preset, "rows": args.rows,
+  report(args.results, {"benchmark": "profile_train_step", "preset": args.preset, "rows": args.rows,
           "length": args.length, "dropout": args.dropout, "loss_chunk": args.loss_chunk,
           "positional": model_cfg.positional, "matmul_dtype": model_cfg.matmul_dtype,
           "step_wall_ms": round(wall_ms),

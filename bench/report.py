@@ -77,6 +77,54 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results.jsonl"
 CURVES = ROOT / "docs" / "images" / "recipe_curves.png"
 
+# What a row of each kind carries besides `name`, `kind` and `commit` (and `cpu`, null
+# where it was not recorded): what the tables read. A benchmark whose figures no table
+# shows writes kind "measurement": `benchmark` (its script) and `figures` (its JSON).
+FIELDS = {
+    "hour": "recipe change seed minutes updates val_bleu test_bleu curve verdict",
+    "longer": "recipe change seed minutes updates val_bleu test_bleu curve verdict",
+    "setting": "run setting val_bleu",
+    "proxy": "recipe change updates val_greedy val_avg5 val_avg10 val_avg20",
+    "decode": "engine search sentences_per_s bleu baseline",
+    "decode_compile": "search buckets cache rows compile_and_first_pass_s sentences_per_s",
+    "decode_memory": "workload programs peak_mib needed_mib",
+    "serve": "engine search clients sentences_per_s share_of_batch p50_ms p95_ms p99_ms "
+             "refused_429 mismatches",
+    "serve_mixed": "model beam clients six_models one_model mixed_over_one rss_mib_per_model",
+    "soak": "minutes overload capacity_requests_per_s sent ok refused_429 server_errors "
+            "p50_ms p99_ms rss_mib_start rss_mib_peak rss_mib_end",
+    "auto": "case arm minutes updates val_bleu settings plan",
+    "auto_plan": "case minutes update_s compile_s buckets factors planned made s_per_update",
+    "first_minutes": "config minutes updates share_of_updates share_of_tokens",
+    "batch_rows": "padding greedy_sentences_per_s beam5_sentences_per_s "
+                  "greedy_alone_equals_batch beam5_alone_equals_batch",
+    "paragraphs": "model beam bleu_paragraphs bleu_sentences_joined bleu_paragraphs_unsplit "
+                  "sentences_per_s_paragraphs sentences_per_s_sentences boundary_accuracy",
+    "paragraphs_unpunctuated": "model beam bleu_paragraphs bleu_sentences_joined "
+                               "bleu_paragraphs_unsplit sentences_per_s_paragraphs "
+                               "sentences_per_s_sentences boundary_accuracy",
+    "glossary": "model beam sentences terms plain_bleu glossary_bleu speed_ratio",
+    "glossary_sets": "model beam dictionary sets",
+    "documents": "model beam paragraphs plain_sentences_per_s styled_sentences_per_s "
+                 "styled_over_plain same_text",
+    "detection": "detector split sentence ms_per_text",
+    "multilingual": "arm cores minutes directions",
+    "measurement": "benchmark figures",
+}
+
+
+def check_row(row: dict) -> None:
+  """Raises ValueError naming the row and what it lacks where `row` is not a results row
+  that this script reads."""
+  name = row.get("name", "a row without a name")
+  missing = [k for k in ("name", "kind", "commit") if k not in row]
+  if row.get("kind") not in FIELDS:
+    raise ValueError(f"{name}: kind {row.get('kind')!r} is none of {', '.join(FIELDS)}")
+  missing += [k for k in FIELDS[row["kind"]].split() if k not in row]
+  if missing:
+    raise ValueError(f"{name} (kind {row['kind']}): lacks {', '.join(missing)}")
+
+
 # Each recipe version: the one before it plus one change (the `adopted` rows).
 RECIPES = {
   "r1": "the `compact` preset (d 128, 4+4 layers, ff 512), Adam, lr 2.5e-3, warmup 800, "
@@ -259,16 +307,42 @@ def recipe_versions(runs):
   return table(["version", "recipe", "hours", "updates", "val sacreBLEU", "test lc-tok"], rows)
 
 
+SWEPT = "CTranslate2 at its best configuration (swept)"
+
+
+def baseline_of(r) -> str:
+  """A decode row's CTranslate2 baseline, in a few words."""
+  return "best of the sweep" if r.get("baseline") == SWEPT else "one batch, all cores"
+
+
 def decoding(runs):
   """Decoding speed rows that name their CPU, the latest commit's first (rows from before
-  the CPU was recorded stay in the results file only)."""
+  the CPU was recorded stay in the results file only), each with the CTranslate2
+  configuration it was measured against."""
   decode = [r for r in runs if r["kind"] == "decode" and r["cpu"]]
   order = list(dict.fromkeys(r["commit"] for r in decode))[::-1]
   decode.sort(key=lambda r: order.index(r["commit"]))  # stable within a commit
   rows = [[f"`{r['commit']}`", r["cpu"], r["engine"], r["search"], fmt(r["sentences_per_s"], 1),
-           fmt(r["bleu"]), fmt(r.get("ratio"))] for r in decode]
+           fmt(r["bleu"]), fmt(r.get("ratio")), baseline_of(r)] for r in decode]
   return table(["commit", "CPU", "engine", "search", "sentences/s", "BLEU",
-                "JAX / CTranslate2 float32"], rows)
+                "JAX / CTranslate2 float32", "CTranslate2 configured as"], rows)
+
+
+def ctranslate2_sweep(runs):
+  """CTranslate2's configurations in the newest swept comparison on each CPU class:
+  sentences/s of each threads x batching, per compute type and search, the best in bold."""
+  decode = [r for r in runs if r["kind"] == "decode" and r.get("sweep")]
+  latest = {r["cpu"]: r["commit"] for r in decode}
+  rows = []
+  for r in decode:
+    if latest[r["cpu"]] != r["commit"]:
+      continue
+    top = max(x["sentences_per_s"] for x in r["sweep"])
+    rows += [[r["cpu"], r["engine"], r["search"], f"{x['threads']}", x["batching"],
+              (f"**{fmt(x['sentences_per_s'], 1)}**" if x["sentences_per_s"] == top
+               else fmt(x["sentences_per_s"], 1))] for x in r["sweep"]]
+  return table(["CPU", "engine", "search", "inter x intra threads", "batches of",
+                "sentences/s"], rows)
 
 
 def decode_compile(runs):
@@ -501,14 +575,17 @@ def serving(runs):
 
 
 def decoding_now(runs):
-  """The newest comparison on each CPU class (the rows of the latest commit that measured
-  on that CPU), without the commit: what a user of that CPU gets now."""
-  decode = [r for r in runs if r["kind"] == "decode" and r["cpu"]]
+  """The newest comparison against CTranslate2 at its best (its threads and batching
+  swept) on each CPU class, without the commit: what a user of that CPU gets now."""
+  decode = [r for r in runs if r["kind"] == "decode" and r["cpu"]
+            and r.get("baseline") == SWEPT]
   latest = {r["cpu"]: r["commit"] for r in decode}  # the file is in time order
-  rows = [[r["cpu"], r["engine"], r["search"], fmt(r["sentences_per_s"], 1), fmt(r["bleu"]),
-           fmt(r.get("ratio"))] for r in decode if latest[r["cpu"]] == r["commit"]]
-  return table(["CPU", "engine", "search", "sentences/s", "BLEU", "JAX / CTranslate2 float32"],
-               rows)
+  rows = [[r["cpu"], r["engine"], r["search"], r.get("configuration", "—"),
+           fmt(r["sentences_per_s"], 1), fmt(r["bleu"]), fmt(r.get("ratio")),
+           fmt(r.get("ratio_int8")), fmt(r.get("peak_rss_mib"), 0)]
+          for r in decode if latest[r["cpu"]] == r["commit"]]
+  return table(["CPU", "engine", "search", "configuration", "sentences/s", "BLEU",
+                "JAX / CTranslate2 float32", "JAX / CTranslate2 int8", "peak MiB"], rows)
 
 
 def serving_now(runs):
@@ -592,7 +669,7 @@ def proxies(runs):
 TABLES = {"multilingual": multilingual, "multilingual_zero_shot": multilingual_zero_shot,
           "proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "glossary_sets": glossary_sets, "detection": detection, "serve_mixed": serve_mixed, "hour_now": hour_now, "past_the_hour": past_the_hour, "ablations": ablations,
           "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe, "auto_plan": auto_plan,
-          "decoding_now": decoding_now, "auto_recipe_now": auto_recipe_now,
+          "decoding_now": decoding_now, "ctranslate2_sweep": ctranslate2_sweep, "auto_recipe_now": auto_recipe_now,
           "serving_now": serving_now, "decode_compile": decode_compile,
           "first_minutes": first_minutes, "decode_memory": decode_memory,
           "paragraphs": paragraphs, "batch_rows": batch_rows, "soak": soak,

@@ -2,7 +2,8 @@
 engine and search in the same run.
 
   python bench/serve_load.py --workdir RUN_DIR [--engine jax|ctranslate2] [--beam 1] \
-      [--clients 1,8,64] [--seconds 30] [--checkpoint best] [--decoders 2]
+      [--clients 1,8,64] [--seconds 30] [--checkpoint best] [--decoders N] \
+      [--ct2-threads throughput|latency|INTERxINTRA]
 
 First, in this process, the engine's own speeds on test_2016_flickr: batch decoding
 (batches of --batch-size, sorted by length as bench/decode_speed.py: the median of three
@@ -46,10 +47,10 @@ from typing import Callable
 import numpy as np
 
 from seq2seq.data.textfiles import read_lines
-from seq2seq.decoding.translator import Translator
+from seq2seq.decoding.engines import load_engine
 from seq2seq.runtime import enable_compilation_cache
 
-from common import MULTI30K, ROOT, alternate, machine, report
+from common import MULTI30K, ROOT, add_results_flag, alternate, machine, report, slug
 from decode_speed import figures, first_pass
 
 sys.path.insert(0, str(ROOT / "tests"))
@@ -76,7 +77,10 @@ def unsorted_batches(translator, lines, args) -> Callable[[], None]:
 
 
 def engine_speeds(args, lines, references) -> dict:
-  translator = Translator.load(args.workdir, args.checkpoint, engine=args.engine)
+  translator = load_engine(args.workdir, args.engine, args.checkpoint,
+                           **({"ct2_threads": args.ct2_threads} if args.ct2_threads else {}))
+  # the server's batches at once: as given, else the engine's own (as seq2seq-serve's)
+  args.decoders = args.decoders or translator.limits.parallel_batches
   first = first_pass(translator, lines, args.beam, args.batch_size)  # compiles
   unsorted = unsorted_batches(translator, lines, args)
   unsorted()  # compiles the row counts these batches take
@@ -95,9 +99,12 @@ def engine_speeds(args, lines, references) -> dict:
     run()
   each_alone = [s[0] for s in alternate(each, rounds=1).values()]
   del one, each
+  threads = translator.describe().get("threads")
   del translator
   gc.collect()
   return {"batch_sentences_per_s": batch["sentences_per_s"],
+          "threads": (f"inter_threads {threads['inter_threads']} x intra_threads "
+                      f"{threads['intra_threads']}") if threads else None,
           "unsorted_batch_sentences_per_s": round(
               len(lines) / statistics.median(seconds["unsorted"]), 1),
           "one_short_sentence_ms": round(1000 * statistics.median(alone), 2),
@@ -136,7 +143,8 @@ def start_seq2seq_serve(args) -> tuple[subprocess.Popen, str]:
   return start_server([sys.executable, "-m", "seq2seq.cli.serve", *model, "--engine",
                        args.engine, "--checkpoint", args.checkpoint, "--beam",
                        str(args.beam), "--max-batch", str(args.batch_size),
-                       "--decoders", str(args.decoders), "--max-queue", "4096"],
+                       "--decoders", str(args.decoders), "--max-queue", "4096",
+                       *(["--ct2-threads", args.ct2_threads] if args.ct2_threads else [])],
                       lambda health: health.get("batch_rows") in ([], rows))
 
 
@@ -280,7 +288,11 @@ def main():
   p.add_argument("--seconds", type=float, default=30.0, help="per client count")
   p.add_argument("--beam", type=int, default=1)
   p.add_argument("--batch-size", type=int, default=64)
-  p.add_argument("--decoders", type=int, default=2, help="the server's --decoders")
+  p.add_argument("--decoders", type=int, default=None, help="the server's --decoders "
+                 "(default: the engine's own, as seq2seq-serve's)")
+  p.add_argument("--ct2-threads", default=None, help="--engine ctranslate2: the engine's and "
+                 "the server's --ct2-threads (default: the export's, throughput)")
+  add_results_flag(p)
   args = p.parse_args()
   enable_compilation_cache()
   lines = read_lines(args.src)
@@ -323,10 +335,31 @@ def main():
         f"clients: {path['requests_per_s']:.0f} requests/s; server CPU "
         f"{path['server_cpu_ms_per_request']:.3f} ms and load generator CPU "
         f"{path['load_generator_cpu_ms_per_request']:.3f} ms per request")
-  report({"benchmark": "serve_load", "workdir": args.workdir, "engine": args.engine,
-          "beam": args.beam, "batch_size": args.batch_size, "decoders": args.decoders,
-          **engine, "rows": rows, "request_path": path, "machine": machine()})
+  result = {"benchmark": "serve_load", "workdir": args.workdir, "engine": args.engine,
+            "beam": args.beam, "batch_size": args.batch_size, "decoders": args.decoders,
+            **engine, "rows": rows, "request_path": path, "machine": machine()}
+  report(args.results, result, serve_rows(result))
 
+
+def serve_rows(result: dict) -> list[dict]:
+  """Rows of kind "serve" (bench/report.py): one per client count."""
+  engine = "JAX" if result["engine"] == "jax" else f"CTranslate2 ({result['threads']})"
+  search = "greedy" if result["beam"] == 1 else f"beam {result['beam']}"
+  path = result["request_path"]
+  return [{"name": f"serve-{slug(result['machine']['cpu'])}-{result['engine']}-"
+                   f"{search.replace(' ', '')}-{r['clients']}",
+           "kind": "serve", "engine": engine, "search": search,
+           **{k: r.get(k) for k in ("clients", "sentences_per_s", "share_of_batch",
+                                    "share_of_unsorted", "p50_ms", "p95_ms", "p99_ms",
+                                    "alone_ratio", "requests", "refused_429", "mismatches",
+                                    "texts_per_batch", "server_batch_ms")},
+           **{k: result[k] for k in ("batch_sentences_per_s", "unsorted_batch_sentences_per_s",
+                                     "one_short_sentence_ms", "one_sentence_p50_ms",
+                                     "decoders")},
+           "note": f"batches of up to {result['batch_size']}, {result['decoders']} decoders; "
+                   f"the request path alone: {path['requests_per_s']} requests/s at "
+                   f"{path['clients']} clients"}
+          for r in result["rows"]]
 
 if __name__ == "__main__":
   main()

@@ -33,7 +33,7 @@ from pathlib import Path
 from seq2seq.data.textfiles import read_lines
 from seq2seq.runtime import enable_compilation_cache
 
-from common import MULTI30K, machine, report
+from common import MULTI30K, add_results_flag, machine, report
 from serve_load import client, start_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -108,6 +108,7 @@ def main():
   p.add_argument("--seconds", type=float, default=30.0)
   p.add_argument("--beam", type=int, default=1)
   p.add_argument("--batch-size", type=int, default=64)
+  add_results_flag(p)
   args = p.parse_args()
   enable_compilation_cache()
   run = Path(args.workdir).resolve()
@@ -136,7 +137,7 @@ def main():
                                              - result["one_model"]["rss_mib_ready"]) / 5, 1)
   result["rss_mib_per_model"] = round((result["six_models"]["rss_mib"]
                                        - result["one_model"]["rss_mib"]) / 5, 1)
-  report({"benchmark": "serve_mixed", "beam": args.beam, "clients": args.clients,
+  report(args.results, {"benchmark": "serve_mixed", "beam": args.beam, "clients": args.clients,
           "seconds": args.seconds, "batch_size": args.batch_size, "sentences": len(lines),
           **result, **machine()})
 

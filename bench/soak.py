@@ -28,7 +28,7 @@ import psutil
 
 from seq2seq.data.textfiles import read_lines
 
-from common import MULTI30K, ROOT, machine, report
+from common import MULTI30K, ROOT, add_results_flag, machine, report
 from serve_load import client, start_server
 
 
@@ -110,6 +110,7 @@ def main():
   p.add_argument("--max-queue", type=int, default=256)
   p.add_argument("--decoders", type=int, default=2)
   p.add_argument("--src", default=str(MULTI30K / "test_2016_flickr.en.gz"))
+  add_results_flag(p)
   args = p.parse_args()
   lines = [line for line in read_lines(args.src) if line.strip()]
   rows = [1 << k for k in range(64 .bit_length())]  # every batch row count compiled first
@@ -126,7 +127,7 @@ def main():
   finally:
     proc.terminate()
     proc.wait(timeout=120)
-  report({"benchmark": "soak", "minutes": args.minutes, "overload": args.overload,
+  report(args.results, {"benchmark": "soak", "minutes": args.minutes, "overload": args.overload,
           "capacity_requests_per_s": round(rate, 1), "max_queue": args.max_queue,
           "checkpoint": args.checkpoint, **result, **machine(),
           "command": " ".join(["python bench/soak.py", *sys.argv[1:]]).replace(

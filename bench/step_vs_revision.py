@@ -7,7 +7,7 @@ Extracts `seq2seq/` at REV (`git archive`) into a temporary folder as the packag
 `seq2seq_at_rev`, builds the jitted training step of both packages on the same random
 batch with the Multi30k recipe's model and training settings (rotary positions, bfloat16
 matmul operands unless `--matmul-dtype float32`, dropout 0.2, label smoothing 0.2, the
-loss 512 tokens at a time), then times them alternately, 10 rounds of 3 steps each, so
+loss 512 tokens at a time), then times them alternately, --rounds (10) rounds of 3 steps each, so
 that the machine's drift hits both alike. Prints each one's median and minimum
 milliseconds per step, every round, and the ratio of the medians.
 """
@@ -22,7 +22,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from common import alternate, summary, training_steps
+from common import add_results_flag, alternate, machine, report, summary, training_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 RENAMED = "seq2seq_at_rev"
@@ -47,6 +47,8 @@ def main():
   p.add_argument("--preset", default="compact")
   p.add_argument("--matmul-dtype", default="bfloat16", choices=("bfloat16", "float32"),
                  help="the operand dtype (float32: what `auto` trains with on AVX2-only CPUs)")
+  p.add_argument("--rounds", type=int, default=10, help="alternations of 3 steps each")
+  add_results_flag(p)
   args = p.parse_args()
   with tempfile.TemporaryDirectory() as tmp:
     extract(args.rev, Path(tmp))
@@ -56,12 +58,18 @@ def main():
                                            package=package, loss_chunk=512,
                                            label_smoothing=0.2)
     variants = {args.rev: build(RENAMED), "working tree": build("seq2seq")}
-    seconds = alternate(variants)
+    seconds = alternate(variants, args.rounds)
   for name, s in seconds.items():
     print(f"{args.preset} {args.rows}x{args.length} {args.matmul_dtype} {name}, per step: "
           f"{summary([x / 3 for x in s])}")
   before, now = (statistics.median(s) for s in seconds.values())
   print(f"{args.rev} / working tree: {before / now:.3f}")
+  report(args.results, {"benchmark": "step_vs_revision", "rev": args.rev, "preset": args.preset,
+                        "rows": args.rows, "length": args.length,
+                        "matmul_dtype": args.matmul_dtype,
+                        "ms_per_step": {name: round(1000 * statistics.median(s) / 3, 2)
+                                        for name, s in seconds.items()},
+                        "rev_over_working_tree": round(before / now, 3), **machine()})
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from seq2seq.data.textfiles import read_lines
 from seq2seq.decoding.engines import load_engine
 from seq2seq.documents import translate_document
 
-from common import MULTI30K, alternate, machine, report
+from common import MULTI30K, add_results_flag, alternate, machine, report
 
 
 def documents(sentences: list[str], paragraphs: int) -> tuple[str, str]:
@@ -52,6 +52,7 @@ def main():
   p.add_argument("--paragraphs", type=int, default=200)
   p.add_argument("--rounds", type=int, default=3)
   p.add_argument("--source", default=str(MULTI30K / "test_2016_flickr.en.gz"))
+  add_results_flag(p)
   args = p.parse_args()
   src = read_lines(args.source)
   args.paragraphs = min(args.paragraphs, len(src) // 3)
@@ -82,7 +83,7 @@ def main():
             "styled_over_plain": round(rate["md"] / rate["txt"], 3),
             "same_text": bare.split() == out["txt"].split(),
             "seconds": {k: [round(s, 2) for s in v] for k, v in seconds.items()}}
-  report(result)
+  report(args.results, result)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from common import ROOT
+from common import ROOT, add_results_flag, report
 
 
 def read_spec(path: Path) -> list[tuple[str, list[str]]]:
@@ -123,6 +123,7 @@ def main():
   p.add_argument("--beam", type=int, default=5)
   p.add_argument("--alpha", type=float, default=1.6)
   p.add_argument("--score", metavar="RUN_DIR", help=argparse.SUPPRESS)
+  add_results_flag(p)
   args = p.parse_args(argv)
   spans = [int(k) for k in args.average.split(",")]
   if args.score:
@@ -135,6 +136,11 @@ def main():
   with ThreadPoolExecutor(args.parallel) as pool:
     rows = list(pool.map(lambda r: run_one(*r, args, common), runs))
   print(table(rows, spans))
+  report(args.results, {"benchmark": "sweep_recipe", "config": args.config, "beam": args.beam,
+                        "alpha": args.alpha, "runs": rows})
+  failed = [r["name"] for r in rows if "error" in r]
+  if failed:
+    sys.exit(f"failed: {', '.join(failed)} (their logs in {args.runs_dir})")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from seq2seq.training.compiling import compile_ahead
 from seq2seq.training.train_step import DataParallelSteps as Steps
 from seq2seq.vocab import PAD_ID
 
-from common import MULTI30K, machine, peak_rss_mib, report
+from common import MULTI30K, add_results_flag, machine, peak_rss_mib, report
 
 
 def pair_lengths(b):
@@ -59,9 +59,12 @@ def main():
   p.add_argument("--positional", default=None,
                  help="model.positional instead of the preset's (sinusoidal, learned, rotary)")
   p.add_argument("--d-ff", type=int, default=None, help="model.d_ff instead of the preset's")
+  p.add_argument("--vocab-size", type=int, default=None,
+                 help="model.vocab_size instead of the preset's (a small corpus needs fewer)")
   p.add_argument("--compile-workers", type=int, default=os.cpu_count(),
                  help="shapes compiled at a time before the timed loop (default: one per "
                  "core); set SEQ2SEQ_XLA_CACHE= to time compilation without the disk cache")
+  add_results_flag(p)
   args = p.parse_args()
   enable_compilation_cache()
 
@@ -69,7 +72,8 @@ def main():
                                   matmul_dtype=args.matmul_dtype)
   if args.positional:
     model_cfg = dataclasses.replace(model_cfg, positional=args.positional)
-  model_cfg = dataclasses.replace(model_cfg, d_ff=args.d_ff or model_cfg.d_ff)
+  model_cfg = dataclasses.replace(model_cfg, d_ff=args.d_ff or model_cfg.d_ff,
+                                  vocab_size=args.vocab_size or model_cfg.vocab_size)
   data_cfg = DataConfig(dir=args.data,
                         max_tokens=args.max_tokens, pack_length=args.pack_length)
   cfg = Config(model=model_cfg, data=data_cfg, train=TrainConfig(warmup_steps=4000))
@@ -105,7 +109,7 @@ def main():
   dt = time.time() - t0
   gflops = useful / dt / 1e9
   ceiling = args.ceiling or matmul_gflops(2048, jax.numpy.float32, 20)
-  report({
+  report(args.results, {
       "benchmark": "train_throughput", "preset": args.preset, "dtype": args.dtype,
       "matmul_dtype": args.matmul_dtype,
       "max_tokens": args.max_tokens, "pack_length": args.pack_length, "steps": n, "seconds": round(dt, 1),

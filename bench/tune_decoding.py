@@ -20,7 +20,7 @@ from seq2seq.rundir import checkpoint
 from seq2seq.runtime import setup_cli_logging
 from seq2seq.scoring import lowercase_tokenized_bleu
 
-from common import machine, report
+from common import add_results_flag, machine, report
 
 
 def main():
@@ -32,6 +32,7 @@ def main():
   p.add_argument("--len-a", default="1.5", help="output limits a * source length + b")
   p.add_argument("--beam-stops", default="exact",
                  help="when beam search ends a sentence (decode.beam_search's stop)")
+  add_results_flag(p)
   args = p.parse_args()
   setup_cli_logging()
   cfg = checkpoint.load_config(args.workdir)
@@ -54,7 +55,7 @@ def main():
                    "seconds": round(time.perf_counter() - t, 1)})
       print(rows[-1], flush=True)
   best = max(rows, key=lambda r: r["bleu"])
-  report({"benchmark": "tune_decoding", "workdir": args.workdir, "checkpoint": args.checkpoint,
+  report(args.results, {"benchmark": "tune_decoding", "workdir": args.workdir, "checkpoint": args.checkpoint,
           "split": cfg.data.val_split, "results": rows, "best": best, **machine()})
 
 

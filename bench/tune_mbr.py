@@ -26,7 +26,7 @@ from seq2seq.rundir import checkpoint
 from seq2seq.runtime import setup_cli_logging
 from seq2seq.scoring import lowercase_tokenized_bleu
 
-from common import machine, report
+from common import add_results_flag, machine, report
 
 
 def scored(name: str, hyps: list[str], refs: list[str], seconds: float) -> dict:
@@ -46,6 +46,7 @@ def main():
   p.add_argument("--samples", type=int, default=0)
   p.add_argument("--temperature", type=float, default=1.0)
   p.add_argument("--top-p", type=float, default=1.0)
+  add_results_flag(p)
   args = p.parse_args()
   setup_cli_logging()
   cfg = checkpoint.load_config(args.workdir)
@@ -85,7 +86,7 @@ def main():
         rows.append(dict(scored(f"beam {beam} + {args.samples} samples, MBR {utility}",
                                 chosen, refs, search + sample_seconds + time.perf_counter() - t),
                          beam=beam))
-  report({"benchmark": "tune_mbr", "workdir": args.workdir, "checkpoint": args.checkpoint,
+  report(args.results, {"benchmark": "tune_mbr", "workdir": args.workdir, "checkpoint": args.checkpoint,
           "split": cfg.data.val_split, "alpha": alpha, "samples": args.samples,
           "temperature": args.temperature, "top_p": args.top_p, "results": rows,
           "best": max(rows, key=lambda r: r["bleu"]), **machine()})
