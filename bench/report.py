@@ -328,7 +328,7 @@ def decoding(runs):
                 "JAX / CTranslate2 float32", "CTranslate2 configured as"], rows)
 
 
-def ctranslate2_sweep(runs):
+def baseline_sweep(runs):
   """CTranslate2's configurations in the newest swept comparison on each CPU class:
   sentences/s of each threads x batching, per compute type and search, the best in bold."""
   decode = [r for r in runs if r["kind"] == "decode" and r.get("sweep")]
@@ -669,7 +669,7 @@ def proxies(runs):
 TABLES = {"multilingual": multilingual, "multilingual_zero_shot": multilingual_zero_shot,
           "proxies": proxies, "settings": settings, "hour_by_cpu": hour_by_cpu, "glossary_sets": glossary_sets, "detection": detection, "serve_mixed": serve_mixed, "hour_now": hour_now, "past_the_hour": past_the_hour, "ablations": ablations,
           "recipe_versions": recipe_versions, "decoding": decoding, "serving": serving, "auto_recipe": auto_recipe, "auto_plan": auto_plan,
-          "decoding_now": decoding_now, "ctranslate2_sweep": ctranslate2_sweep, "auto_recipe_now": auto_recipe_now,
+          "decoding_now": decoding_now, "baseline_sweep": baseline_sweep, "auto_recipe_now": auto_recipe_now,
           "serving_now": serving_now, "decode_compile": decode_compile,
           "first_minutes": first_minutes, "decode_memory": decode_memory,
           "paragraphs": paragraphs, "batch_rows": batch_rows, "soak": soak,
