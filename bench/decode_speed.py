@@ -252,7 +252,7 @@ def main():
   built = sum(search.search_programs for _, _, search in searches)
   timed = dict(firsts)
   with tempfile.TemporaryDirectory() as tmp:
-    workers = []
+    workers = {}
     if args.compare_ctranslate2:
       workers = ctranslate2_workers(args, tmp, result)
       for name, (worker, request) in workers.items():

@@ -69,7 +69,9 @@ def add_model_flags(parser: argparse.ArgumentParser, several: bool = False,
   if engine:
     parser.add_argument("--engine", default="jax", choices=ENGINES,
                         help="jax: a run directory; ctranslate2: a directory written by "
-                        "seq2seq-export (CTranslate2's length penalty is length ** alpha)")
+                        "seq2seq-export, or a run directory whose --checkpoint is exported "
+                        "once into RUN/exports (CTranslate2's length penalty is length ** "
+                        "alpha)")
     parser.add_argument("--ct2-threads", default=None, metavar="MODE",
                         help="CTranslate2's threads: throughput (a batch per core at once, "
                         "one thread each), latency (one batch on every core) or INTERxINTRA "

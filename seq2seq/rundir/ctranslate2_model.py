@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import shutil
 import time
 from pathlib import Path
@@ -223,6 +224,33 @@ def export_ctranslate2(workdir: str | Path, output: str | Path, checkpoint_name:
   (output / EXPORT_FILE).write_text(json.dumps(info, indent=2) + "\n")
   log.info("exported %s (%s checkpoint) to %s as CTranslate2 %s", workdir, checkpoint_name,
            output, quantization)
+  return output
+
+
+def is_run(path: str | Path) -> bool:
+  """Whether `path` is a training run directory (config.json beside checkpoints/)."""
+  path = Path(path)
+  return (path / checkpoint.CONFIG_FILE).is_file() and (path / "checkpoints").is_dir()
+
+
+def export_of_run(workdir: str | Path, checkpoint_name: str = "best") -> Path:
+  """The run's checkpoint as a CTranslate2 model in RUN/exports/ctranslate2-NAME (float32),
+  exported on first use and again once that checkpoint has changed (a run still
+  training): the CTranslate2 engine straight from a run directory."""
+  step = checkpoint.checkpoint_path(workdir, checkpoint_name).resolve()
+  source = f"{step} {step.stat().st_mtime_ns}"
+  name = checkpoint_name if checkpoint_name in checkpoint.KINDS else step.name
+  output = Path(workdir) / "exports" / f"ctranslate2-{name}"
+  stamp = output / "source_checkpoint"
+  if stamp.is_file() and stamp.read_text() == source:
+    return output
+  # written beside, then swapped in: a reader never sees half an export
+  partial = output.with_name(f"{output.name}.partial-{os.getpid()}")
+  export_ctranslate2(workdir, partial, str(step), force=True)
+  (partial / "source_checkpoint").write_text(source)
+  if output.exists():
+    shutil.rmtree(output)
+  partial.rename(output)
   return output
 
 

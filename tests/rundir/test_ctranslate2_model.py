@@ -299,3 +299,26 @@ def test_threads_follow_ctranslate2s_advice_and_change_no_translation(exported):
   for bad in ("fast", "0x2", "2x", "x1", "2*1"):
     with pytest.raises(ValueError, match="throughput, latency or INTERxINTRA"):
       dataclasses.replace(default.decode_cfg, ct2_threads=bad)
+
+
+def test_the_ctranslate2_engine_runs_straight_from_a_run_directory(trained_run, tmp_path):
+  """`--engine ctranslate2` on a run: its checkpoint exported once into RUN/exports (again
+  only when that checkpoint changes), translating as an export of it does."""
+  import shutil
+  run = tmp_path / "run"
+  shutil.copytree(trained_run, run)
+  engine = load_engine(run, "ctranslate2")
+  exported_to = run / "exports" / "ctranslate2-best"
+  assert (exported_to / "model.bin").is_file()
+  by_hand = load_engine(ctranslate2_model.export_ctranslate2(run, tmp_path / "by-hand"),
+                        "ctranslate2")
+  assert engine.translate(SOURCES[:12], beam_size=2) == by_hand.translate(SOURCES[:12],
+                                                                         beam_size=2)
+  written = (exported_to / "model.bin").stat().st_mtime_ns
+  load_engine(run, "ctranslate2")
+  assert (exported_to / "model.bin").stat().st_mtime_ns == written  # not exported again
+  load_engine(run, "ctranslate2", "latest")
+  assert (run / "exports" / "ctranslate2-latest" / "model.bin").is_file()
+  proc = run_cli("translate.py", "--engine", "ctranslate2", "--workdir", run,
+                 input_bytes="\n".join(SOURCES[:3]).encode() + b"\n")
+  assert proc.stdout.decode().splitlines() == by_hand.translate(SOURCES[:3])

@@ -123,17 +123,26 @@ def test_the_ctranslate2_engine_serves_what_its_translator_gives(exported):
     stop_server(proc)
 
 
-def test_the_ctranslate2_server_translates_batches_at_once_as_configured(exported):
+def test_the_ctranslate2_server_translates_batches_at_once_as_configured(exported, trained_run,
+                                                                         tmp_path):
   """/health says CTranslate2's threads and the batches decoded at once: by default one
   batch per core, one thread each (throughput); --ct2-threads and --decoders change them,
-  and the answers stay those of the engine alone."""
+  and the answers stay those of the engine alone. A run directory is served by
+  CTranslate2 too (its checkpoint exported once into RUN/exports)."""
+  import shutil
+
   from seq2seq.decoding.ct2_engine import usable_cores
   cores = usable_cores()
-  for flags, threads, decoders in (
-      ((), {"mode": "throughput", "inter_threads": cores, "intra_threads": 1}, cores),
-      (("--ct2-threads", "latency", "--decoders", "3"),
-       {"mode": "latency", "inter_threads": 1, "intra_threads": cores}, 3)):
-    proc, url = start_server("--engine", "ctranslate2", "--model", exported, *flags)
+  run = tmp_path / "run"
+  shutil.copytree(trained_run, run)
+  for model, flags, threads, decoders in (
+      (("--model", exported), (),
+       {"mode": "throughput", "inter_threads": cores, "intra_threads": 1}, cores),
+      (("--model", exported), ("--ct2-threads", "latency", "--decoders", "3"),
+       {"mode": "latency", "inter_threads": 1, "intra_threads": cores}, 3),
+      (("--workdir", run), (),
+       {"mode": "throughput", "inter_threads": cores, "intra_threads": 1}, cores)):
+    proc, url = start_server("--engine", "ctranslate2", *model, *flags)
     try:
       model = get(url + "/health")[1]["models"][0]
       assert model["threads"] == threads and model["decoders"] == decoders
