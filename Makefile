@@ -2,6 +2,7 @@
 #   make demo   train the tiny config on data/sample, translate, score
 #   make test   lint and run the test suite
 #   make test-fast   lint and run the fast subset (-m "not slow"), for the inner loop
+#   make bench-smoke every bench/ script end to end on the tiny run (CI runs it too)
 # Both create (or reuse) the virtual environment .venv with the pinned dependencies of
 # requirements.lock. `make test-pyproject` runs the suite in .venv-pyproject, installed
 # from pyproject.toml alone, as `pip install -e ".[test]"` installs it for a user.
@@ -13,7 +14,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 RUN ?= runs/tiny
 
-.PHONY: install libretranslate demo lint test test-fast test-pyproject test-wheel bench clean
+.PHONY: install libretranslate demo lint test test-fast bench-smoke test-pyproject test-wheel bench clean
 
 # Bytecode is compiled once, after the installs, on every core and without the packages'
 # own test suites (pip compiles each file on one core: 51.9 s against 20.6 s + 11.9 s on 2
@@ -55,12 +56,18 @@ lint: install
 # One pytest worker per core (pytest-xdist), each test file on one worker so that a file's
 # module fixtures are built once, handed out in the order tests/conftest.py collects them
 # (the longest files first).
-PYTEST := -m pytest -q -n auto --dist loadfile --no-loadscope-reorder tests
+PYTEST := -m pytest -q -n auto --dist loadfile --no-loadscope-reorder tests -m "not bench_smoke"
 
 test: lint libretranslate
 	$(PY) $(PYTEST)
 
-# What neither trains, serves nor decodes a trained run (tests/conftest.py marks the rest).
+# Every script of bench/ run end to end on the tiny run (tests/bench/test_bench_smoke.py):
+# minutes, so apart from the suite; .ci/run calls it after `make test`.
+bench-smoke: install
+	$(PY) -m pytest -q -n auto --dist load tests/bench
+
+# What neither trains, serves nor decodes a trained run (tests/conftest.py marks the rest;
+# the bench smoke runs are slow too).
 test-fast: lint
 	$(PY) $(PYTEST) -m "not slow"
 

@@ -114,9 +114,10 @@ def main():
                      f"{auto_recipe.COMPILE_SHARE}",
           "pack_length": m.get("pack_length", 0),
           "planned": saved["planned_updates"], "made": row["updates"],
-          # from the second logged update on: past most of the compiling
+          # from the second logged update on: past most of the compiling (None: a run too
+          # short to have logged three)
           "s_per_update": (steps[-1]["elapsed"] - steps[1]["elapsed"])
-                          / (steps[-1]["step"] - steps[1]["step"]),
+                          / (steps[-1]["step"] - steps[1]["step"]) if len(steps) > 2 else None,
           "val_bleu": row["val_bleu"], "commit": commit, "command": row["command"]})
     with open(args.results, "a") as f:
       for r in rows:

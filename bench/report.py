@@ -645,7 +645,7 @@ def auto_plan(runs):
   """The updates the automatic recipe planned against those its run made."""
   rows = [[r["case"], r["cpu"], f"{r['minutes']:g}", f"{r['update_s']:.3f}",
            f"{r['compile_s']:.1f} x {r['buckets']}", r["factors"], f"{r['planned']:,}",
-           f"{r['made']:,}", f"{r['planned'] / r['made']:.2f}", f"{r['s_per_update']:.3f}",
+           f"{r['made']:,}", f"{r['planned'] / r['made']:.2f}", fmt(r['s_per_update'], 3),
            f"`{r['commit']}`"] for r in runs if r["kind"] == "auto_plan"]
   return table(["case", "CPU", "minutes", "timed update (s)", "its compile (s) x buckets",
                 "factors", "planned updates", "made", "planned / made",
@@ -690,6 +690,13 @@ run. Each figure below names its CPU; the ones this project has seen:
 
 `grep -o 'avx512_bf16\|amx_tile' /proc/cpuinfo | sort -u` tells which class a machine
 is. The speed of one machine drifts by up to 2x between days: compare within one run.
+
+Each script takes `--results FILE` and appends its figures there as rows of
+results.jsonl's format (its kind's fields, `check_row` in report.py; a script whose
+figures no table shows writes kind "measurement"), with the CPU, the command and the
+commit; a script that cannot run on the machine (Multi30k or an optional package missing)
+says why in one line. `make bench-smoke` runs every script end to end on the suite's tiny
+run with its smallest arguments (tests/bench/test_bench_smoke.py), and CI runs it.
 
 Every measured run is a row of [results.jsonl](results.jsonl) (its name, CPU, figures,
 command and commit); [report.py](report.py) turns the rows into the tables of the
