@@ -36,8 +36,9 @@ def multi30k() -> None:
 
 
 def run_script(name: str, *args, results, timeout: float = 900) -> list[dict]:
-  """`python bench/NAME.py ARGS --results RESULTS` from the checkout; its rows, each checked
-  by bench/report.py, and every table of report.py built over the committed rows and them."""
+  """The script `name` of bench/ run from the checkout with `args` and `--results
+  RESULTS`; its rows, each checked by bench/report.py, and every table of report.py built
+  over the committed rows and them."""
   sys.path.insert(0, str(ROOT / "bench"))
   import report
   proc = subprocess.run([sys.executable, str(ROOT / "bench" / f"{name}.py"), "--results",

@@ -208,8 +208,9 @@ def test_cli_export_then_translate_with_either_engine(trained_run, tmp_path):
   assert [line.split(" ||| ")[0] for line in nbest.stdout.decode().splitlines()] == ["0"] * 3
 
 
-def test_a_run_directory_is_not_an_export(trained_run, tmp_path):
-  proc = run_cli("translate.py", "--engine", "ctranslate2", "--workdir", trained_run,
+def test_a_folder_that_is_neither_run_nor_export_is_refused(trained_run, tmp_path):
+  (tmp_path / "config.json").write_text("{}")  # a config without checkpoints: no run
+  proc = run_cli("translate.py", "--engine", "ctranslate2", "--workdir", tmp_path,
                  input_bytes=b"A dog.\n", check=False)
   assert proc.returncode != 0 and b"seq2seq-export" in proc.stderr
   with pytest.raises(ValueError, match="ensembles need the JAX engine"):
