@@ -30,16 +30,11 @@ import sys
 import time
 from pathlib import Path
 
+from seq2seq.data.textfiles import read_lines
+
 from common import MULTI30K, add_results_flag, machine, peak_rss_mib, report
 
 BATCHES = "examples:16,examples:32,examples:64,tokens:1024"
-
-
-def cores() -> int:
-  try:
-    return max(len(os.sched_getaffinity(0)), 1)
-  except AttributeError:
-    return os.cpu_count() or 1
 
 
 def thread_plans(n: int) -> list[tuple[int, int]]:
@@ -49,12 +44,14 @@ def thread_plans(n: int) -> list[tuple[int, int]]:
 
 
 def parse_threads(text: str) -> list[tuple[int, int]]:
+  from seq2seq.decoding.ct2_engine import ThreadPlan  # imports JAX: not in the workers
   out = []
   for item in text.split(","):
-    inter, _, intra = item.partition("x")
-    if not (inter.isdigit() and intra.isdigit() and int(inter) > 0 and int(intra) > 0):
+    try:
+      plan = ThreadPlan.of(item)
+    except ValueError:
       sys.exit(f"error: --threads {item!r}: expected INTERxINTRA, e.g. 2x1")
-    out.append((int(inter), int(intra)))
+    out.append((plan.inter, plan.intra))
   return out
 
 
@@ -77,13 +74,6 @@ def peak_mib() -> float:
   return peak_rss_mib()
 
 
-def read_text(path: str) -> list[str]:
-  """The lines of a text file, gzipped or not."""
-  import gzip
-  with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
-    return [x.rstrip("\n") for x in f]
-
-
 # ------------------------------------------------------------------ the worker process
 
 
@@ -93,7 +83,7 @@ def serve(args) -> None:
   import ctranslate2
   import sentencepiece
 
-  lines = read_text(args.src)
+  lines = read_lines(args.src)
   if args.api == "engine":  # seq2seq's CTranslate2 engine, as translate.py runs it
     from seq2seq.decoding.engines import load_engine
     engine = load_engine(args.model, "ctranslate2", compute_type=args.compute_type,
@@ -157,7 +147,9 @@ class Worker:
     answer = self.proc.stdout.readline()
     if not answer:
       raise RuntimeError(f"the CTranslate2 worker {self.name} stopped")
-    return json.loads(answer)
+    reply = json.loads(answer)
+    self.peak_rss_mib = reply["peak_rss_mib"]  # the worker process's, so far
+    return reply
 
   def close(self) -> None:
     self.proc.stdin.close()
@@ -175,7 +167,7 @@ def sweep(model, src, compute_type: str, plans, batchings, beams, alpha: float,
   """Every (threads, batching, search) of `compute_type` timed: one worker at a time, each
   setting's first pass untimed. Returns one row per setting: its configuration and the
   median sentences/s of `passes`."""
-  n = len(read_text(src))
+  n = len(read_lines(src))
   rows = []
   for inter, intra in plans:
     worker = Worker(model, src, compute_type, inter, intra)
@@ -239,7 +231,8 @@ def main():
     sys.exit(f"error: --model {args.model}: no model.bin (a directory written by "
              "seq2seq-export)")
   src = args.src
-  plans = parse_threads(args.threads) if args.threads else thread_plans(cores())
+  from seq2seq.decoding.ct2_engine import usable_cores  # imports JAX: not in the workers
+  plans = parse_threads(args.threads) if args.threads else thread_plans(usable_cores())
   rows = []
   for q in args.compute_types.split(","):
     rows += sweep(args.model, src, q, plans, parse_batches(args.batches),

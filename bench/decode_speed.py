@@ -45,7 +45,7 @@ from pathlib import Path
 import sacrebleu
 
 from seq2seq.data.textfiles import read_lines
-from seq2seq.decoding.ct2_engine import CTranslate2Translator
+from seq2seq.decoding.ct2_engine import ThreadPlan, usable_cores
 from seq2seq.decoding.translator import Translator
 from seq2seq.rundir import ctranslate2_model
 from seq2seq.runtime import enable_compilation_cache
@@ -152,7 +152,7 @@ def ctranslate2_workers(args, tmp: str, result: dict) -> dict:
   export = ctranslate2_model.export_ctranslate2(args.workdir, Path(tmp) / "float32",
                                                 args.checkpoint, "float32")
   plans = (baseline.parse_threads(args.ct2_threads) if args.ct2_threads
-           else baseline.thread_plans(baseline.cores()))
+           else baseline.thread_plans(usable_cores()))
   beams = sorted({1, args.beam})
   print("CTranslate2's configurations:", flush=True)
   sweep = []
@@ -172,7 +172,7 @@ def ctranslate2_workers(args, tmp: str, result: dict) -> dict:
                                                 (best["batch_type"], best["max_batch_size"])))
   # seq2seq's own CTranslate2 engine as translate.py and seq2seq-serve run it: its default
   # threads, batches of --batch-size
-  ours = CTranslate2Translator.load(export).threads
+  ours = ThreadPlan.of(ctranslate2_model.load_export(export)[1].decode.ct2_threads)
   engine = baseline.Worker(export, args.src, "float32", ours.inter, ours.intra, api="engine")
   for beam in beams:
     workers[f"seq2seq_ctranslate2_engine_{'greedy' if beam == 1 else f'beam{args.beam}'}"] = (
@@ -257,11 +257,8 @@ def main():
       workers = ctranslate2_workers(args, tmp, result)
       for name, (worker, request) in workers.items():
         out = worker.run(**request, outputs=True)  # what CTranslate2 loads lazily, too
-        timed[name] = {"out": out["outputs"], "alpha": request["alpha"], "last": out,
-                       "tokens": out["tokens"]}
-        timed[name]["again"] = functools.partial(
-            lambda first, worker, request: first.update(last=worker.run(**request)),
-            timed[name], worker, request)
+        timed[name] = {"out": out["outputs"], "alpha": request["alpha"],
+                       "tokens": out["tokens"], "again": functools.partial(worker.run, **request)}
     try:
       # every engine's passes in alternation; 2 s before each, for the threads of the one
       # before to stop polling
@@ -271,7 +268,7 @@ def main():
         if name in workers:
           request = workers[name][1]
           result[name] = dict(ctranslate2_figures(first, seconds[name], lines, references),
-                              peak_rss_mib=first["last"]["peak_rss_mib"],
+                              peak_rss_mib=workers[name][0].peak_rss_mib,
                               configuration=f"{workers[name][0].threads}, max_batch_size "
                               f"{request['max_batch_size']} {request['batch_type']}")
         else:

@@ -113,9 +113,7 @@ def main(argv=None) -> None:
   setup_cli_logging()
   parsing.resolve_model(parser, args)
   try:
-    cfg = (ctranslate2_model.load_export(args.workdir[0])[1]
-           if args.engine == "ctranslate2" and not ctranslate2_model.is_run(args.workdir[0])
-           else checkpoint.load_config(args.workdir[0]))
+    cfg = ctranslate2_model.model_config(args.workdir[0], args.engine)
     engine, c = parsing.load_engine(args, glossary=glossary)
     src_lang, tgt_lang = engine.languages
     hops = [engine] if not args.pivot else [engine.for_direction(src_lang, args.pivot),

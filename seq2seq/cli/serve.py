@@ -109,9 +109,7 @@ def main(argv=None) -> None:
   served = []  # (name, folder, engine kind, config)
   for folder, kind in folders:
     try:  # a wrong directory is an error now, not a failed /health
-      cfg = (checkpoint.load_config(folder)
-             if kind == "jax" or ctranslate2_model.is_run(folder)  # a run: exported at load
-             else ctranslate2_model.load_export(folder)[1])
+      cfg = ctranslate2_model.model_config(folder, kind)
       check_defaults(  # the defaults in the same ranges as a request's own settings
           args.beam if args.beam is not None else cfg.decode.beam_size,
           args.alpha if args.alpha is not None else cfg.decode.alpha, limits,

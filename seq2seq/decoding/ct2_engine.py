@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from seq2seq.config import CT2_THREADS
 from seq2seq.decoding.engine import Alignment, EngineLimits, SentenceEngine
 from seq2seq.decoding.engine_io import (
   Hypothesis,
@@ -66,10 +68,10 @@ class ThreadPlan:
       return cls("throughput", cores, 1)
     if spec == "latency":
       return cls("latency", 1, cores)
-    inter, _, intra = spec.partition("x")
-    if not (inter.isdigit() and intra.isdigit() and int(inter) > 0 and int(intra) > 0):
+    if not re.fullmatch(CT2_THREADS, spec):
       raise ValueError(f"CTranslate2 threads {spec!r}: expected throughput, latency or "
                        "INTERxINTRA (positive counts, e.g. 2x1)")
+    inter, _, intra = spec.partition("x")
     return cls("fixed", int(inter), int(intra))
 
   def describe(self) -> dict[str, Any]:

@@ -233,6 +233,13 @@ def is_run(path: str | Path) -> bool:
   return (path / checkpoint.CONFIG_FILE).is_file() and (path / "checkpoints").is_dir()
 
 
+def model_config(path: str | Path, engine: str) -> Config:
+  """The config of what `engine` loads from `path`: a run's own, or an export's."""
+  if engine == "ctranslate2" and not is_run(path):
+    return load_export(path)[1]
+  return checkpoint.load_config(path)
+
+
 def export_of_run(workdir: str | Path, checkpoint_name: str = "best") -> Path:
   """The run's checkpoint as a CTranslate2 model in RUN/exports/ctranslate2-NAME (float32),
   exported on first use and again once that checkpoint has changed (a run still

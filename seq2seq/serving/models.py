@@ -129,11 +129,11 @@ class Models:
     batcher decodes at once (`decoders`) and, for CTranslate2, its threads."""
     out = []
     for m in self.models:
-      about = m.engine.describe() if hasattr(m.engine, "describe") else {}
+      about = m.engine.describe()
       out.append({"name": m.name, "directions": [f"{s}-{t}" for s, t in m.directions],
                   "serves": [f"{s}-{t}" for (s, t), owner in self.direct.items() if owner is m],
                   "state": "ready" if m.batcher is not None else "loading",
-                  **({"engine": about["engine"]} if "engine" in about else {}),
+                  "engine": about["engine"],
                   **({"decoders": m.batcher.workers} if m.batcher is not None else {}),
                   **({"threads": about["threads"]} if "threads" in about else {})})
     return out

@@ -24,10 +24,13 @@ DE = read_lines(SAMPLE / "test.de")
 
 
 class Directions:
-  """What Models reads of an engine: its directions."""
+  """What Models reads of an engine: its directions and its description."""
 
   def __init__(self, *pairs):
     self.directions = tuple(tuple(p.split("-")) for p in pairs)
+
+  def describe(self):
+    return {"engine": "test"}
 
 
 def models(*specs):
