@@ -43,6 +43,12 @@ NON_NEGATIVE = (lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
 FRACTION = (lambda v: 0 <= v < 1, "a number from 0 to 1, 1 excluded")
 
 
+# Feed-forward activations: relu; gelu (the tanh form, jax.nn.gelu's default), gelu_erf
+# (the exact form), gelu_sigmoid (x sigmoid(1.702 x), Marian's); swish (x sigmoid(x)).
+ACTIVATIONS = ("relu", "gelu", "gelu_erf", "gelu_sigmoid", "swish")
+SINUSOIDS = ("interleaved", "halves", "tensor2tensor")
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
   """Transformer encoder-decoder hyper-parameters."""
@@ -59,9 +65,22 @@ class ModelConfig:
   # "sinusoidal" or "learned" (added to the embeddings), or "rotary" (RoPE, Su et al. 2021:
   # queries and keys of every self-attention rotated by their positions; needs an even K).
   positional: str = "sinusoidal"  # sinusoidal, learned or rotary
-  activation: str = "relu"  # feed-forward activation: "relu" or "gelu"
+  activation: str = "relu"  # feed-forward activation: one of ACTIVATIONS
   pre_norm: bool = True  # layer norm before each sub-layer (False: after, as in Vaswani)
   tied_embeddings: bool = True  # one embedding for source, target and output layer
+  # The variants of models trained elsewhere (seq2seq/rundir/importing.py reads them from
+  # Marian, Hugging Face and CTranslate2 models); the defaults are this package's own.
+  # Sinusoid table: "interleaved" (sin, cos alternating, frequencies 10000^(-2i/D): Vaswani
+  # et al.), "halves" (sines then cosines, the same frequencies: Hugging Face's Marian,
+  # CTranslate2's OPUS-MT tables), "tensor2tensor" (sines then cosines, frequencies
+  # 10000^(-i/(D/2-1)): tensor2tensor, Marian, fairseq, CTranslate2's built-in table).
+  sinusoidal: str = "interleaved"  # sinusoid layout and frequencies (positional=sinusoidal)
+  embedding_scale: bool = True  # token embeddings times sqrt(D) (Vaswani et al.)
+  output_bias: bool = False  # tied output layer with a bias (an untied one always has one)
+  # The decoder's first input: the BOS token's embedding, or "zeros" (positions only): a
+  # Marian model starts from a zero vector.
+  decoder_start: str = "bos"  # "bos" or "zeros"
+  layer_norm_epsilon: float = 1e-5  # added to the variance in every layer norm
   dtype: str = "float32"  # compute dtype, "float32" or "bfloat16"; params stay float32
   # The dtype every matmul's operands are rounded to, forward and backward: "bfloat16"
   # keeps activations, layer norm, softmax and the products float32 (bfloat16 x bfloat16
@@ -83,8 +102,12 @@ class ModelConfig:
     if self.positional == "rotary" and self.head_dim % 2:
       raise ValueError(f"positional='rotary' needs an even head width, got "
                        f"d_model / num_heads = {self.head_dim}")
-    if self.activation not in ("relu", "gelu"):
-      raise ValueError(f"activation must be 'relu' or 'gelu', got {self.activation!r}")
+    for field, values in (("activation", ACTIVATIONS), ("sinusoidal", SINUSOIDS),
+                          ("decoder_start", ("bos", "zeros"))):
+      if getattr(self, field) not in values:
+        raise ValueError(f"model.{field}={getattr(self, field)!r}: expected one of "
+                         f"{', '.join(values)}")
+    require("model", self, "layer_norm_epsilon", lambda v: 0 < v < 1, "a number in (0, 1)")
     if self.dtype not in ("float32", "bfloat16"):
       raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {self.dtype!r}")
     if self.matmul_dtype not in ("float32", "bfloat16", "auto"):

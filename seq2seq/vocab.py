@@ -9,6 +9,10 @@ PAD_ID = 0
 UNK_ID = 1
 BOS_ID = 2
 EOS_ID = 3
+# An output bias at or below this closes its row: a token the model never predicts (an
+# imported model's rows for special tokens its source had not, rundir/importing.py).
+# Label smoothing spreads its mass over the open rows only (training/loss.py).
+CLOSED_BIAS = -1e9
 
 
 def cut_at_eos(ids) -> list[int]:

@@ -91,7 +91,14 @@ def with_eos(pieces: Sequence[list[int]]) -> list[np.ndarray]:
   return [np.array(ids + [EOS_ID], np.int32) for ids in pieces]
 
 
-def encode_texts(tok: Tokenizer, texts: Sequence[str]) -> list[np.ndarray]:
+def encode_texts(tok: Tokenizer, texts: Sequence[str], target: bool = False
+                 ) -> list[np.ndarray]:
+  """Ids with EOS of `target` texts (`Tokenizer.encode_target`), or of source texts (with
+  EOS unless the model reads sources without, `Tokenizer.source_eos`)."""
+  if target:
+    return with_eos(tok.encode_target(texts))
+  if not tok.source_eos:
+    return [np.array(ids, np.int32) for ids in tok.encode(texts)]
   return with_eos(tok.encode(texts))
 
 
@@ -112,7 +119,7 @@ def encode_dataset(tok: Tokenizer, ds: datasets.Dataset, cache_path: Path | None
     return EncodedCorpus(*(_load_ragged(cache_path, side) for side in ("src", "tgt")))
   if cache_path is None:
     return EncodedCorpus(Ragged.from_list(encode_texts(tok, ds["src"])),
-                         Ragged.from_list(encode_texts(tok, ds["tgt"])))
+                         Ragged.from_list(encode_texts(tok, ds["tgt"], target=True)))
   tmp = cache_path.with_name(f"{cache_path.name}.tmp{os.getpid()}")
   tmp.mkdir(parents=True, exist_ok=True)
   lengths: dict[str, list[np.ndarray]] = {"src": [], "tgt": []}
@@ -121,7 +128,7 @@ def encode_dataset(tok: Tokenizer, ds: datasets.Dataset, cache_path: Path | None
     files = {"src": src_file, "tgt": tgt_file}
     for batch in ds.iter(batch_size=ENCODE_BATCH):
       for side, f in files.items():
-        ids = encode_texts(tok, batch[side])
+        ids = encode_texts(tok, batch[side], target=side == "tgt")
         lengths[side].append(np.array([len(x) for x in ids], np.int64))
         f.write(np.concatenate(ids).astype("<i4").tobytes())
       progress.update(len(batch["src"]))
@@ -146,7 +153,11 @@ class SubwordSampler:
                encoded: EncodedCorpus | None = None):
     """`encoded`: the run's encoded pairs, whose sources' language tokens (several
     directions) lead each sampled source too."""
-    self.cfg = cfg
+    self.cfg, self.source_eos = cfg, tok.source_eos
+    if tok.separate:
+      raise ValueError("data.sampling_alpha: subword sampling needs one SentencePiece model "
+                       "for both sides; this run's tokenizer has a target model of its own "
+                       "(an imported model): set data.sampling_alpha=0")
     make = lambda texts: subword_sampling.make_sampler(
         tok, texts, cfg.sampling_alpha, cfg.sampling_nbest, cfg.spm_model_type)
     self.src, self.tgt = make(list(ds["src"])), make(list(ds["tgt"]))
@@ -157,19 +168,20 @@ class SubwordSampler:
 
   def corpus(self, epoch: int) -> EncodedCorpus:
     seed = int(np.random.default_rng([self.cfg.seed, epoch, 11]).integers(2**31))
-    return EncodedCorpus(_with_eos(*self.src.sample(seed), self.tokens),
+    return EncodedCorpus(_with_eos(*self.src.sample(seed), self.tokens, self.source_eos),
                          _with_eos(*self.tgt.sample(seed + 1)), self.direction, self.names)
 
 
-def _with_eos(flat: np.ndarray, offsets: np.ndarray, first: np.ndarray | None = None
-              ) -> Ragged:
-  """Sequences given as flat ids and offsets, each followed by EOS (and led by its id of
-  `first`, when given)."""
+def _with_eos(flat: np.ndarray, offsets: np.ndarray, first: np.ndarray | None = None,
+              eos: bool = True) -> Ragged:
+  """Sequences given as flat ids and offsets, each followed by EOS (unless not `eos`) and
+  led by its id of `first`, when given."""
   lead = 0 if first is None else 1
-  ends = offsets[1:] + np.arange(1, len(offsets)) * (1 + lead)  # EOS (and lead) included
+  ends = offsets[1:] + np.arange(1, len(offsets)) * (int(eos) + lead)  # EOS and lead included
   out = np.full(int(ends[-1]) if len(ends) else 0, EOS_ID, np.int32)
   keep = np.ones(len(out), bool)
-  keep[ends - 1] = False
+  if eos:
+    keep[ends - 1] = False
   if first is not None:
     starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
     out[starts], keep[starts] = first, False

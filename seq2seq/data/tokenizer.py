@@ -28,6 +28,14 @@ LANGUAGE_TOKEN = "<2{}>"
 # (`multilingual.write_language_pieces`), beside the model in the run.
 LANGUAGE_PIECES_FILE = "language_pieces.json"
 META_FILE = "spm.json"
+# A model imported with separate source and target SentencePiece models over one id
+# vocabulary (OPUS-MT's source.spm and target.spm; rundir/importing.py): MODEL_FILE
+# segments sources, this one targets. Both hold every piece at the same id.
+TARGET_MODEL_FILE = "spm.target.model"
+# How an imported model reads its sources, where it differs from this package's models:
+# {"source_eos": false} for a model trained on sources without EOS (OpenNMT-py's, which
+# Argos packages hold). Absent: the defaults.
+SETTINGS_FILE = "tokenizer.json"
 
 log = logging.getLogger(__name__)
 
@@ -36,29 +44,65 @@ class TokenizerMismatchError(ValueError):
   """The tokenizer on disk does not belong to this corpus or this model."""
 
 
-class Tokenizer:
-  """A loaded SentencePiece model with the project's special ids."""
+def _processor(proto: bytes) -> spm.SentencePieceProcessor:
+  sp = spm.SentencePieceProcessor(model_proto=proto)
+  ids = (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id())
+  if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+    raise TokenizerMismatchError(
+        f"SentencePiece model has pad/unk/bos/eos ids {ids}, expected "
+        f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}; it was not trained by seq2seq")
+  return sp
 
-  def __init__(self, model_proto: bytes):
-    self.model_proto = model_proto
-    self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
-    ids = (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id())
-    if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+
+class Tokenizer:
+  """A loaded SentencePiece model with the project's special ids: one model for both
+  sides, or (an imported model) a source model and a target model over the same ids."""
+
+  def __init__(self, model_proto: bytes, target_proto: bytes | None = None,
+               source_eos: bool = True):
+    """`source_eos`: sources end with EOS (every model trained here; SETTINGS_FILE)."""
+    self.model_proto, self.target_proto = model_proto, target_proto
+    self.source_eos = source_eos
+    self.sp = _processor(model_proto)
+    self.target_sp = self.sp if target_proto is None else _processor(target_proto)
+    if self.target_sp.get_piece_size() != self.sp.get_piece_size():
       raise TokenizerMismatchError(
-          f"SentencePiece model has pad/unk/bos/eos ids {ids}, expected "
-          f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}; it was not trained by seq2seq")
+          f"the target SentencePiece model has {self.target_sp.get_piece_size()} pieces, "
+          f"the source model {self.sp.get_piece_size()}: they must share one vocabulary")
 
   @classmethod
   def load(cls, path: str | os.PathLike) -> "Tokenizer":
-    return cls(Path(path).read_bytes())
+    """MODEL_FILE at `path`, with TARGET_MODEL_FILE beside it where there is one."""
+    target, settings = (Path(path).with_name(n) for n in (TARGET_MODEL_FILE, SETTINGS_FILE))
+    options = json.loads(settings.read_text()) if settings.is_file() else {}
+    return cls(Path(path).read_bytes(), target.read_bytes() if target.is_file() else None,
+               source_eos=options.get("source_eos", True))
+
+  def write(self, directory: str | os.PathLike) -> None:
+    """MODEL_FILE (and TARGET_MODEL_FILE) into `directory`, the source model last."""
+    directory = Path(directory)
+    if not self.source_eos:
+      write_atomic(directory / SETTINGS_FILE, json.dumps({"source_eos": False}) + "\n")
+    if self.target_proto is not None:
+      write_atomic(directory / TARGET_MODEL_FILE, self.target_proto)
+    write_atomic(directory / MODEL_FILE, self.model_proto)
+
+  @property
+  def separate(self) -> bool:
+    """Whether targets have a SentencePiece model of their own."""
+    return self.target_proto is not None
 
   @property
   def vocab_size(self) -> int:
     return self.sp.get_piece_size()
 
   def encode(self, texts: Sequence[str]) -> list[list[int]]:
-    """Pieces of each text, without BOS/EOS."""
+    """Pieces of each source text, without BOS/EOS."""
     return self.sp.encode(list(texts), out_type=int, num_threads=os.cpu_count() or 1)
+
+  def encode_target(self, texts: Sequence[str]) -> list[list[int]]:
+    """Pieces of each target text (a reference, a prefix, a glossary term)."""
+    return self.target_sp.encode(list(texts), out_type=int, num_threads=os.cpu_count() or 1)
 
   def sample_encode(self, texts: Sequence[str], alpha: float, nbest: int, seed: int
                     ) -> list[list[int]]:
@@ -76,7 +120,7 @@ class Tokenizer:
 
   def decode(self, ids_batch: Iterable[Sequence[int]]) -> list[str]:
     """Text of each id sequence, cut at its first EOS; padding and BOS are ignored."""
-    return [self.sp.decode(cut_at_eos(ids)) for ids in ids_batch]
+    return [self.target_sp.decode(cut_at_eos(ids)) for ids in ids_batch]
 
   def pieces(self, ids: Sequence[int]) -> list[str]:
     return [self.sp.id_to_piece(int(i)) for i in ids]
@@ -91,7 +135,7 @@ class Tokenizer:
     return self.sp.normalize(text).replace("\u2581", " ").strip()
 
   def fingerprint(self) -> str:
-    return hashlib.sha256(self.model_proto).hexdigest()[:16]
+    return hashlib.sha256(self.model_proto + (self.target_proto or b"")).hexdigest()[:16]
 
 
 def train(sentences: Iterable[str], vocab_size: int, model_type: str = "unigram",
@@ -176,7 +220,7 @@ def load_or_train(workdir: str | os.PathLike, corpus_id: str, sentences_fn,
   write_atomic(workdir / "spm.vocab", vocab + "\n")
   write_atomic(meta_path, json.dumps({"corpus_id": corpus_id, "vocab_size": tok.vocab_size,
                                       "model_type": model_type}, indent=1))
-  write_atomic(model_path, tok.model_proto)  # last: its presence means the others are there
+  tok.write(workdir)  # last: its presence means the others are there
   log.info("%s tokenizer %s (%d pieces)", "copied" if source else "trained", model_path,
            tok.vocab_size)
   return tok

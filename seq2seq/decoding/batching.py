@@ -71,7 +71,7 @@ def encode_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], rows: Sequenc
                     max_len: int, numbers: Sequence[int] | None = None) -> list[np.ndarray]:
   """Pieces (no EOS) of the forced prefixes of texts `rows`; a prefix must leave room.
   `numbers[k]`: the 0-based line of `rows[k]` that an error names (default: `rows[k]`)."""
-  pieces = tokenizer.encode([prefixes[i] for i in rows])
+  pieces = tokenizer.encode_target([prefixes[i] for i in rows])
   for k, (i, ids) in enumerate(zip(rows, pieces)):
     if len(ids) >= max_len - 1:
       line = (i if numbers is None else numbers[k]) + 1

@@ -149,9 +149,11 @@ class CTranslate2Translator(SentenceEngine):
 
   def encode(self, texts: Sequence[str], line_numbers: Sequence[int] | None = None
              ) -> list[list[str]]:
-    """Source pieces of each text, EOS excluded (CTranslate2 appends it), truncated to the
-    model's maximum with a warning naming the line, like the JAX engine's."""
-    return [self.tokenizer.pieces(x[:-1]) for x in self.encode_sources(texts, line_numbers)]
+    """Source pieces of each text, EOS excluded (CTranslate2 appends it, where the model
+    reads one), truncated to the model's maximum with a warning naming the line, like the
+    JAX engine's."""
+    cut = -1 if self.tokenizer.source_eos else None
+    return [self.tokenizer.pieces(x[:cut]) for x in self.encode_sources(texts, line_numbers)]
 
   def _ids(self, pieces: Sequence[str]) -> list[int]:
     return [self.tokenizer.sp.piece_to_id(p) for p in pieces]
@@ -179,7 +181,7 @@ class CTranslate2Translator(SentenceEngine):
     target_prefix = None
     if prefixes is not None:
       target_prefix = [self.tokenizer.pieces(ids) or None
-                       for ids in self.tokenizer.encode([prefixes[i] for i in nonempty])]
+                       for ids in self.tokenizer.encode_target([prefixes[i] for i in nonempty])]
     options = dict(max_batch_size=settings.batch_size, return_scores=True,
                    min_decoding_length=0, max_input_length=self.model_cfg.max_len,
                    # the JAX engine's limit for the longest source, one per call
@@ -222,6 +224,6 @@ class CTranslate2Translator(SentenceEngine):
     if len(sources) != len(targets):
       raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
     rows = self.settings(settings, **changes).batch_size
-    tgt = [self.tokenizer.pieces(ids) for ids in self.tokenizer.encode(targets)]
+    tgt = [self.tokenizer.pieces(ids) for ids in self.tokenizer.encode_target(targets)]
     results = self.translator.score_batch(self.encode(sources), tgt, max_batch_size=rows)
     return [PairScore(float(np.sum(r.log_probs)), len(r.log_probs)) for r in results]

@@ -174,8 +174,11 @@ class SentenceEngine:
     self.language_pieces = {lang: np.asarray(ids, np.int64)
                             for lang, ids in (pieces or {}).items()}
     langs = dict.fromkeys(lang for d in self.trained for lang in d)
-    self.language_ids = {lang: self.tokenizer.language_token(lang) for lang in langs}
-    if missing := [lang for lang, i in self.language_ids.items() if i is None]:
+    # every language a target has a token; a language only read (an imported OPUS-MT
+    # model's source) may have none
+    tokens = {lang: self.tokenizer.language_token(lang) for lang in langs}
+    self.language_ids = {lang: i for lang, i in tokens.items() if i is not None}
+    if missing := list(dict.fromkeys(t for _, t in self.trained if tokens[t] is None)):
       raise ValueError(f"the tokenizer has no token for {', '.join(missing)}: it does not "
                        "belong to this run's directions")
     if tuple(self.languages) not in self.trained:
@@ -188,8 +191,9 @@ class SentenceEngine:
                  next((s for s, t in self.directions if t == tgt), self.languages[0]))
     if (src, tgt) == tuple(self.languages):
       return self
-    known = self.language_ids or dict.fromkeys(self.languages)
-    if src not in known or tgt not in known or src == tgt:
+    known = (dict.fromkeys(lang for d in self.directions for lang in d) if self.language_ids
+             else dict.fromkeys(self.languages))
+    if src not in known or tgt not in (self.language_ids or known) or src == tgt:
       listed = ", ".join(f"{s}-{t}" for s, t in self.directions)
       raise ValueError(f"this model does not translate {src}-{tgt}: it was trained on "
                        f"{listed}" + (f" (any two of {', '.join(known)} zero-shot)"
@@ -254,7 +258,7 @@ class SentenceEngine:
 
   def count_pieces(self, texts: list[str]) -> list[int]:
     """The pieces of each text as a source, EOS included."""
-    return [len(x) + 1 for x in self.tokenizer.encode(texts)]
+    return [len(x) + self.tokenizer.source_eos for x in self.tokenizer.encode(texts)]
 
   def encode_sources(self, texts: Sequence[str], line_numbers: Sequence[int] | None = None
                      ) -> list[np.ndarray]:
@@ -275,7 +279,7 @@ class SentenceEngine:
     check_cuttable(texts, self.count_pieces, self.source_limit())
     if prefixes:
       most = self.max_len - 2
-      for i, ids in enumerate(self.tokenizer.encode(list(prefixes))):
+      for i, ids in enumerate(self.tokenizer.encode_target(list(prefixes))):
         if len(ids) > most:
           raise ValueError(f"prefix {i} has {len(ids)} pieces; at most {most}")
 

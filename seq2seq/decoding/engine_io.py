@@ -140,18 +140,20 @@ def source_limit(model_max_len: int, c: DecodeConfig) -> int:
 
 
 def encode_sources(tokenizer: Tokenizer, texts: Sequence[str], limit: int,
-                   line_numbers: Sequence[int] | None = None) -> list[np.ndarray]:
+                   line_numbers: Sequence[int] | None = None, target: bool = False
+                   ) -> list[np.ndarray]:
   """Source ids with EOS; lines longer than the model's maximum are truncated, with a
   warning that names the line (1-based, `line_numbers[i]` for `texts[i]` if given).
   translate() never hands it such a line (`sentences.Plan` cuts them to fit); forced
-  decoding (`score`) does."""
-  ids = encode_texts(tokenizer, texts)
+  decoding (`score`) does. `target`: texts of the target side (`Tokenizer.encode_target`)."""
+  ids = encode_texts(tokenizer, texts, target)
   for i, x in enumerate(ids):
     if len(x) > limit:
       number = line_numbers[i] if line_numbers is not None else i + 1
       log.warning("line %d: %d pieces exceed the model's maximum of %d; translating "
                   "only the first %d", number, len(x), limit, limit - 1)
-      ids[i] = np.asarray(truncate_keeping_eos(x, limit), np.int32)
+      ids[i] = np.asarray(truncate_keeping_eos(x, limit) if target or tokenizer.source_eos
+                          else x[:limit], np.int32)
   return ids
 
 

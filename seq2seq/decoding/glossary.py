@@ -156,7 +156,7 @@ def check_terms(tokenizer: Tokenizer, glossary: Glossary, texts: Sequence[str],
   """Refuses a term's target that the model's output could not hold, naming the first
   text it applies to (`line_numbers[i]`, 0-based, of `texts[i]`) and the term."""
   targets = [target for term in glossary.terms for target in term.targets]
-  pieces = dict(zip(targets, tokenizer.encode(targets)))
+  pieces = dict(zip(targets, tokenizer.encode_target(targets)))
   for term in glossary.terms:
     for target in term.targets:
       if 0 < len(pieces[target]) < max_len - 1:

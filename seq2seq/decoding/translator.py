@@ -210,7 +210,7 @@ class Translator(SentenceEngine):
     source, with the target's token count (its pieces + EOS)."""
     if len(sources) != len(targets):
       raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
-    return self.score_ids(self.encode_sources(sources), self.encode(targets),
+    return self.score_ids(self.encode_sources(sources), self.encode(targets, target=True),
                           self.settings(settings, **changes).batch_size)
 
   def align(self, sources: Sequence[str], target_ids: Sequence[Sequence[int]],
@@ -288,11 +288,11 @@ class Translator(SentenceEngine):
 
   # ------------------------------------------------------------------ the JAX engine's own
 
-  def encode(self, texts: Sequence[str], line_numbers: Sequence[int] | None = None
-             ) -> list[np.ndarray]:
-    """Ids with EOS of texts as they are (targets; `encode_sources` leads a source with
-    its language token)."""
-    return encode_sources(self.tokenizer, texts, self.model_cfg.max_len, line_numbers)
+  def encode(self, texts: Sequence[str], line_numbers: Sequence[int] | None = None,
+             target: bool = False) -> list[np.ndarray]:
+    """Ids with EOS of texts as they are (`encode_sources` leads a source with its
+    language token); `target`: segmented as targets."""
+    return encode_sources(self.tokenizer, texts, self.model_cfg.max_len, line_numbers, target)
 
   def translate_batches(self, src_ids: Sequence[np.ndarray], settings: SearchSettings,
                         params=None, key_indices: Sequence[int] | None = None,
@@ -358,7 +358,7 @@ class Translator(SentenceEngine):
     """Puts the glossary's terms into `hyps` (the plain search's, in place), each where the
     model translated its source term (`term_placement`)."""
     placed = place_terms(self.align, lambda src, tgt: self.score(src, tgt, settings),
-                         self.tokenizer.encode,
+                         self.tokenizer.encode_target,
                          [texts[i] for i in nonempty], [hyps[i] for i in nonempty],
                          glossary, settings.alpha)
     for i, options in zip(nonempty, placed):

@@ -152,7 +152,8 @@ def output_logits(transformer, x_B1D: jnp.ndarray) -> jnp.ndarray:
     return transformer.output(x_B1D)
   numerics = transformer.numerics
   table_DV = numerics.transposed_weights(transformer.tgt_embed.table())  # table_VD.T
-  return numerics.matmul(x_B1D, table_DV).astype(jnp.float32)  # x_B1D @ table_DV
+  logits = numerics.matmul(x_B1D, table_DV).astype(jnp.float32)  # x_B1D @ table_DV
+  return transformer.with_output_bias(logits)
 
 
 def decode_step(transformer, ids_B: jnp.ndarray, cache: Cache, source: Cache
@@ -165,7 +166,7 @@ def decode_step(transformer, ids_B: jnp.ndarray, cache: Cache, source: Cache
   index, holders_BL = cache["index"], kv_cache.holding_rows(cache, width)
   ids_B1 = ids_B[:, None]
   positions_B1 = jnp.broadcast_to(index, ids_B1.shape)
-  x_B1D = transformer.tgt_embed(ids_B1, positions_B1)
+  x_B1D = transformer.embed_target(ids_B1, positions_B1)
   rotation = transformer.rotation_tables(index.reshape(1, 1))  # one position for every row
   new_layers = []
   for layer, layer_cache, layer_source in zip(transformer.decoder_layers, cache["layers"],

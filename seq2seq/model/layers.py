@@ -11,6 +11,7 @@ call: `None` (or 0) in inference, where no rng is drawn.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -20,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from seq2seq.numerics import Numerics
+from seq2seq.numerics.ops import LAYER_NORM_EPSILON
 
 
 class Dropout(NamedTuple):
@@ -61,29 +63,49 @@ class Dense(hk.Module):
 class _LayerNormParams(hk.Module):
   """The "scale" and "offset" of a layer norm, named as `hk.LayerNorm` names them."""
 
+  def __init__(self, epsilon: float, name: str | None = None):
+    super().__init__(name=name)
+    self.epsilon = epsilon
+
   def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
     d = x.shape[-1]
     scale = hk.get_parameter("scale", [d], jnp.float32, init=jnp.ones)
     offset = hk.get_parameter("offset", [d], jnp.float32, init=jnp.zeros)
     # (x - mean) / sqrt(var + eps) * scale + offset over the last axis
-    return Numerics.layer_norm(x, scale, offset)
+    return Numerics.layer_norm(x, scale, offset, self.epsilon)
 
 
 class LayerNorm(hk.Module):
   """Layer norm computed in float32, returned in the input dtype: `hk.LayerNorm`'s
   function and parameters (`ln/scale`, `ln/offset`), with `Numerics.layer_norm`'s gradient."""
 
+  def __init__(self, epsilon: float = LAYER_NORM_EPSILON, name: str | None = None):
+    super().__init__(name=name)
+    self.epsilon = epsilon
+
   def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
-    return _LayerNormParams(name="ln")(x.astype(jnp.float32)).astype(x.dtype)
+    return _LayerNormParams(self.epsilon, name="ln")(x.astype(jnp.float32)).astype(x.dtype)
 
 
-def sinusoidal_positions(max_len: int, d_model: int) -> np.ndarray:
-  """Vaswani et al. sin/cos table. Returns `[max_len, D]`."""
+def sinusoidal_positions(max_len: int, d_model: int, layout: str = "interleaved"
+                         ) -> np.ndarray:
+  """A sin/cos position table `[max_len, D]` (`ModelConfig.sinusoidal`): "interleaved"
+  (Vaswani et al.: sin at even, cos at odd dimensions, frequencies 10000^(-2i/D)),
+  "halves" (the same frequencies, sines first then cosines), "tensor2tensor" (sines then
+  cosines, frequencies 10000^(-i/(D/2-1)))."""
   pos = np.arange(max_len)[:, None]
-  inv_freq = np.exp(-math.log(10000.0) * np.arange(0, d_model, 2) / d_model)
+  half = d_model // 2
+  if layout == "tensor2tensor":
+    inv_freq = np.exp(-math.log(10000.0) * np.arange(half) / max(half - 1, 1))
+  else:
+    inv_freq = np.exp(-math.log(10000.0) * np.arange(0, d_model, 2) / d_model)
   table = np.zeros((max_len, d_model), dtype=np.float32)
-  table[:, 0::2] = np.sin(pos * inv_freq)
-  table[:, 1::2] = np.cos(pos * inv_freq)
+  if layout == "interleaved":
+    table[:, 0::2] = np.sin(pos * inv_freq)
+    table[:, 1::2] = np.cos(pos * inv_freq)
+  else:
+    table[:, :half] = np.sin(pos * inv_freq)
+    table[:, half:2 * half] = np.cos(pos * inv_freq)
   return table
 
 
@@ -112,15 +134,18 @@ def rotary(x_BTHK: jnp.ndarray, tables: tuple[jnp.ndarray, jnp.ndarray]) -> jnp.
 
 
 class Embedding(hk.Module):
-  """Token embedding scaled by sqrt(D) plus positional encoding (none for "rotary",
+  """Token embedding scaled by sqrt(D) (unless `scale` is False) plus positional encoding
+  (a `sinusoidal` table of `sinusoidal_positions`, a learned one, or none for "rotary",
   whose positions the self-attention layers apply); `logits` is the tied output layer
   (Flax's `Embed.attend`)."""
 
   def __init__(self, vocab_size: int, d_model: int, max_len: int, positional: str,
-               dtype: jnp.dtype, numerics: Numerics, name: str | None = None):
+               dtype: jnp.dtype, numerics: Numerics, name: str | None = None,
+               scale: bool = True, sinusoidal: str = "interleaved"):
     super().__init__(name=name)
     self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
     self.positional, self.dtype, self.numerics = positional, dtype, numerics
+    self.scale, self.sinusoidal = scale, sinusoidal
 
   def table(self) -> jnp.ndarray:
     """The embedding table `[V, D]`, float32 (the tied output layer's weights)."""
@@ -129,15 +154,23 @@ class Embedding(hk.Module):
     return hk.get_parameter("embeddings", [self.vocab_size, self.d_model], jnp.float32,
                             init=hk.initializers.RandomNormal(self.d_model ** -0.5))
 
-  def __call__(self, ids_BT: jnp.ndarray, positions_BT: jnp.ndarray) -> jnp.ndarray:
-    """Args: ids and their positions, `[B, T]` int. Returns `[B, T, D]` in the compute dtype."""
-    x_BTD = jnp.take(self.table(), ids_BT, axis=0) * math.sqrt(self.d_model)
+  def __call__(self, ids_BT: jnp.ndarray, positions_BT: jnp.ndarray,
+               zero_id: int | None = None) -> jnp.ndarray:
+    """Args: ids and their positions, `[B, T]` int; `zero_id`: a token whose embedding is
+    a zero vector (a Marian decoder's start), positions still added. Returns `[B, T, D]`
+    in the compute dtype."""
+    x_BTD = jnp.take(self.table(), ids_BT, axis=0)
+    if self.scale:
+      x_BTD = x_BTD * math.sqrt(self.d_model)
+    if zero_id is not None:
+      x_BTD = jnp.where((ids_BT == zero_id)[..., None], 0.0, x_BTD)
     if self.positional == "learned":
       pos_table = hk.get_parameter("positions", [self.max_len, self.d_model], jnp.float32,
                                    init=hk.initializers.RandomNormal(0.02))
       x_BTD = x_BTD + jnp.take(pos_table, positions_BT, axis=0)
     elif self.positional == "sinusoidal":
-      pos_table = jnp.asarray(sinusoidal_positions(self.max_len, self.d_model))
+      pos_table = jnp.asarray(sinusoidal_positions(self.max_len, self.d_model,
+                                                   self.sinusoidal))
       x_BTD = x_BTD + jnp.take(pos_table, positions_BT, axis=0)
     return x_BTD.astype(self.dtype)
 
@@ -202,6 +235,16 @@ class MultiHeadAttention(hk.Module):
     return self.attend_heads(q_BTHK, k_BSHK, v_BSHK, mask, rate, probs_sink)
 
 
+# `ModelConfig.activation`'s functions.
+ACTIVATIONS = {
+    "relu": jax.nn.relu,
+    "gelu": jax.nn.gelu,  # the tanh approximation
+    "gelu_erf": functools.partial(jax.nn.gelu, approximate=False),
+    "gelu_sigmoid": lambda x: x * jax.nn.sigmoid(1.702 * x),
+    "swish": jax.nn.silu,
+}
+
+
 class FeedForward(hk.Module):
   """Position-wise two-layer MLP: `outer(dropout(act(inner(x))))`."""
 
@@ -210,7 +253,7 @@ class FeedForward(hk.Module):
     super().__init__(name=name)
     self.inner = Dense(d_ff, numerics, name="inner")
     self.outer = Dense(d_model, numerics, name="outer")
-    self.activation = jax.nn.relu if activation == "relu" else jax.nn.gelu
+    self.activation = ACTIVATIONS[activation]
 
   def __call__(self, x_BTD: jnp.ndarray, rate: float | jax.Array | None = None
                ) -> jnp.ndarray:

@@ -52,7 +52,7 @@ class _Residual(hk.Module):
   def __init__(self, cfg: ModelConfig, numerics: Numerics, name: str | None = None):
     super().__init__(name=name)
     self.pre_norm, self.numerics = cfg.pre_norm, numerics
-    self.norm = LayerNorm(name="norm")
+    self.norm = LayerNorm(cfg.layer_norm_epsilon, name="norm")
 
   def __call__(self, x: jnp.ndarray, sublayer: Callable[[jnp.ndarray], jnp.ndarray],
                drop: Dropout | None) -> jnp.ndarray:
@@ -129,12 +129,12 @@ class Transformer(hk.Module):
     self.cfg, self.numerics = cfg, numerics
     dtype = jnp.dtype(cfg.dtype)
     emb = lambda n: self.embedding_module(cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.positional,
-                              dtype, numerics, name=n)
+                              dtype, numerics, name=n, scale=cfg.embedding_scale,
+                              sinusoidal=cfg.sinusoidal)
     if cfg.tied_embeddings:
       self.src_embed = self.tgt_embed = emb("shared_embedding")
-      self.output = self.tgt_embed.logits
-      self.output_weights = lambda: (self.tgt_embed.table(),
-                                     jnp.zeros((cfg.vocab_size,), jnp.float32))
+      self.output = lambda x: self.with_output_bias(self.tgt_embed.logits(x))
+      self.output_weights = lambda: (self.tgt_embed.table(), self.output_bias())
     else:
       self.src_embed, self.tgt_embed = emb("src_embedding"), emb("tgt_embedding")
       projection = Dense(cfg.vocab_size, numerics, name="output_projection")
@@ -145,8 +145,30 @@ class Transformer(hk.Module):
     self.decoder_layers = [DecoderLayer(cfg, numerics, name=f"decoder_layer_{i}")
                            for i in range(cfg.decoder_layers)]
     # Pre-norm stacks need a final norm: their residual stream is never normalised.
-    self.encoder_norm = LayerNorm(name="encoder_norm") if cfg.pre_norm else (lambda x: x)
-    self.decoder_norm = LayerNorm(name="decoder_norm") if cfg.pre_norm else (lambda x: x)
+    eps = cfg.layer_norm_epsilon
+    self.encoder_norm = LayerNorm(eps, name="encoder_norm") if cfg.pre_norm else (lambda x: x)
+    self.decoder_norm = LayerNorm(eps, name="decoder_norm") if cfg.pre_norm else (lambda x: x)
+
+  def output_bias(self) -> jnp.ndarray:
+    """The tied output layer's bias `[V]`, float32: a parameter with
+    `model.output_bias`, else zeros. An imported model closes the rows of tokens its
+    source had not (`rundir/importing.py`) with a bias no logit reaches."""
+    if not self.cfg.output_bias:
+      return jnp.zeros((self.cfg.vocab_size,), jnp.float32)
+    return hk.get_parameter("output_bias", [self.cfg.vocab_size], jnp.float32, init=jnp.zeros)
+
+  def with_output_bias(self, logits: jnp.ndarray) -> jnp.ndarray:
+    """Tied logits (float32) plus the output bias, where the model has one."""
+    if not self.cfg.output_bias:
+      return logits
+    bias = self.output_bias()
+    return logits + bias.reshape((1,) * (logits.ndim - 1) + bias.shape)
+
+  def embed_target(self, ids_BT, positions_BT):
+    """The decoder's input embeddings: BOS a zero vector with `decoder_start="zeros"`."""
+    if self.cfg.decoder_start == "zeros":
+      return self.tgt_embed(ids_BT, positions_BT, zero_id=BOS_ID)
+    return self.tgt_embed(ids_BT, positions_BT)
 
   def _positions(self, ids_BT, segments_BT=None):
     if segments_BT is not None:
@@ -181,7 +203,7 @@ class Transformer(hk.Module):
                       tgt_segments_BT=None):
     """Teacher-forced decoder up to the output layer: input ids `[B, T]` -> `[B, T, D]`."""
     positions_BT = self._positions(tgt_in_BT, tgt_segments_BT)
-    x_BTD = dropout(self.tgt_embed(tgt_in_BT, positions_BT), _rates(drop)[0])
+    x_BTD = dropout(self.embed_target(tgt_in_BT, positions_BT), _rates(drop)[0])
     if tgt_segments_BT is None:
       self_mask = masks.decoder_self_mask(tgt_in_BT)
       cross_mask = masks.padding_mask(src_BS)

@@ -294,8 +294,9 @@ own_buffer.defvjp(_own_buffer_fwd, _own_buffer_bwd)
 LAYER_NORM_EPSILON = 1e-5  # hk.LayerNorm's default
 
 
-@jax.custom_vjp
-def layer_norm(x: jnp.ndarray, scale: jnp.ndarray, offset: jnp.ndarray) -> jnp.ndarray:
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+def layer_norm(x: jnp.ndarray, scale: jnp.ndarray, offset: jnp.ndarray,
+               epsilon: float = LAYER_NORM_EPSILON) -> jnp.ndarray:
   """`hk.LayerNorm` over the last axis of `x`, with a hand-written gradient.
 
   The gradient's two sums over the features that carry `scale`, of `g * scale` and
@@ -304,20 +305,21 @@ def layer_norm(x: jnp.ndarray, scale: jnp.ndarray, offset: jnp.ndarray) -> jnp.n
   writes `scale` broadcast to the activations' shape for every layer norm, a share of the
   `compact` step (bench/profile_train_step.py).
   """
-  return _layer_norm_fwd(x, scale, offset)[0]
+  return _layer_norm_fwd(x, scale, offset, epsilon)[0]
 
 
-def _layer_norm_fwd(x, scale, offset):
+def _layer_norm_fwd(x, scale, offset, epsilon=LAYER_NORM_EPSILON):
   mean = jnp.mean(x, axis=-1, keepdims=True)
   centred = x - mean
-  rstd = jax.lax.rsqrt(jnp.mean(centred * centred, axis=-1, keepdims=True) + LAYER_NORM_EPSILON)
+  rstd = jax.lax.rsqrt(jnp.mean(centred * centred, axis=-1, keepdims=True) + epsilon)
   x_hat = centred * rstd
   lead = (1,) * (x.ndim - 1)  # broadcast explicitly over the leading axes
   return x_hat * scale.reshape(lead + scale.shape) + offset.reshape(lead + offset.shape), (
       x_hat, rstd, scale)
 
 
-def _layer_norm_bwd(residuals, g):
+def _layer_norm_bwd(epsilon, residuals, g):
+  del epsilon  # in rstd already
   x_hat, rstd, scale = residuals
   d = x_hat.shape[-1]
   g_ND, x_hat_ND = g.reshape(-1, d), x_hat.reshape(-1, d)

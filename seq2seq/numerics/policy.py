@@ -65,11 +65,13 @@ class Numerics:
     return ops.rowwise(fn, x)
 
   @staticmethod
-  def layer_norm(x: jnp.ndarray, scale: jnp.ndarray, offset: jnp.ndarray) -> jnp.ndarray:
+  def layer_norm(x: jnp.ndarray, scale: jnp.ndarray, offset: jnp.ndarray,
+                 epsilon: float = ops.LAYER_NORM_EPSILON) -> jnp.ndarray:
     """`hk.LayerNorm`'s function over the last axis (float32): a row's result does not
     depend on how many rows share the call (`rowwise`, in blocks of
     `ops.LAYER_NORM_ROWS` rows at most)."""
-    return ops.rowwise(lambda x: ops.layer_norm(x, scale, offset), x, ops.LAYER_NORM_ROWS)
+    return ops.rowwise(lambda x: ops.layer_norm(x, scale, offset, epsilon), x,
+                       ops.LAYER_NORM_ROWS)
 
   @staticmethod
   def keep_mask(key: jax.Array, rate, shape: tuple[int, ...]) -> jnp.ndarray:

@@ -30,10 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from seq2seq.config import NOT_ARCHITECTURE, Config, ModelConfig
+from seq2seq.config import NOT_ARCHITECTURE, SINUSOIDS, Config, ModelConfig
 from seq2seq.data.tokenizer import LANGUAGE_TOKEN, MODEL_FILE, Tokenizer
 from seq2seq.model.layers import sinusoidal_positions
-from seq2seq.numerics.ops import LAYER_NORM_EPSILON
 from seq2seq.rundir import checkpoint
 
 log = logging.getLogger(__name__)
@@ -41,6 +40,11 @@ log = logging.getLogger(__name__)
 EXPORT_FILE = "seq2seq.json"  # what the CTranslate2 engine needs besides the model
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
                  "int16", "float16", "bfloat16")
+
+
+# ModelConfig.activation -> CTranslate2's common_spec.Activation (jax.nn.gelu is the tanh form)
+ACTIVATIONS = {"relu": "RELU", "gelu": "GELUTanh", "gelu_erf": "GELU",
+               "gelu_sigmoid": "GELUSigmoid", "swish": "SWISH"}
 
 
 class ExportError(ValueError):
@@ -58,8 +62,11 @@ def import_ctranslate2():
 
 def check_supported(cfg: ModelConfig) -> None:
   """Refuses, by name, any architecture option the conversion does not map."""
-  known = {"positional": ("sinusoidal", "learned", "rotary"), "activation": ("relu", "gelu"),
-           "pre_norm": (True, False), "tied_embeddings": (True, False)}
+  known = {"positional": ("sinusoidal", "learned", "rotary"),
+           "activation": tuple(ACTIVATIONS), "sinusoidal": SINUSOIDS,
+           "pre_norm": (True, False), "tied_embeddings": (True, False),
+           "embedding_scale": (True, False), "output_bias": (True, False),
+           "decoder_start": ("bos", "zeros")}
   for field, values in known.items():
     value = getattr(cfg, field)
     if value not in values:
@@ -67,7 +74,7 @@ def check_supported(cfg: ModelConfig) -> None:
                         f"(supported: {', '.join(map(repr, values))})")
   mapped = set(known) | set(NOT_ARCHITECTURE) | {
       "vocab_size", "d_model", "num_heads", "d_ff", "encoder_layers", "decoder_layers",
-      "max_len"}
+      "max_len", "layer_norm_epsilon"}
   unmapped = {f.name for f in dataclasses.fields(cfg)} - mapped
   if unmapped:
     raise ExportError(f"model options {sorted(unmapped)} are not handled by the "
@@ -92,13 +99,13 @@ def _layer_norm(spec, ln: dict) -> None:
   spec.gamma, spec.beta = _np(ln["scale"]), _np(ln["offset"])
 
 
-def build_spec(cfg: ModelConfig, params, pieces: list[str], source_token: str | None = None):
+def build_spec(cfg: ModelConfig, params, pieces: list[str], source_token: str | None = None,
+               source_eos: bool = True):
   """The CTranslate2 `TransformerSpec` of a model, its weights set from `params`."""
   import_ctranslate2()
   from ctranslate2.specs import common_spec, transformer_spec
   check_supported(cfg)
-  activation = (common_spec.Activation.RELU if cfg.activation == "relu"
-                else common_spec.Activation.GELUTanh)  # jax.nn.gelu is the tanh form
+  activation = getattr(common_spec.Activation, ACTIVATIONS[cfg.activation])
   # Rotary positions: every self-attention rotates all K dimensions of its queries and
   # keys, pairs (i, i + K/2) (not interleaved), angles position * 10000^(-2i/K), as
   # layers.rotary; cross-attention is not rotated, in either.
@@ -128,7 +135,7 @@ def build_spec(cfg: ModelConfig, params, pieces: list[str], source_token: str | 
       return np.concatenate([learned, np.repeat(learned[-1:], rows - len(learned), 0)])
     if cfg.positional == "rotary":  # nothing added to the embeddings
       return np.zeros((rows, cfg.d_model), np.float32)
-    return sinusoidal_positions(rows, cfg.d_model)
+    return sinusoidal_positions(rows, cfg.d_model, cfg.sinusoidal)
 
   src_name = "shared_embedding" if cfg.tied_embeddings else "src_embedding"
   tgt_name = "shared_embedding" if cfg.tied_embeddings else "tgt_embedding"
@@ -137,9 +144,12 @@ def build_spec(cfg: ModelConfig, params, pieces: list[str], source_token: str | 
   spec.decoder.embeddings.weight = embedding(tgt_name)
   if hasattr(spec.decoder, "position_encodings"):  # its decoder has none with rotary
     spec.decoder.position_encodings.encodings = positions(tgt_name)
-  spec.encoder.scale_embeddings = spec.decoder.scale_embeddings = True  # x sqrt(D), as ours
+  spec.encoder.scale_embeddings = spec.decoder.scale_embeddings = cfg.embedding_scale  # x sqrt(D)
+  spec.decoder.start_from_zero_embedding = cfg.decoder_start == "zeros"
   if cfg.tied_embeddings:
-    spec.decoder.projection.weight = embedding(tgt_name)  # logits = x E^T, no bias
+    spec.decoder.projection.weight = embedding(tgt_name)  # logits = x E^T (+ b)
+    if cfg.output_bias:
+      spec.decoder.projection.bias = _np(params["transformer"]["output_bias"])
   else:
     _linear(spec.decoder.projection, p("output_projection"))
   if cfg.pre_norm:
@@ -180,10 +190,10 @@ def build_spec(cfg: ModelConfig, params, pieces: list[str], source_token: str | 
   # a caller that knows nothing of it (Argos Translate) gets that direction.
   spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = "<unk>", "<s>", "</s>"
   spec.config.decoder_start_token = "<s>"
-  spec.config.add_source_bos, spec.config.add_source_eos = False, True
+  spec.config.add_source_bos, spec.config.add_source_eos = False, source_eos
   if source_token is not None:
     spec.config.bos_token, spec.config.add_source_bos = source_token, True
-  spec.config.layer_norm_epsilon = LAYER_NORM_EPSILON
+  spec.config.layer_norm_epsilon = cfg.layer_norm_epsilon
   spec.register_source_vocabulary(pieces)
   spec.register_target_vocabulary(pieces)
   return spec
@@ -208,14 +218,14 @@ def export_ctranslate2(workdir: str | Path, output: str | Path, checkpoint_name:
   cfg, source_token = one_direction(cfg, direction, workdir)
   params, meta = checkpoint.load_params(workdir, checkpoint_name, cfg.model)
   pieces = tok.pieces(range(tok.vocab_size))
-  spec = build_spec(cfg.model, params, pieces, source_token)
+  spec = build_spec(cfg.model, params, pieces, source_token, tok.source_eos)
   spec.validate()
   spec.optimize(quantization=quantization)
   if output.exists():
     shutil.rmtree(output)
   output.mkdir(parents=True)
   spec.save(str(output))
-  shutil.copyfile(Path(workdir) / MODEL_FILE, output / MODEL_FILE)
+  tok.write(output)
   info = {"format": "seq2seq-ctranslate2", "source_run": str(Path(workdir).absolute()),
           "checkpoint": checkpoint_name, "step": meta.get("step"),
           "averaged_steps": meta.get("averaged_steps"), "quantization": quantization,

@@ -57,10 +57,10 @@ def loss_and_grads(model: Model, cfg: TrainConfig, params, batch: Batch, step, r
     if cfg.loss_chunk:
       x, w, b = model.apply_features(p, batch.src, tgt_in, **args)
       sums = output_loss_sums(x, w, b, batch.tgt, cfg.label_smoothing, cfg.loss_chunk,
-                              model.numerics.operand_dtype)
+                              model.numerics.operand_dtype, model.cfg.output_bias)
     else:
       sums = loss_sums(model.apply(p, batch.src, tgt_in, **args), batch.tgt,
-                       cfg.label_smoothing)
+                       cfg.label_smoothing, model.cfg.output_bias)
     return sums["loss"], sums
 
   return jax.grad(loss_fn, has_aux=True)(params)
@@ -111,7 +111,7 @@ def initial_state(model: Model, optimizer: optax.GradientTransformation, key: ja
 def eval_step(model: Model, smoothing: float, params, batch: Batch) -> dict:
   """The loss sums of one batch, teacher-forced, without dropout."""
   logits = model.apply(params, batch.src, shift_right(batch.tgt))
-  return loss_sums(logits, batch.tgt, smoothing)
+  return loss_sums(logits, batch.tgt, smoothing, model.cfg.output_bias)
 
 
 class Programs(NamedTuple):

@@ -101,8 +101,8 @@ def test_sampling_keys_follow_the_inputs_not_their_batches():
 
 
 def test_a_prefix_that_leaves_no_room_names_its_line():
-  class Pieces:
-    def encode(self, texts):
+  class Pieces:  # prefixes are targets
+    def encode_target(self, texts):
       return [[4] * len(t.split()) for t in texts]
   with pytest.raises(ValueError, match="line 2: the prefix has 5 pieces"):
     encode_prefixes(Pieces(), ["a", "a b c d e"], [0, 1], max_len=6)
