@@ -35,7 +35,9 @@ log = logging.getLogger(__name__)
 
 LIBRARY = "seq2seq"
 # The files of a run that inference reads (the checkpoint is added by name).
-INFERENCE_FILES = (checkpoint.CONFIG_FILE, tokenizer.MODEL_FILE, "spm.vocab", tokenizer.META_FILE,
+INFERENCE_FILES = (checkpoint.CONFIG_FILE, tokenizer.MODEL_FILE, tokenizer.TARGET_MODEL_FILE,
+                   tokenizer.SETTINGS_FILE,
+                   "spm.vocab", tokenizer.META_FILE,
                    model_card.TRAINING_FILE, model_card.EVALUATIONS_FILE,
                    tokenizer.LANGUAGE_PIECES_FILE)
 REPO_ID = re.compile(r"[\w.-]+/[\w.-]+")

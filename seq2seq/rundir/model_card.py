@@ -30,6 +30,9 @@ from seq2seq.version import __version__
 CARD_FILE = "README.md"
 TRAINING_FILE = "training.json"
 EVALUATIONS_FILE = "evaluations.jsonl"
+# A run imported from another tool's model (rundir/importing.py): where it came from, its
+# license and the scores its source reports.
+IMPORTED_FILE = "imported.json"
 
 
 def file_record(path: Path) -> dict[str, Any]:
@@ -140,14 +143,17 @@ def render(workdir: Path, name: str | None = None) -> str:
   training = _read_json(workdir / TRAINING_FILE, {})
   spm = _read_json(workdir / META_FILE, {})
   recorded = evaluations(workdir)
+  imported = _read_json(workdir / IMPORTED_FILE, {})
   m, d, t = cfg.model, cfg.data, cfg.train
   params = sum(x.size for x in jax.tree_util.tree_leaves(checkpoint.abstract_params(m)))
   pairs = d.direction_pairs()
   title = ", ".join(f"{s}→{t}" for s, t in pairs)
   lines = [
       f"# {title} translation model: {name or workdir.name}", "",
-      f"A Transformer encoder-decoder trained with seq2seq {training.get('package_version', '?')}"
-      " (JAX and Haiku). Load it with "
+      (f"A Transformer encoder-decoder trained elsewhere and imported from "
+       f"`{imported['source']}` ({imported['format']}) into seq2seq (JAX and Haiku)"
+       if imported else "A Transformer encoder-decoder trained with seq2seq "
+       f"{training.get('package_version', '?')} (JAX and Haiku)") + ". Load it with "
       + (f"`seq2seq.Translator.from_pretrained(\"{name}\")` or `seq2seq-translate --model "
          f"{name}` (`pip install seq2seq-haiku`)." if name else
          "`seq2seq.Translator.from_pretrained(PATH)` or `seq2seq-translate --workdir PATH`."),
@@ -166,8 +172,17 @@ def render(workdir: Path, name: str | None = None) -> str:
       f"- parameters: {params:,}",
       f"- vocabulary: {m.vocab_size:,} joint SentencePiece pieces "
       f"({spm.get('model_type', '?')}, `spm.model`)", "",
-      "## Data", "",
   ]
+  if imported:
+    lines += ["## Source", "",
+              f"- imported from `{imported['source']}` ({imported['format']}) on "
+              f"{imported['imported']}" + (f": {imported['name']}" if imported.get("name")
+                                           else ""),
+              f"- license: {imported.get('license', 'not stated by the source; see it')}"]
+    if imported.get("scores"):
+      lines += ["", "Scores the source reports:", "", *imported["scores"]]
+    lines.append("")
+  lines += ["## Data", ""]
   for r in training.get("data", []):
     if "hub" in r:
       lines.append(f"- Hugging Face data set `{r['hub']}` {r['config']} split `{r['split']}`")
@@ -193,6 +208,8 @@ def render(workdir: Path, name: str | None = None) -> str:
           if training.get("best_bleu_directions") else []),
         f"- machine: {training['machine']}",
     ]
+  elif imported:
+    lines.append("- trained elsewhere (see Source); `train.init_from` fine-tunes it here")
   else:
     lines.append("- not finished (no training.json yet)")
   lines += [

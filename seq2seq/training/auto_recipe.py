@@ -24,11 +24,12 @@ import ml_collections
 import numpy as np
 
 from seq2seq import numerics
-from seq2seq.config import PRESETS, Config, DataConfig
+from seq2seq.config import NOT_ARCHITECTURE, PRESETS, Config, DataConfig, ModelConfig
 from seq2seq.data import corpus, multilingual
 from seq2seq.data.input_pipeline import Batch, LengthBuckets, rows_for
 from seq2seq.model import flops
 from seq2seq.model.transformer import Model
+from seq2seq.rundir import checkpoint
 from seq2seq.runtime import write_atomic
 from seq2seq.training import distributed
 from seq2seq.training.train_step import DataParallelSteps
@@ -91,11 +92,13 @@ def update_factor(pack_length: int) -> float:
   return PACKED_UPDATE_FACTOR if pack_length else UPDATE_FACTOR
 
 
-def estimated_updates(m: Measurements, preset: str, max_tokens: int) -> int:
-  """Updates that `m.minutes` buy for `preset` at `max_tokens` per batch: the timed
-  update scaled by the preset's operations, less what compiling the run costs."""
+def estimated_updates(m: Measurements, preset: str | ModelConfig, max_tokens: int) -> int:
+  """Updates that `m.minutes` buy for `preset` (a name, or a model's config) at
+  `max_tokens` per batch: the timed update scaled by the model's operations, less what
+  compiling the run costs."""
   typical = typical_pieces(m)
-  cost = (flops.train_flops(PRESETS[preset], typical, typical)
+  model = PRESETS[preset] if isinstance(preset, str) else preset
+  cost = (flops.train_flops(model, typical, typical)
           / flops.train_flops(PRESETS["compact"], typical, typical))
   seconds = m.update_seconds * update_factor(m.pack_length) * cost * max_tokens / TIMED_TOKENS
   compiling = COMPILE_SHARE * m.compile_seconds * m.buckets * cost
@@ -116,10 +119,11 @@ class Basis:
   max_tokens: int
   updates: int  # the updates the minutes buy
   epochs: float
+  source: ModelConfig | None = None  # a fine-tuning run's model (train.init_from's)
 
   @property
-  def model(self):
-    return PRESETS[self.preset]
+  def model(self) -> ModelConfig:
+    return self.source or PRESETS[self.preset]
 
   @property
   def small_data(self) -> bool:  # the recipe's regularisation: `compact`, below 300,000 pairs
@@ -214,6 +218,43 @@ def plan(m: Measurements) -> tuple[dict[str, Any], dict[str, str]]:
           {name: why.format(**facts) for name, _, why in RULES})
 
 
+# A fine-tuning run (`train.init_from`, a run trained here or imported): the source's
+# architecture, and the settings of training on from a trained model instead of those of
+# a run from scratch; the other rules as they are.
+FINE_TUNE_RULES: tuple[tuple[str, Callable[[Basis], Any], str], ...] = (
+    ("train.learning_rate", lambda b: round(1e-4 * math.sqrt(512 / b.model.d_model), 7),
+     "1e-4 at width 512, scaled by 1 / sqrt(width): a trained model's, not a new one's"),
+    ("train.warmup_steps", lambda b: min(max(_round_to(b.updates / 20, 25), 25), 500),
+     "a twentieth of the planned updates, 25-500"),
+    ("train.lr_schedule", lambda b: "constant", "a short run from a trained model"),
+    ("train.dropout_ramp_steps", lambda b: 0, "the model is trained: dropout from the start"),
+    ("model.dropout", lambda b: 0.1, "as the models it comes from (OPUS-MT, Argos)"),
+    ("train.label_smoothing", lambda b: 0.1, "as dropout"),
+    ("data.sampling_alpha", lambda b: 0.0, "the segmentation the model was trained on"),
+    ("data.max_tokens", lambda b: 2048, "2,048: a few hundred updates in the minutes"),
+)
+
+
+def plan_fine_tune(m: Measurements, source: ModelConfig
+                   ) -> tuple[dict[str, Any], dict[str, str]]:
+  """`plan` for a run that starts from `source`'s parameters."""
+  max_tokens = 2048
+  updates = estimated_updates(m, source, max_tokens)
+  basis = Basis(m, "compact", max_tokens, updates, planned_epochs(m, updates, max_tokens),
+                source)
+  facts = {"preset": "source", "preset_rule": "train.init_from's", "epochs": basis.epochs}
+  rules = {name: (value, why) for name, value, why in RULES if not name.startswith("model.")
+           or name in ("model.matmul_dtype",)}
+  rules.update({name: (value, why) for name, value, why in FINE_TUNE_RULES})
+  choices = {name: value(basis) for name, (value, _) in rules.items()}
+  reasons = {name: why.format(**facts) for name, (_, why) in rules.items()}
+  for f in dataclasses.fields(ModelConfig):
+    if f.name not in NOT_ARCHITECTURE:
+      choices[f"model.{f.name}"] = getattr(source, f.name)
+      reasons[f"model.{f.name}"] = "train.init_from's architecture"
+  return choices, reasons
+
+
 def measure_corpus(cfg: Config, workdir: Path) -> tuple[int, float, int, float, int]:
   """(training pairs after cleaning (every direction's); of up to 20,000 of them, the mean
   target characters, the distinct words of both sides and the PACK_QUANTILE of the
@@ -284,7 +325,8 @@ def time_update(cfg: Config, length: int, rounds: int = 10) -> tuple[float, floa
 def _choose(cfg: ml_collections.ConfigDict, name: str, value: Any) -> None:
   """Sets the field `name` ("section.field") of `cfg` to `value`, in the field's type."""
   section, field = name.split(".")
-  cfg[section][field] = type(cfg[section][field])(value)
+  kind = type(cfg[section][field])
+  cfg[section][field] = kind(value) if kind is not tuple else tuple(value)
 
 
 def _with_choices(cfg: ml_collections.ConfigDict, choices: dict[str, Any], given: set[str]
@@ -339,7 +381,10 @@ def complete(cfg: ml_collections.ConfigDict, given: set[str], workdir: Path) -> 
         pairs, chars, minutes, NOMINAL_UPDATE_SECONDS, word_types=words,
         long_pair_chars=long_chars, directions=len(typed.data.direction_pairs()),
         sentences=sentences))
-    choices, reasons = plan(m)
+    if cfg.train.init_from:
+      choices, reasons = plan_fine_tune(m, checkpoint.load_config(cfg.train.init_from).model)
+    else:
+      choices, reasons = plan(m)
     updates = estimated_updates(m, "compact", TIMED_TOKENS)
     summary = (f"{pairs:,} pairs" + (f" in {m.directions} directions ({sentences:,} distinct "
                                      "sentences)" if m.directions > 1 else "")
