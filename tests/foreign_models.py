@@ -122,18 +122,24 @@ def marian_vocabulary(source_spm: bytes, target_spm: bytes, extra: list[str] = (
   return tokens
 
 
+ISO_639_3 = {"en": "eng", "de": "deu", "fr": "fra"}
+
+
 def small_marian(folder: Path, seed: int = 0, activation: str = "swish", pre_norm=False,
-                 tied=True, separate_spm=True, d=32, heads=4, ffn=64, layers=(2, 2)) -> Path:
-  """A small OPUS-MT-style en-de release trained on nothing: random weights."""
+                 tied=True, separate_spm=True, d=32, heads=4, ffn=64, layers=(2, 2),
+                 langs=("en", "de")) -> Path:
+  """A small OPUS-MT-style release (en-de by default) trained on nothing: random weights,
+  tokenizers of the sample's text."""
   folder.mkdir(parents=True, exist_ok=True)
-  source = train_spm(folder, "source.spm", sample_lines("en"), 300)
-  target = (train_spm(folder, "target.spm", sample_lines("de"), 300) if separate_spm
+  source = train_spm(folder, "source.spm", sample_lines(langs[0]), 300)
+  target = (train_spm(folder, "target.spm", sample_lines(langs[1]), 300) if separate_spm
             else source)
   tokens = marian_vocabulary(source, target)
   rng = np.random.default_rng(seed)
   weights = marian_weights(rng, len(tokens), d, ffn, *layers, pre_norm=pre_norm, tied=tied)
   config = marian_config(d, heads, ffn, *layers, activation, pre_norm, tied)
-  readme = ("# opus-small\n\n* source language(s): eng\n* target language(s): deu\n"
+  readme = (f"# opus-small\n\n* source language(s): {ISO_639_3[langs[0]]}\n"
+            f"* target language(s): {ISO_639_3[langs[1]]}\n"
             "license: CC-BY-4.0\n\n| testset | BLEU | chr-F |\n|---|---|---|\n"
             "| newstest2019-ende.eng.deu | 12.3 | 0.456 |\n")
   return write_marian(folder, weights, config, tokens, source, target, readme)

@@ -390,3 +390,39 @@ def test_an_imported_model_fine_tunes_with_the_automatic_recipe(release_run, tmp
 def dataclasses_equal_architecture(a, b) -> bool:
   return all(getattr(a, f.name) == getattr(b, f.name) for f in dataclasses.fields(a)
              if f.name not in NOT_ARCHITECTURE)
+
+
+def test_a_pytorch_model_bin_written_by_transformers_reads_without_torch(tmp_path):
+  """transformers' own `pytorch_model.bin` (fixtures/marian-transformers, the model of
+  small_marian(seed=7)) imports to the parameters of the same model's safetensors."""
+  fixture = Path(__file__).parent / "fixtures" / "marian-transformers"
+  hf = fm.huggingface_from_marian(fm.small_marian(tmp_path / "release", seed=7),
+                                  tmp_path / "hf")
+  safe = importing.import_model(hf, tmp_path / "from-safetensors")
+  (hf / "model.safetensors").unlink()
+  for name in ("pytorch_model.bin", "config.json"):
+    shutil.copy(fixture / name, hf / name)
+  torch_run = importing.import_model(hf, tmp_path / "from-torch")
+  a, b = params_of(safe), params_of(torch_run)
+  assert a.keys() == b.keys()
+  assert all(np.array_equal(a[k][n], b[k][n]) for k in a for n in a[k])
+  truncated = (hf / "pytorch_model.bin").read_bytes()
+  (hf / "pytorch_model.bin").write_bytes(truncated[:len(truncated) // 2])
+  with pytest.raises(FormatError, match="pytorch_model.bin"):
+    importing.import_model(hf, tmp_path / "broken")
+
+
+def test_the_command_imports_and_names_what_is_wrong(release, tmp_path):
+  from conftest import run_cli
+  out = run_cli("-m", "seq2seq.cli.import_model", release, "--workdir", tmp_path / "run")
+  assert str(tmp_path / "run") in out.stdout.decode()
+  assert Translator.load(tmp_path / "run").translate(["A dog."])
+  card = (tmp_path / "run" / "README.md").read_text()
+  assert f"imported from `{release}` (marian)" in card and "CC-BY-4.0" in card
+  again = run_cli("-m", "seq2seq.cli.import_model", release, "--workdir", tmp_path / "run",
+                  check=False)
+  assert again.returncode != 0 and "exists and is not empty" in again.stderr.decode()
+  missing = run_cli("-m", "seq2seq.cli.import_model", tmp_path / "nothing", "--workdir",
+                    tmp_path / "other", check=False)
+  assert missing.returncode != 0 and "nothing" in missing.stderr.decode()
+  assert "Traceback" not in missing.stderr.decode()

@@ -302,3 +302,32 @@ def test_libretranslate_s_web_ui_works_across_the_models_of_our_server(
     assert {"en", "de"} <= set(targets)
   finally:
     stop_server(proc)
+
+
+@pytest.fixture(scope="module")
+def fine_tuned_import(argos_package, tmp_path_factory):
+  """(run, Argos package) of an Argos package (the tiny run's) imported, fine-tuned on
+  the sample with the automatic recipe and exported for Argos again."""
+  from seq2seq.rundir import importing
+
+  from conftest import run_cli
+  tmp = tmp_path_factory.mktemp("imported")
+  run = importing.import_model(argos_package, tmp / "imported")
+  tuned, package = tmp / "tuned", tmp / "en_de_tuned.argosmodel"
+  run_cli("train.py", "--config", "auto", "--workdir", tuned, f"--config.train.init_from={run}",
+          f"--config.data.dir={SAMPLE.parent / 'sample'}", "--config.train.max_steps=12",
+          "--config.train.eval_every=6", "--config.train.checkpoint_every=6",
+          "--config.train.eval_max_sentences=20")
+  run_cli("-m", "seq2seq.cli.export", "--workdir", tuned, "--format", "argos",
+          "--output", package)
+  return tuned, package
+
+
+def test_libretranslate_serves_an_imported_then_fine_tuned_model(fine_tuned_import, tmp_path):
+  from seq2seq.rundir.ctranslate2_model import export_ctranslate2
+  run, package = fine_tuned_import
+  with libretranslate_serving([package], tmp_path / "home", "en,de") as url:
+    status, body = post(url, {"q": SOURCES, "source": "en", "target": "de"})
+  assert status == 200, body
+  ours = load_engine(export_ctranslate2(run, tmp_path / "ct2", "best", "int8"), "ctranslate2")
+  assert body["translatedText"] == ours.translate(SOURCES, beam_size=4, alpha=0.2)
