@@ -83,6 +83,28 @@ def test_decode_speed_min_rows_and_beam_stops(trained_run, tmp_path):
              "--beam-stops", "exact,current", results=tmp_path / "r.jsonl")
 
 
+def test_import_models_round_trip_and_fine_tuning(trained_run, tmp_path):
+  pytest.importorskip("ctranslate2", reason="CTranslate2 is the optional [ctranslate2] extra")
+  rows = run_script("import_models", "round-trip", "--workdir", trained_run, "--sentences",
+                    "8", "--fine-tune-minutes", "0.5",
+                    "--fine-tune-override=--config.train.max_steps=4",
+                    "--fine-tune-override=--config.train.eval_every=2",
+                    "--fine-tune-override=--config.train.checkpoint_every=2",
+                    results=tmp_path / "r.jsonl")
+  figures = rows[0]["figures"]
+  assert figures["float32_identical_lines"] == figures["sentences"] == 8
+  assert figures["fine_tune_updates"] == 4
+
+
+def test_import_models_opus_shape(tmp_path):
+  if not (ROOT.parent / "shared" / "models" / "opus-mt-tc-big-en-pt").is_dir():
+    pytest.skip("../shared/models is not here: the OPUS-MT tokenizers are read from it")
+  rows = run_script("import_models", "opus-shape", "--output", tmp_path / "run", "--layers",
+                    "1", "--d-model", "32", "--heads", "2", "--d-ff", "64",
+                    results=tmp_path / "r.jsonl")
+  assert rows[0]["figures"]["vocab_size"] > 50_000
+
+
 def test_ctranslate2_baseline(export, tmp_path):
   rows = run_script("ctranslate2_baseline", "--model", export, "--src", SAMPLE / "test.en",
                     "--beam", "2", "--threads", "1x1,1x2", "--batches", "examples:16",

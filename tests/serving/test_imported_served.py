@@ -1,11 +1,11 @@
 """An imported model served beside a model trained here: its direction through both
 APIs, detection of its language, and a pair through English (fr→en→de)."""
 
+import foreign_models
 import pytest
 
 from seq2seq import Translator
 
-import foreign_models
 from helpers import SAMPLE
 from serve_helpers import get, post, start_server, stop_server
 
