@@ -51,6 +51,10 @@ FENCE = re.compile(r"^```(bash|python)\n(.*?)^```", re.S | re.M)
 RUN_NAMES = ("multi30k", "m30k", "mine", "tiny", "m30k_ff1024")
 BIN = Path(sys.executable).parent
 HUB_MODEL = "your-name/multi30k-en-de"
+# The pretrained model the docs import: a small OPUS-MT-style Marian model with random
+# weights in the Hub's layout (foreign_models), in the same offline Hub cache.
+PRETRAINED = "Helsinki-NLP/opus-mt-en-de"
+HUB_NAMES = (HUB_MODEL, PRETRAINED)
 LT_BIN = ROOT / ".venv-libretranslate" / "bin"  # LibreTranslate's and Argos's commands
 CONSOLE_SCRIPTS = {name: target.split(":")[0] for name, target in tomllib.loads(
     (ROOT / "pyproject.toml").read_text())["project"]["scripts"].items()}
@@ -130,6 +134,12 @@ def write_sandbox(folder: Path, trained: Path, multilingual: Path) -> None:
   from seq2seq.rundir import hub
   hub.stage(run, folder / "staged", HUB_MODEL, "averaged")
   lay_out_hub_cache(folder / "hf-cache", HUB_MODEL, folder / "staged")
+  import foreign_models
+  release = foreign_models.small_marian(folder / "scratch" / "opus-mt-en-de")
+  foreign_models.huggingface_from_marian(release, folder / "scratch" / "hf")
+  lay_out_hub_cache(folder / "hf-cache", PRETRAINED, folder / "scratch" / "hf")
+  # the fine-tuning the docs show is resolved, not run: its run is the import's
+  (folder / "runs" / "opus-mt-en-de-mine").symlink_to("opus-mt-en-de")
   (folder / "bin").mkdir()
   # `python` is this interpreter (a link would lose its virtual environment).
   (folder / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
@@ -264,7 +274,8 @@ def in_this_process(words: list[str]) -> InProcess | None:
   files = {}
   while len(words) > 2 and words[-2] in ("<", ">") and words[-2] not in files:
     files[words[-2]], words = words[-1], words[:-2]
-  if SHELL_WORDS & set(words) or any(HUB_MODEL in w or "$" in w for w in words):
+  if SHELL_WORDS & set(words) or any(n in w for w in words for n in HUB_NAMES) or any(
+      "$" in w for w in words):
     return None
   if stdin is not None and "<" in files:
     return None
@@ -302,7 +313,7 @@ def run_command(line: str, words: list[str], folder: Path) -> subprocess.Complet
 def run_python(code: str, folder: Path, where: str) -> subprocess.CompletedProcess:
   """A Python block: in this process, as a script's `__main__`, unless it loads the Hub
   model."""
-  if HUB_MODEL in code:
+  if any(n in code for n in HUB_NAMES):
     return subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True,
                           text=True, timeout=600, env=environment(folder))
   program = compile(code, where, "exec")
