@@ -86,8 +86,9 @@ def serve(args) -> None:
   lines = read_lines(args.src)
   if args.api == "engine":  # seq2seq's CTranslate2 engine, as translate.py runs it
     from seq2seq.decoding.engines import load_engine
+    limit = dict(max_len_a=0.0, max_len_b=args.max_output) if args.max_output else {}
     engine = load_engine(args.model, "ctranslate2", compute_type=args.compute_type,
-                         ct2_threads=f"{args.inter}x{args.intra}")
+                         ct2_threads=f"{args.inter}x{args.intra}", **limit)
 
     def run(request):
       hyps = engine.translate(lines, beam_size=request["beam"], alpha=request["alpha"],
@@ -103,7 +104,8 @@ def serve(args) -> None:
       results = translator.translate_batch(
           sp.encode(lines, out_type=str), max_batch_size=request["max_batch_size"],
           batch_type=request["batch_type"], beam_size=request["beam"],
-          length_penalty=request["alpha"])
+          length_penalty=request["alpha"],
+          max_decoding_length=request.get("max_decoding_length", 256))
       hyps = [r.hypotheses[0] for r in results]
       return sp.decode(hyps), sum(len(h) + 1 for h in hyps)  # EOS included
   print(json.dumps({"ready": True}), flush=True)
@@ -121,12 +123,12 @@ class Worker:
   `api` "reference" (CTranslate2's own API) or "engine" (seq2seq's engine)."""
 
   def __init__(self, model: str, src: str, compute_type: str, inter: int, intra: int,
-               api: str = "reference"):
+               api: str = "reference", max_output: int = 0):
     self.compute_type, self.inter, self.intra, self.api = compute_type, inter, intra, api
     self.proc = subprocess.Popen(
         [sys.executable, __file__, "--worker", "--model", str(model), "--src", str(src),
          "--compute-type", compute_type, "--inter", str(inter), "--intra", str(intra),
-         "--api", api], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+         "--api", api, "--max-output", str(max_output)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         env={**os.environ, "OMP_NUM_THREADS": str(intra)})
     first = self.proc.stdout.readline()
     if not first:
@@ -156,14 +158,16 @@ class Worker:
     self.proc.wait(60)
 
 
-def search_request(beam: int, alpha: float, batching: tuple[str, int]) -> dict:
-  """A pass of greedy (beam 1, no length penalty) or beam search with this batching."""
+def search_request(beam: int, alpha: float, batching: tuple[str, int], max_output: int = 0
+                   ) -> dict:
+  """A pass of greedy (beam 1, no length penalty) or beam search with this batching;
+  `max_output`: at most this many pieces per output (0: CTranslate2's default, 256)."""
   return {"beam": beam, "alpha": 0.0 if beam == 1 else alpha, "batch_type": batching[0],
-          "max_batch_size": batching[1]}
+          "max_batch_size": batching[1], "max_decoding_length": max_output or 256}
 
 
 def sweep(model, src, compute_type: str, plans, batchings, beams, alpha: float,
-          passes: int, settle: float = 1.0) -> list[dict]:
+          passes: int, settle: float = 1.0, max_output: int = 0) -> list[dict]:
   """Every (threads, batching, search) of `compute_type` timed: one worker at a time, each
   setting's first pass untimed. Returns one row per setting: its configuration and the
   median sentences/s of `passes`."""
@@ -174,7 +178,7 @@ def sweep(model, src, compute_type: str, plans, batchings, beams, alpha: float,
     try:
       for beam in beams:
         for batching in batchings:
-          request = search_request(beam, alpha, batching)
+          request = search_request(beam, alpha, batching, max_output)
           worker.run(**request)  # loads what CTranslate2 loads lazily
           seconds = []
           for _ in range(passes):
@@ -215,6 +219,7 @@ def main():
       p.add_argument(flag, required=True)
     p.add_argument("--inter", type=int, required=True)
     p.add_argument("--intra", type=int, required=True)
+    p.add_argument("--max-output", type=int, default=0)
     p.add_argument("--worker", action="store_true")
     return serve(p.parse_args())
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -158,7 +158,8 @@ def ctranslate2_workers(args, tmp: str, result: dict) -> dict:
   sweep = []
   for q in ("float32", "int8"):
     sweep += baseline.sweep(export, args.src, q, plans, baseline.parse_batches(args.ct2_batches),
-                            beams, args.ct2_alpha, args.sweep_passes)
+                            beams, args.ct2_alpha, args.sweep_passes,
+                            max_output=args.max_output)
   result["ctranslate2_sweep"] = sweep
   workers, started = {}, {}
   for q in ("float32", "int8"):
@@ -166,17 +167,20 @@ def ctranslate2_workers(args, tmp: str, result: dict) -> dict:
       best = baseline.best(sweep, q, beam)
       key = (q, best["inter_threads"], best["intra_threads"])
       if key not in started:
-        started[key] = baseline.Worker(export, args.src, *key)
+        started[key] = baseline.Worker(export, args.src, *key, max_output=args.max_output)
       workers[f"ctranslate2_{q}_{'greedy' if beam == 1 else f'beam{args.beam}'}"] = (
           started[key], baseline.search_request(beam, args.ct2_alpha,
-                                                (best["batch_type"], best["max_batch_size"])))
+                                                (best["batch_type"], best["max_batch_size"]),
+                                                args.max_output))
   # seq2seq's own CTranslate2 engine as translate.py and seq2seq-serve run it: its default
   # threads, batches of --batch-size
   ours = ThreadPlan.of(ctranslate2_model.load_export(export)[1].decode.ct2_threads)
-  engine = baseline.Worker(export, args.src, "float32", ours.inter, ours.intra, api="engine")
+  engine = baseline.Worker(export, args.src, "float32", ours.inter, ours.intra, api="engine",
+                           max_output=args.max_output)
   for beam in beams:
     workers[f"seq2seq_ctranslate2_engine_{'greedy' if beam == 1 else f'beam{args.beam}'}"] = (
-        engine, baseline.search_request(beam, args.ct2_alpha, ("examples", args.batch_size)))
+        engine, baseline.search_request(beam, args.ct2_alpha, ("examples", args.batch_size),
+                                        args.max_output))
   return workers
 
 
@@ -207,6 +211,11 @@ def main():
                  help="also export the checkpoint and decode with CTranslate2 float32 and int8")
   p.add_argument("--passes", type=int, default=5,
                  help="steady-state passes of each search, in alternation (default 5)")
+  p.add_argument("--max-output", type=int, default=0,
+                 help="at most N pieces per output on every engine (0: the run's "
+                 "max_len_a/b for JAX and seq2seq's engine, 256 for CTranslate2): a model "
+                 "that never ends its output (random weights: bench/import_models.py "
+                 "opus-shape) then decodes N pieces everywhere")
   baseline.add_sweep_flags(p, prefix="ct2-")
   p.add_argument("--ct2-alpha", type=float, default=1.3,
                  help="CTranslate2's length penalty (length ** alpha) for beam search; 1.3 "
@@ -219,6 +228,8 @@ def main():
              if args.length_buckets else None)
   overrides = {k: v for k, v in (("workers", args.workers), ("length_buckets", buckets),
                                  ("programs", args.programs)) if v is not None}
+  if args.max_output:  # N pieces and the end of sentence
+    overrides |= {"max_len_a": 0.0, "max_len_b": args.max_output + 1}
   min_rows = [int(n) for n in args.min_rows.split(",")] if args.min_rows else [None]
 
   def loader(rows: int | None):

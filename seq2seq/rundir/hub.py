@@ -39,6 +39,7 @@ INFERENCE_FILES = (checkpoint.CONFIG_FILE, tokenizer.MODEL_FILE, tokenizer.TARGE
                    tokenizer.SETTINGS_FILE,
                    "spm.vocab", tokenizer.META_FILE,
                    model_card.TRAINING_FILE, model_card.EVALUATIONS_FILE,
+                   model_card.IMPORTED_FILE,
                    tokenizer.LANGUAGE_PIECES_FILE)
 REPO_ID = re.compile(r"[\w.-]+/[\w.-]+")
 
@@ -133,11 +134,15 @@ def stage(workdir: str | os.PathLike, folder: str | os.PathLike, repo_id: str,
 def base_model(init_from: str | None) -> str | None:
   """The Hub name of the model a run was fine-tuned from: its own name, or for a folder
   the repository its `published.json` names (a Hub model's folder in the cache, as
-  `--model ORG/NAME` gives it to fine-tuning); None for a local run."""
+  `--model ORG/NAME` gives it to fine-tuning) or the Hub model it was imported from
+  (`seq2seq-import ORG/NAME`); None for a local run."""
   if not init_from:
     return None
   if is_repo_id(init_from):
     return repo_name(init_from)
+  source = model_card.imported(init_from).get("source")
+  if isinstance(source, str) and REPO_ID.fullmatch(source):
+    return source
   try:
     published = json.loads((Path(init_from) / checkpoint.PUBLISHED_FILE).read_text())
   except (OSError, ValueError):
@@ -184,11 +189,15 @@ def card(folder: Path, cfg, repo_id: str, checkpoint_name: str, license: str | N
                               metric_name=f"chrF (beam {e['beam']})",
                               metric_args={"signature": e.get("chrf_signature", "")}))
   base = cfg.train.init_from
+  # an imported model, or a fine-tuning of one, keeps its source's license unless told
+  source = model_card.imported(folder) or (model_card.imported(base) if base else {})
   data = ModelCardData(
-      language=list(cfg.data.languages()), license=license or "unknown", library_name=LIBRARY,
+      language=list(cfg.data.languages()), license=license or source.get("license", "unknown"),
+      library_name=LIBRARY,
       pipeline_tag="translation", tags=["translation", "jax", "haiku", "seq2seq"],
       datasets=datasets or ([cfg.data.hub] if cfg.data.hub else None),
-      base_model=base_model(base),
+      base_model=base_model(base) or (source.get("source") if isinstance(
+          source.get("source"), str) and REPO_ID.fullmatch(source["source"]) else None),
       model_name=repo_id, eval_results=results or None)
   body = model_card.render(folder, name=repo_id)
   return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}").content

@@ -191,6 +191,8 @@ def _positions(w: Weights, side: str, d: int) -> np.ndarray | None:
 def position_options(w: Weights, d: int) -> tuple[dict, dict[str, np.ndarray]]:
   """(the positional options, learned tables by side): a stored table that is one of the
   sinusoid conventions becomes that convention, any other a learned table."""
+  if w.options.get("positional") == "rotary":  # nothing added to the embeddings
+    return dict(positional="rotary", max_len=w.options.get("max_len", DEFAULT_MAX_LEN)), {}
   tables = {s: _positions(w, s, d) for s in ("encoder", "decoder")}
   if all(t is None for t in tables.values()):
     # none stored: the format's own convention (CTranslate2 computes tensor2tensor's)
@@ -220,7 +222,8 @@ def model_config(w: Weights, vocab: Vocabulary) -> tuple[ModelConfig, dict]:
   tied = (np.array_equal(a["encoder/embeddings_0/weight"], a["decoder/embeddings/weight"])
           and np.array_equal(a["decoder/embeddings/weight"], a["decoder/projection/weight"]))
   positions, tables = position_options(w, d)
-  options = {k: v for k, v in w.options.items() if k not in ("max_len", "sinusoidal")}
+  options = {k: v for k, v in w.options.items()
+             if k not in ("max_len", "sinusoidal", "positional")}
   # a tied output layer needs a bias of its own for the source's, or for closed rows
   bias = "decoder/projection/bias" in a or bool(np.any(vocab.source_ids < 0))
   cfg = ModelConfig(vocab_size=len(vocab.tokens), tied_embeddings=tied,

@@ -22,7 +22,7 @@ import jax
 
 from seq2seq.config import PRESETS, Config, DataConfig
 from seq2seq.data import data_source, textfiles
-from seq2seq.data.tokenizer import META_FILE
+from seq2seq.data.tokenizer import META_FILE, TARGET_MODEL_FILE
 from seq2seq.rundir import checkpoint
 from seq2seq.runtime import write_atomic
 from seq2seq.version import __version__
@@ -112,6 +112,12 @@ def evaluations(workdir: str | os.PathLike) -> list[dict[str, Any]]:
       path.exists()) else []
 
 
+def imported(workdir: str | os.PathLike) -> dict[str, Any]:
+  """The run's IMPORTED_FILE record (where a model trained elsewhere came from), {} for a
+  run trained here."""
+  return _read_json(Path(workdir) / IMPORTED_FILE, {})
+
+
 def _read_json(path: Path, default):
   return json.loads(path.read_text()) if path.exists() else default
 
@@ -143,7 +149,7 @@ def render(workdir: Path, name: str | None = None) -> str:
   training = _read_json(workdir / TRAINING_FILE, {})
   spm = _read_json(workdir / META_FILE, {})
   recorded = evaluations(workdir)
-  imported = _read_json(workdir / IMPORTED_FILE, {})
+  source = imported(workdir)
   m, d, t = cfg.model, cfg.data, cfg.train
   params = sum(x.size for x in jax.tree_util.tree_leaves(checkpoint.abstract_params(m)))
   pairs = d.direction_pairs()
@@ -151,8 +157,8 @@ def render(workdir: Path, name: str | None = None) -> str:
   lines = [
       f"# {title} translation model: {name or workdir.name}", "",
       (f"A Transformer encoder-decoder trained elsewhere and imported from "
-       f"`{imported['source']}` ({imported['format']}) into seq2seq (JAX and Haiku)"
-       if imported else "A Transformer encoder-decoder trained with seq2seq "
+       f"`{source['source']}` ({source['format']}) into seq2seq (JAX and Haiku)"
+       if source else "A Transformer encoder-decoder trained with seq2seq "
        f"{training.get('package_version', '?')} (JAX and Haiku)") + ". Load it with "
       + (f"`seq2seq.Translator.from_pretrained(\"{name}\")` or `seq2seq-translate --model "
          f"{name}` (`pip install seq2seq-haiku`)." if name else
@@ -170,17 +176,20 @@ def render(workdir: Path, name: str | None = None) -> str:
       f"{'pre' if m.pre_norm else 'post'}-norm, {m.positional} positions, "
       f"{'tied' if m.tied_embeddings else 'untied'} embeddings)",
       f"- parameters: {params:,}",
-      f"- vocabulary: {m.vocab_size:,} joint SentencePiece pieces "
-      f"({spm.get('model_type', '?')}, `spm.model`)", "",
+      (f"- vocabulary: {m.vocab_size:,} pieces, segmented by a source and a target "
+       "SentencePiece model (`spm.model`, `spm.target.model`)"
+       if (workdir / TARGET_MODEL_FILE).is_file() else
+       f"- vocabulary: {m.vocab_size:,} joint SentencePiece pieces "
+       f"({spm.get('model_type', '?')}, `spm.model`)"), "",
   ]
-  if imported:
+  if source:
     lines += ["## Source", "",
-              f"- imported from `{imported['source']}` ({imported['format']}) on "
-              f"{imported['imported']}" + (f": {imported['name']}" if imported.get("name")
+              f"- imported from `{source['source']}` ({source['format']}) on "
+              f"{source['imported']}" + (f": {source['name']}" if source.get("name")
                                            else ""),
-              f"- license: {imported.get('license', 'not stated by the source; see it')}"]
-    if imported.get("scores"):
-      lines += ["", "Scores the source reports:", "", *imported["scores"]]
+              f"- license: {source.get('license', 'not stated by the source; see it')}"]
+    if source.get("scores"):
+      lines += ["", "Scores the source reports:", "", *source["scores"]]
     lines.append("")
   lines += ["## Data", ""]
   for r in training.get("data", []):
@@ -208,7 +217,7 @@ def render(workdir: Path, name: str | None = None) -> str:
           if training.get("best_bleu_directions") else []),
         f"- machine: {training['machine']}",
     ]
-  elif imported:
+  elif source:
     lines.append("- trained elsewhere (see Source); `train.init_from` fine-tunes it here")
   else:
     lines.append("- not finished (no training.json yet)")

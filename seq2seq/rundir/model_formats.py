@@ -601,10 +601,10 @@ def read_ctranslate2(folder: Path, spm_model: Path | None = None) -> Weights:
                "decoder/multi_query_attention", "encoder/embeddings_merge"):
     if _scalar(raw, name, 0):
       raise FormatError(f"{folder / 'model.bin'}: {name} is not supported")
-  if any(re.search(r"(relative_position|rotary|layernorm_embedding|/embeddings_1/)", n)
-         for n in raw):
-    raise FormatError(f"{folder / 'model.bin'}: relative or rotary positions, several source "
-                      "features or a layer norm of the embeddings are not supported")
+  if any(re.search(r"(relative_position|layernorm_embedding|/embeddings_1/)", n) for n in raw):
+    raise FormatError(f"{folder / 'model.bin'}: relative positions, several source features "
+                      "or a layer norm of the embeddings are not supported")
+  rotary = _rotary(raw, folder / "model.bin")
   arrays = dequantized(raw)
   layers = lambda side: len({m.group(1) for n in arrays
                              if (m := re.match(rf"{side}/layer_(\d+)/", n))})
@@ -631,6 +631,8 @@ def read_ctranslate2(folder: Path, spm_model: Path | None = None) -> Weights:
                  embedding_scale=scale[0],
                  decoder_start="zeros" if _scalar(raw, "decoder/start_from_zero_embedding", 0)
                  else "bos")
+  if rotary:
+    options["positional"] = "rotary"
   if config.get("layer_norm_epsilon"):
     options["layer_norm_epsilon"] = float(config["layer_norm_epsilon"])
   vocab = _ct2_vocab(folder)
@@ -652,6 +654,24 @@ def read_ctranslate2(folder: Path, spm_model: Path | None = None) -> Weights:
                  bos=start if options["decoder_start"] == "bos" else None,
                  source_spm=source_spm, target_spm=target_spm,
                  source_eos=bool(config.get("add_source_eos", False)), languages=languages)
+
+
+def _rotary(raw: dict[str, np.ndarray], path: Path) -> bool:
+  """Whether every self-attention rotates its queries and keys as this package's rotary
+  positions do (all dimensions, pairs (i, i + K/2), base 10000); other rotations refused."""
+  layers = {n.rsplit("/", 1)[0] for n in raw if n.endswith("/self_attention/rotary_dim")}
+  if not layers:
+    return False
+  selves = {m.group(0) for n in raw if (m := re.match(r"(en|de)coder/layer_\d+/self_attention", n))}
+  for layer in sorted(selves):
+    dim, interleave = _scalar(raw, f"{layer}/rotary_dim"), _scalar(raw, f"{layer}/rotary_interleave", 0)
+    base = _scalar(raw, f"{layer}/rotary_base", 10000.0)
+    if layer not in layers or dim != 0 or interleave or base != 10000.0:
+      raise FormatError(f"{path}: {layer} rotates {'no' if layer not in layers else dim} "
+                        f"dimensions (interleaved {bool(interleave)}, base {base}); rotary "
+                        "positions over all of every self-attention's dimensions, pairs "
+                        "(i, i + K/2), base 10000 are supported")
+  return True
 
 
 def _spm_beside(folder: Path, given: Path | None) -> tuple[bytes, bytes]:

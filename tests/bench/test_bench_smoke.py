@@ -68,7 +68,7 @@ def test_decode_speed_against_ctranslate2_at_its_best(trained_run, tmp_path):
   rows = run_script("decode_speed", "--workdir", trained_run, "--src", SAMPLE / "test.en",
                     "--ref", SAMPLE / "test.de", "--beam", "2", "--passes", "1",
                     "--compare-ctranslate2", "--ct2-batches", "examples:16,tokens:256",
-                    "--ct2-threads", "1x1,1x2", "--sweep-passes", "1",
+                    "--ct2-threads", "1x1,1x2", "--sweep-passes", "1", "--max-output", "12",
                     results=tmp_path / "r.jsonl")
   engines = {r["engine"] for r in rows}
   assert {"CTranslate2 float32", "CTranslate2 int8",

@@ -426,3 +426,31 @@ def test_the_command_imports_and_names_what_is_wrong(release, tmp_path):
                     tmp_path / "other", check=False)
   assert missing.returncode != 0 and "nothing" in missing.stderr.decode()
   assert "Traceback" not in missing.stderr.decode()
+
+
+def test_a_published_import_keeps_its_source_s_license_and_names_its_base(release_run,
+                                                                          tmp_path):
+  from seq2seq.rundir import hub
+  files, card = hub.push(release_run, "your-name/opus-small", "best", dry_run=True)
+  assert "imported.json" in files and "spm.target.model" in files
+  assert "license: cc-by-4.0" in card.lower()
+  record = json.loads((release_run / importing.IMPORTED_FILE).read_text())
+  record["source"] = "Helsinki-NLP/opus-mt-en-de"  # as `seq2seq-import ORG/NAME` writes it
+  (release_run / importing.IMPORTED_FILE).write_text(json.dumps(record))
+  assert hub.base_model(str(release_run)) == "Helsinki-NLP/opus-mt-en-de"
+
+
+def test_a_rotary_run_exported_imports_back(trained_run, tmp_path):
+  """The Multi30k recipe's models rotate queries and keys (model.positional="rotary"):
+  the tiny run's parameters under that option, exported and imported back."""
+  from seq2seq.rundir.ctranslate2_model import export_ctranslate2
+  rotary = tmp_path / "rotary"
+  shutil.copytree(trained_run, rotary)
+  config = json.loads((rotary / "config.json").read_text())
+  config["model"]["positional"] = "rotary"
+  (rotary / "config.json").write_text(json.dumps(config))
+  export = export_ctranslate2(rotary, tmp_path / "ct2", "best", "float32")
+  run = importing.import_model(export, tmp_path / "run")
+  assert checkpoint.load_config(run).model == checkpoint.load_config(rotary).model
+  sources = fm.sample_lines("en", 400)[300:320]
+  assert Translator.load(run).translate(sources) == Translator.load(rotary).translate(sources)
