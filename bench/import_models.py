@@ -91,9 +91,13 @@ def round_trip(args) -> dict:
     from_argos = Translator.load(imported8).translate(src, beam_size=5)
     engine, same = package_engine(package, run, args.checkpoint, tmp)
     by_ct2 = engine.translate(src, beam_size=5)
+    from seq2seq import load_engine
+    by_ct2_float32 = load_engine(float32, "ctranslate2").translate(src, beam_size=5)
     out["package_model_bin_is_the_int8_export"] = same
     out |= {"bleu_run": bleu(original, ref), "bleu_float32_import": bleu(from_float32, ref),
             "float32_identical_lines": sum(a == b for a, b in zip(original, from_float32)),
+            "float32_import_identical_to_ctranslate2_engine": sum(
+                a == b for a, b in zip(from_float32, by_ct2_float32)),
             "bleu_argos_int8_ctranslate2_engine": bleu(by_ct2, ref),
             "bleu_argos_int8_import": bleu(from_argos, ref)}
     out["argos_bleu_difference"] = round(out["bleu_argos_int8_import"]
@@ -120,6 +124,8 @@ def fine_tune(args, run: Path, imported: Path, cfg, data: Path, tmp: Path) -> di
   val_ref = lines(data / f"{cfg.data.val_split}.{cfg.data.tgt_lang}.gz", args.sentences)
   before = Translator.load(run, args.checkpoint).translate(val_src)
   after = Translator.load(tuned).translate(val_src)
+  averaged = (Translator.load(tuned, "averaged").translate(val_src)
+              if (tuned / "checkpoints" / "averaged").is_dir() else None)
   training = json.loads((tuned / "training.json").read_text())
   plan = json.loads((tuned / "recipe.json").read_text())["choices"]
   return {"fine_tune_minutes": args.fine_tune_minutes,
@@ -127,7 +133,9 @@ def fine_tune(args, run: Path, imported: Path, cfg, data: Path, tmp: Path) -> di
           "fine_tune_updates": training["step"],
           "fine_tune_learning_rate": plan["train.learning_rate"],
           "val_bleu_greedy_run": bleu(before, val_ref),
-          "val_bleu_greedy_fine_tuned": bleu(after, val_ref)}
+          "val_bleu_greedy_fine_tuned": bleu(after, val_ref),
+          **({"val_bleu_greedy_fine_tuned_averaged": bleu(averaged, val_ref)}
+             if averaged else {})}
 
 
 def opus_shape(args) -> dict:

@@ -331,7 +331,7 @@ def decoding(runs):
 def baseline_sweep(runs):
   """CTranslate2's configurations in the newest swept comparison on each CPU class:
   sentences/s of each threads x batching, per compute type and search, the best in bold."""
-  decode = [r for r in runs if r["kind"] == "decode" and r.get("sweep")]
+  decode = [r for r in runs if r["kind"] == "decode" and r.get("sweep") and "model" not in r]
   latest = {r["cpu"]: r["commit"] for r in decode}
   rows = []
   for r in decode:
@@ -578,7 +578,7 @@ def decoding_now(runs):
   """The newest comparison against CTranslate2 at its best (its threads and batching
   swept) on each CPU class, without the commit: what a user of that CPU gets now."""
   decode = [r for r in runs if r["kind"] == "decode" and r["cpu"]
-            and r.get("baseline") == SWEPT]
+            and r.get("baseline") == SWEPT and "model" not in r]  # a trained run's
   latest = {r["cpu"]: r["commit"] for r in decode}  # the file is in time order
   rows = [[r["cpu"], r["engine"], r["search"], r.get("configuration", "—"),
            fmt(r["sentences_per_s"], 1), fmt(r["bleu"]), fmt(r.get("ratio")),
@@ -586,6 +586,44 @@ def decoding_now(runs):
           for r in decode if latest[r["cpu"]] == r["commit"]]
   return table(["CPU", "engine", "search", "configuration", "sentences/s", "BLEU",
                 "JAX / CTranslate2 float32", "JAX / CTranslate2 int8", "peak MiB"], rows)
+
+
+def decoding_imported(runs):
+  """The newest comparison on an imported model of another tool's shape (decode rows with
+  a `model`) on each CPU class: the same model in CTranslate2 at its best (swept)."""
+  decode = [r for r in runs if r["kind"] == "decode" and "model" in r]
+  latest = {(r["cpu"], r["model"]): r["commit"] for r in decode}
+  rows = [[r["cpu"], r["model"], r["engine"], r["search"], r.get("configuration", "—"),
+           fmt(r["sentences_per_s"], 1), fmt(r.get("ratio")), fmt(r.get("ratio_int8")),
+           fmt(r.get("peak_rss_mib"), 0)]
+          for r in decode if latest[(r["cpu"], r["model"])] == r["commit"]]
+  return table(["CPU", "model", "engine", "search", "configuration", "sentences/s",
+                "JAX / CTranslate2 float32", "JAX / CTranslate2 int8", "peak MiB"], rows)
+
+
+def import_round_trips(runs):
+  """A trained run exported and imported back (bench/import_models.py round-trip): the
+  float32 CTranslate2 export's import against the run, the Argos package's (int8) against
+  seq2seq's CTranslate2 engine on that package's model, and a fine-tuning of the import."""
+  found = [r for r in runs if r["kind"] == "measurement" and r.get("benchmark") == "import_models"
+           and r["figures"].get("what") == "round-trip"]
+  rows = []
+  for r in found:
+    f = r["figures"]
+    rows.append([f"`{r['commit']}`", r["cpu"], f"{f['sentences']:,}", fmt(f["bleu_run"]),
+                 f"{f['float32_identical_lines']:,} / {f['sentences']:,}",
+                 fmt(f["bleu_argos_int8_ctranslate2_engine"]), fmt(f["bleu_argos_int8_import"]),
+                 f"{f['fine_tune_minutes']:g} min, {f['fine_tune_updates']:,} updates"
+                 if "fine_tune_updates" in f else "—",
+                 f"{fmt(f['val_bleu_greedy_run'])} → {fmt(f['val_bleu_greedy_fine_tuned'])}"
+                 + (f" (averaged {fmt(f['val_bleu_greedy_fine_tuned_averaged'])})"
+                    if "val_bleu_greedy_fine_tuned_averaged" in f else "")
+                 if "val_bleu_greedy_fine_tuned" in f else "—"])
+  return table(["commit", "CPU", "test sentences", "BLEU of the run (beam 5)",
+                "float32 import: lines identical to the run",
+                "Argos int8: CTranslate2 engine BLEU", "Argos int8: import's BLEU",
+                "fine-tuning of the float32 import", "val BLEU (greedy): run → fine-tuned"],
+               rows)
 
 
 def serving_now(runs):
@@ -673,7 +711,8 @@ TABLES = {"multilingual": multilingual, "multilingual_zero_shot": multilingual_z
           "serving_now": serving_now, "decode_compile": decode_compile,
           "first_minutes": first_minutes, "decode_memory": decode_memory,
           "paragraphs": paragraphs, "batch_rows": batch_rows, "soak": soak,
-          "unpunctuated": unpunctuated, "styled_documents": styled_documents}
+          "unpunctuated": unpunctuated, "styled_documents": styled_documents,
+          "decoding_imported": decoding_imported, "import_round_trips": import_round_trips}
 BENCH_README = ROOT / "bench" / "README.md"
 BENCH_INTRO = r"""Each script measures one thing on the machine at hand and prints its figures with a
 last JSON line. Run them from a checkout after `make install`, with `.venv/bin/python`

@@ -2,7 +2,7 @@
 an OPUS-MT release in Marian's format (Marian's key names, `special:model.yml`,
 `vocab.yml`, `decoder.yml`, `source.spm`/`target.spm`), the same weights as a Hugging
 Face Marian folder (`transformers`' names in `model.safetensors`), and CTranslate2 models
-built with its spec API. Used by the import tests and `bench/import_speed.py`.
+built with its spec API. Used by the import tests and `bench/import_models.py`.
 """
 
 from __future__ import annotations

@@ -9,4 +9,5 @@ is in the library.
     serve.py      seq2seq-serve
     export.py     seq2seq-export
     push.py       seq2seq-push
+    import_model.py  seq2seq-import
 """

@@ -53,6 +53,7 @@ class Weights:
   source_eos: bool = True  # sources end with the end-of-sentence token
   languages: tuple[str, str] | None = None  # (source, target) where the files say
   card: dict[str, Any] = dataclasses.field(default_factory=dict)  # license, name, scores
+  training: dict[str, Any] = dataclasses.field(default_factory=dict)  # TrainConfig fields known
 
 
 def _read(path: Path, what: str) -> bytes:
@@ -645,15 +646,22 @@ def read_ctranslate2(folder: Path, spm_model: Path | None = None) -> Weights:
     raise FormatError(f"{folder / 'config.json'}: add_source_bos (a start token before each "
                       "source) is not supported")
   languages = None
-  if (folder / "seq2seq.json").is_file():  # an export of this package: its run's languages
+  training = {}
+  if (folder / "seq2seq.json").is_file():
+    # an export of this package: its run's languages, numerics and regularisation
     exported = json.loads((folder / "seq2seq.json").read_text("utf-8"))["config"]
     languages = (exported["data"].get("src_lang"), exported["data"].get("tgt_lang"))
     options["max_len"] = exported["model"].get("max_len", DEFAULT_MAX_LEN)
+    options |= {k: exported["model"][k] for k in ("dropout", "attention_dropout", "dtype",
+                                                  "matmul_dtype") if k in exported["model"]}
+    if "label_smoothing" in exported.get("train", {}):
+      training["label_smoothing"] = exported["train"]["label_smoothing"]
   return Weights("ctranslate2", arrays, options, vocab, eos=config.get("eos_token", "</s>"),
                  unk=config.get("unk_token", "<unk>"),
                  bos=start if options["decoder_start"] == "bos" else None,
                  source_spm=source_spm, target_spm=target_spm,
-                 source_eos=bool(config.get("add_source_eos", False)), languages=languages)
+                 source_eos=bool(config.get("add_source_eos", False)), languages=languages,
+                 training=training)
 
 
 def _rotary(raw: dict[str, np.ndarray], path: Path) -> bool:

@@ -120,6 +120,7 @@ class Basis:
   updates: int  # the updates the minutes buy
   epochs: float
   source: ModelConfig | None = None  # a fine-tuning run's model (train.init_from's)
+  source_smoothing: float = 0.1  # and its label smoothing
 
   @property
   def model(self) -> ModelConfig:
@@ -228,20 +229,21 @@ FINE_TUNE_RULES: tuple[tuple[str, Callable[[Basis], Any], str], ...] = (
      "a twentieth of the planned updates, 25-500"),
     ("train.lr_schedule", lambda b: "constant", "a short run from a trained model"),
     ("train.dropout_ramp_steps", lambda b: 0, "the model is trained: dropout from the start"),
-    ("model.dropout", lambda b: 0.1, "as the models it comes from (OPUS-MT, Argos)"),
-    ("train.label_smoothing", lambda b: 0.1, "as dropout"),
+    ("model.dropout", lambda b: b.source.dropout, "the source's (OPUS-MT's and Argos's: 0.1)"),
+    ("train.label_smoothing", lambda b: b.source_smoothing, "the source's"),
     ("data.sampling_alpha", lambda b: 0.0, "the segmentation the model was trained on"),
     ("data.max_tokens", lambda b: 2048, "2,048: a few hundred updates in the minutes"),
 )
 
 
-def plan_fine_tune(m: Measurements, source: ModelConfig
+def plan_fine_tune(m: Measurements, source_cfg: Config
                    ) -> tuple[dict[str, Any], dict[str, str]]:
-  """`plan` for a run that starts from `source`'s parameters."""
+  """`plan` for a run that starts from the parameters of the run of `source_cfg`."""
+  source = source_cfg.model
   max_tokens = 2048
   updates = estimated_updates(m, source, max_tokens)
   basis = Basis(m, "compact", max_tokens, updates, planned_epochs(m, updates, max_tokens),
-                source)
+                source, source_cfg.train.label_smoothing)
   facts = {"preset": "source", "preset_rule": "train.init_from's", "epochs": basis.epochs}
   rules = {name: (value, why) for name, value, why in RULES if not name.startswith("model.")
            or name in ("model.matmul_dtype",)}
@@ -382,7 +384,7 @@ def complete(cfg: ml_collections.ConfigDict, given: set[str], workdir: Path) -> 
         long_pair_chars=long_chars, directions=len(typed.data.direction_pairs()),
         sentences=sentences))
     if cfg.train.init_from:
-      choices, reasons = plan_fine_tune(m, checkpoint.load_config(cfg.train.init_from).model)
+      choices, reasons = plan_fine_tune(m, checkpoint.load_config(cfg.train.init_from))
     else:
       choices, reasons = plan(m)
     updates = estimated_updates(m, "compact", TIMED_TOKENS)

@@ -21,7 +21,6 @@ import foreign_models as fm  # noqa: E402
 from seq2seq.config import NOT_ARCHITECTURE  # noqa: E402
 from seq2seq.decoding.translator import Translator  # noqa: E402
 from seq2seq.rundir import checkpoint, importing  # noqa: E402
-from seq2seq.rundir.model_formats import FormatError  # noqa: E402
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 from ctranslate2.converters import OpusMTConverter  # noqa: E402
@@ -286,70 +285,6 @@ def test_an_argos_package_of_a_trained_run_imports_close_to_its_int8_model(argos
   assert max(per_token) < 0.05, per_token  # int8 products there, float32 here
 
 
-# ------------------------------------------------------------------------- bad input
-
-
-def test_a_truncated_npz_is_named_and_leaves_no_run(release, tmp_path):
-  broken = tmp_path / "broken"
-  shutil.copytree(release, broken)
-  data = (broken / "opus.npz").read_bytes()
-  (broken / "opus.npz").write_bytes(data[:len(data) // 2])
-  with pytest.raises(FormatError, match="opus.npz"):
-    importing.import_model(broken, tmp_path / "run")
-  assert not (tmp_path / "run").exists()
-  assert not list(tmp_path.glob("run.importing-*"))
-
-
-def test_a_vocabulary_of_another_model_is_named(release, tmp_path):
-  broken = tmp_path / "broken"
-  shutil.copytree(release, broken)
-  lines = (broken / "opus.vocab.yml").read_text().splitlines()
-  (broken / "opus.vocab.yml").write_text("\n".join(lines[:-5]) + "\n")
-  with pytest.raises(FormatError, match="does not belong to these weights"):
-    importing.import_model(broken, tmp_path / "run")
-  assert not (tmp_path / "run").exists()
-
-
-def test_a_missing_tokenizer_is_named(release, tmp_path):
-  broken = tmp_path / "broken"
-  shutil.copytree(release, broken)
-  (broken / "target.spm").unlink()
-  with pytest.raises(FormatError, match="target.spm"):
-    importing.import_model(broken, tmp_path / "run")
-
-
-@pytest.mark.parametrize("option, value, message", [
-    ("right-left", True, "right-left"),
-    ("transformer-decoder-autoreg", "rnn", "transformer-decoder-autoreg"),
-    ("type", "s2s", "--type"),
-    ("transformer-ffn-activation", "tanh", "transformer-ffn-activation"),
-])
-def test_unsupported_architectures_are_refused_by_name(tmp_path, option, value, message):
-  release = tmp_path / "release"
-  source = fm.train_spm(tmp_path, "s.spm", fm.sample_lines("en"), 200)
-  tokens = fm.marian_vocabulary(source, source)
-  weights = fm.marian_weights(np.random.default_rng(0), len(tokens), 16, 32, 1, 1)
-  config = fm.marian_config(16, 2, 32, 1, 1, "swish", **{option: value})
-  fm.write_marian(release, weights, config, tokens, source, source)
-  with pytest.raises(FormatError, match=message):
-    importing.import_model(release, tmp_path / "run")
-
-
-def test_a_truncated_model_bin_is_named(tmp_path):
-  model = fm.opennmt_ctranslate2(tmp_path / "onmt")
-  data = (model / "model.bin").read_bytes()
-  (model / "model.bin").write_bytes(data[:len(data) // 3])
-  with pytest.raises(FormatError, match="model.bin"):
-    importing.import_model(model, tmp_path / "run", src_lang="en", tgt_lang="de")
-  assert not (tmp_path / "run").exists()
-
-
-def test_something_else_is_refused_with_what_is_expected(tmp_path):
-  (tmp_path / "notes.txt").write_text("hello")
-  with pytest.raises(FormatError, match="OPUS-MT release"):
-    importing.import_model(tmp_path, tmp_path / "run")
-
-
 # --------------------------------------------------------------------------- fine-tuning
 
 
@@ -358,7 +293,7 @@ def test_the_fine_tuning_plan_keeps_the_source_architecture(release_run):
   source = checkpoint.load_config(release_run).model
   m = auto_recipe.Measurements(pairs=29_000, mean_target_chars=60.0, minutes=10.0,
                                update_seconds=0.1)
-  choices, reasons = auto_recipe.plan_fine_tune(m, source)
+  choices, reasons = auto_recipe.plan_fine_tune(m, checkpoint.load_config(release_run))
   for field in ("d_model", "vocab_size", "activation", "decoder_start", "sinusoidal",
                 "output_bias", "tied_embeddings", "pre_norm"):
     assert choices[f"model.{field}"] == getattr(source, field), field
@@ -390,42 +325,6 @@ def test_an_imported_model_fine_tunes_with_the_automatic_recipe(release_run, tmp
 def dataclasses_equal_architecture(a, b) -> bool:
   return all(getattr(a, f.name) == getattr(b, f.name) for f in dataclasses.fields(a)
              if f.name not in NOT_ARCHITECTURE)
-
-
-def test_a_pytorch_model_bin_written_by_transformers_reads_without_torch(tmp_path):
-  """transformers' own `pytorch_model.bin` (fixtures/marian-transformers, the model of
-  small_marian(seed=7)) imports to the parameters of the same model's safetensors."""
-  fixture = Path(__file__).parent / "fixtures" / "marian-transformers"
-  hf = fm.huggingface_from_marian(fm.small_marian(tmp_path / "release", seed=7),
-                                  tmp_path / "hf")
-  safe = importing.import_model(hf, tmp_path / "from-safetensors")
-  (hf / "model.safetensors").unlink()
-  for name in ("pytorch_model.bin", "config.json"):
-    shutil.copy(fixture / name, hf / name)
-  torch_run = importing.import_model(hf, tmp_path / "from-torch")
-  a, b = params_of(safe), params_of(torch_run)
-  assert a.keys() == b.keys()
-  assert all(np.array_equal(a[k][n], b[k][n]) for k in a for n in a[k])
-  truncated = (hf / "pytorch_model.bin").read_bytes()
-  (hf / "pytorch_model.bin").write_bytes(truncated[:len(truncated) // 2])
-  with pytest.raises(FormatError, match="pytorch_model.bin"):
-    importing.import_model(hf, tmp_path / "broken")
-
-
-def test_the_command_imports_and_names_what_is_wrong(release, tmp_path):
-  from conftest import run_cli
-  out = run_cli("-m", "seq2seq.cli.import_model", release, "--workdir", tmp_path / "run")
-  assert str(tmp_path / "run") in out.stdout.decode()
-  assert Translator.load(tmp_path / "run").translate(["A dog."])
-  card = (tmp_path / "run" / "README.md").read_text()
-  assert f"imported from `{release}` (marian)" in card and "CC-BY-4.0" in card
-  again = run_cli("-m", "seq2seq.cli.import_model", release, "--workdir", tmp_path / "run",
-                  check=False)
-  assert again.returncode != 0 and "exists and is not empty" in again.stderr.decode()
-  missing = run_cli("-m", "seq2seq.cli.import_model", tmp_path / "nothing", "--workdir",
-                    tmp_path / "other", check=False)
-  assert missing.returncode != 0 and "nothing" in missing.stderr.decode()
-  assert "Traceback" not in missing.stderr.decode()
 
 
 def test_a_published_import_keeps_its_source_s_license_and_names_its_base(release_run,
