@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 from sentencepiece import sentencepiece_model_pb2
 
-from seq2seq.config import SINUSOIDS, Config, DataConfig, ModelConfig, TrainConfig
+from seq2seq.config import SINUSOIDS, Config, DataConfig, ModelConfig
 from seq2seq.data.tokenizer import LANGUAGE_TOKEN, META_FILE, Tokenizer
 from seq2seq.model.layers import sinusoidal_positions
 from seq2seq.rundir import checkpoint, hub, model_card
@@ -392,8 +392,9 @@ def _write_run(w: Weights, origin: dict, workdir: Path, src_lang, tgt_lang) -> N
   vocab = remap(w)
   model_cfg, tables = model_config(w, vocab)
   params = to_params(w, vocab, model_cfg, tables)
-  cfg = Config(model=model_cfg, data=_languages(w, vocab, src_lang, tgt_lang),
-               train=TrainConfig(**w.training))
+  cfg = Config.from_dict({"model": dataclasses.asdict(model_cfg),
+                          "data": dataclasses.asdict(_languages(w, vocab, src_lang, tgt_lang)),
+                          "train": w.training, "decode": w.decoding})
   source = sentencepiece_over(w.source_spm, vocab, "the source SentencePiece model")
   target = (None if w.target_spm == w.source_spm else
             sentencepiece_over(w.target_spm, vocab, "the target SentencePiece model"))

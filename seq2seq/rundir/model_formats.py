@@ -54,6 +54,7 @@ class Weights:
   languages: tuple[str, str] | None = None  # (source, target) where the files say
   card: dict[str, Any] = dataclasses.field(default_factory=dict)  # license, name, scores
   training: dict[str, Any] = dataclasses.field(default_factory=dict)  # TrainConfig fields known
+  decoding: dict[str, Any] = dataclasses.field(default_factory=dict)  # DecodeConfig fields known
 
 
 def _read(path: Path, what: str) -> bytes:
@@ -646,9 +647,9 @@ def read_ctranslate2(folder: Path, spm_model: Path | None = None) -> Weights:
     raise FormatError(f"{folder / 'config.json'}: add_source_bos (a start token before each "
                       "source) is not supported")
   languages = None
-  training = {}
+  training, decoding = {}, {}
   if (folder / "seq2seq.json").is_file():
-    # an export of this package: its run's languages, numerics and regularisation
+    # an export of this package: its run's languages, numerics, regularisation and search
     exported = json.loads((folder / "seq2seq.json").read_text("utf-8"))["config"]
     languages = (exported["data"].get("src_lang"), exported["data"].get("tgt_lang"))
     options["max_len"] = exported["model"].get("max_len", DEFAULT_MAX_LEN)
@@ -656,12 +657,13 @@ def read_ctranslate2(folder: Path, spm_model: Path | None = None) -> Weights:
                                                   "matmul_dtype") if k in exported["model"]}
     if "label_smoothing" in exported.get("train", {}):
       training["label_smoothing"] = exported["train"]["label_smoothing"]
+    decoding = dict(exported.get("decode", {}))
   return Weights("ctranslate2", arrays, options, vocab, eos=config.get("eos_token", "</s>"),
                  unk=config.get("unk_token", "<unk>"),
                  bos=start if options["decoder_start"] == "bos" else None,
                  source_spm=source_spm, target_spm=target_spm,
                  source_eos=bool(config.get("add_source_eos", False)), languages=languages,
-                 training=training)
+                 training=training, decoding=decoding)
 
 
 def _rotary(raw: dict[str, np.ndarray], path: Path) -> bool:

@@ -262,12 +262,30 @@ def test_a_trained_run_exported_float32_imports_back_to_the_same_parameters(trai
   for k in original:
     for n in original[k]:
       assert np.array_equal(np.asarray(original[k][n]), np.asarray(imported[k][n])), (k, n)
-  assert checkpoint.load_config(run).model == checkpoint.load_config(trained_run).model
+  imported, source = checkpoint.load_config(run), checkpoint.load_config(trained_run)
+  assert (imported.model, imported.decode) == (source.model, source.decode)
   sources = fm.sample_lines("en", 400)[300:330]
   assert (Translator.load(run).translate(sources, beam_size=4)
           == Translator.load(trained_run).translate(sources, beam_size=4))
   joint = export / "spm.model"
   assert_searches_match(run, export, joint, joint, sources=sources, limit=60)
+
+
+def test_an_import_takes_glossaries_and_documents_as_its_source_run(trained_run, tmp_path):
+  """The float32 export of a trained run, imported: the same parameters, so glossary
+  translations and a translated HTML document equal the run's own, byte for byte."""
+  from seq2seq.documents import translate_bytes
+  from seq2seq.rundir.ctranslate2_model import export_ctranslate2
+  run = importing.import_model(export_ctranslate2(trained_run, tmp_path / "ct2"),
+                               tmp_path / "run")
+  ours, theirs = Translator.load(run), Translator.load(trained_run)
+  sources = fm.sample_lines("en", 400)[300:306]
+  glossary = {"dog": "Köter", "man": "Herr"}
+  assert (ours.translate(sources, glossary=glossary)
+          == theirs.translate(sources, glossary=glossary))
+  html = ("<html><body><p>" + "</p><p>".join(sources[:3]) + "</p></body></html>").encode()
+  assert (translate_bytes(ours, html, "html", progress=False)
+          == translate_bytes(theirs, html, "html", progress=False))
 
 
 def test_an_argos_package_of_a_trained_run_imports_close_to_its_int8_model(argos_package,
