@@ -9,7 +9,8 @@ round-trip: the run's checkpoint exported as an Argos package (int8, as Argos sh
 as a CTranslate2 model (float32), each imported (seq2seq-import) and scored on
 test_2016_flickr: the float32 import's translations against the run's own (identical
 lines), the Argos import's BLEU against seq2seq's CTranslate2 engine on the package's
-int8 model, beam 5 with the run's settings on both. With --fine-tune-minutes, the float32
+int8 model, beam 5 with the run's length penalty on every side (an Argos package does not
+carry it). With --fine-tune-minutes, the float32
 import is fine-tuned on the run's corpus with `--config auto` (a fine-tuning plan) and
 its validation BLEU (greedy) compared with the run's checkpoint's, computed alike.
 
@@ -86,13 +87,14 @@ def round_trip(args) -> dict:
     imported32 = import_model(float32, tmp / "imported-float32")
     imported8 = import_model(package, tmp / "imported-argos")
     out["import_seconds"] = round((time.perf_counter() - started) / 2, 1)
-    original = Translator.load(run, args.checkpoint).translate(src, beam_size=5)
-    from_float32 = Translator.load(imported32).translate(src, beam_size=5)
-    from_argos = Translator.load(imported8).translate(src, beam_size=5)
+    search = dict(beam_size=5, alpha=cfg.decode.alpha)  # the run's, on every side
+    original = Translator.load(run, args.checkpoint).translate(src, **search)
+    from_float32 = Translator.load(imported32).translate(src, **search)
+    from_argos = Translator.load(imported8).translate(src, **search)
     engine, same = package_engine(package, run, args.checkpoint, tmp)
-    by_ct2 = engine.translate(src, beam_size=5)
+    by_ct2 = engine.translate(src, **search)
     from seq2seq import load_engine
-    by_ct2_float32 = load_engine(float32, "ctranslate2").translate(src, beam_size=5)
+    by_ct2_float32 = load_engine(float32, "ctranslate2").translate(src, **search)
     out["package_model_bin_is_the_int8_export"] = same
     out |= {"bleu_run": bleu(original, ref), "bleu_float32_import": bleu(from_float32, ref),
             "float32_identical_lines": sum(a == b for a, b in zip(original, from_float32)),
