@@ -319,7 +319,7 @@ def decoding(runs):
   """Decoding speed rows that name their CPU, the latest commit's first (rows from before
   the CPU was recorded stay in the results file only), each with the CTranslate2
   configuration it was measured against."""
-  decode = [r for r in runs if r["kind"] == "decode" and r["cpu"]]
+  decode = [r for r in runs if r["kind"] == "decode" and r["cpu"] and "model" not in r]
   order = list(dict.fromkeys(r["commit"] for r in decode))[::-1]
   decode.sort(key=lambda r: order.index(r["commit"]))  # stable within a commit
   rows = [[f"`{r['commit']}`", r["cpu"], r["engine"], r["search"], fmt(r["sentences_per_s"], 1),
@@ -765,7 +765,8 @@ def bench_readme(runs) -> str:
 
 
 DOCS = [ROOT / "README.md", ROOT / "docs" / "recipe.md", ROOT / "docs" / "experiments.md",
-        ROOT / "docs" / "serving.md", ROOT / "docs" / "translating.md"]
+        ROOT / "docs" / "serving.md", ROOT / "docs" / "translating.md",
+        ROOT / "docs" / "pretrained.md"]
 
 
 def render(text, runs):
