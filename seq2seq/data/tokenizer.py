@@ -177,6 +177,18 @@ def train(sentences: Iterable[str], vocab_size: int, model_type: str = "unigram"
   return Tokenizer(proto.getvalue())
 
 
+def write_run_files(workdir: Path, tok: Tokenizer, corpus_id: str, model_type: str) -> None:
+  """A run's tokenizer files: `spm.vocab` (piece and score per id), META_FILE (what it was
+  made from) and the model(s), last: MODEL_FILE's presence means the others are there."""
+  vocab = "\n".join(f"{tok.sp.id_to_piece(i)}\t{tok.sp.get_score(i)}"
+                    for i in range(tok.vocab_size))
+  write_atomic(workdir / "spm.vocab", vocab + "\n")
+  write_atomic(workdir / META_FILE, json.dumps(
+      {"corpus_id": corpus_id, "vocab_size": tok.vocab_size, "model_type": model_type},
+      indent=1))
+  tok.write(workdir)
+
+
 def load_or_train(workdir: str | os.PathLike, corpus_id: str, sentences_fn,
                   vocab_size: int, model_type: str, max_sentences: int,
                   given: str | os.PathLike = "", languages: Sequence[str] = ()) -> Tokenizer:
@@ -215,12 +227,7 @@ def load_or_train(workdir: str | os.PathLike, corpus_id: str, sentences_fn,
     return tok
   tok = source or train(sentences_fn(), vocab_size, model_type, max_sentences, languages)
   workdir.mkdir(parents=True, exist_ok=True)
-  vocab = "\n".join(f"{tok.sp.id_to_piece(i)}\t{tok.sp.get_score(i)}"
-                    for i in range(tok.vocab_size))
-  write_atomic(workdir / "spm.vocab", vocab + "\n")
-  write_atomic(meta_path, json.dumps({"corpus_id": corpus_id, "vocab_size": tok.vocab_size,
-                                      "model_type": model_type}, indent=1))
-  tok.write(workdir)  # last: its presence means the others are there
+  write_run_files(workdir, tok, corpus_id, model_type)
   log.info("%s tokenizer %s (%d pieces)", "copied" if source else "trained", model_path,
            tok.vocab_size)
   return tok

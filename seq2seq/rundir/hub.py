@@ -131,6 +131,12 @@ def stage(workdir: str | os.PathLike, folder: str | os.PathLike, repo_id: str,
   return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
 
 
+def imported_from_hub(record: dict) -> str | None:
+  """The Hub model an import record (model_card.imported) names as its source, if any."""
+  source = record.get("source")
+  return source if isinstance(source, str) and REPO_ID.fullmatch(source) else None
+
+
 def base_model(init_from: str | None) -> str | None:
   """The Hub name of the model a run was fine-tuned from: its own name, or for a folder
   the repository its `published.json` names (a Hub model's folder in the cache, as
@@ -140,8 +146,7 @@ def base_model(init_from: str | None) -> str | None:
     return None
   if is_repo_id(init_from):
     return repo_name(init_from)
-  source = model_card.imported(init_from).get("source")
-  if isinstance(source, str) and REPO_ID.fullmatch(source):
+  if source := imported_from_hub(model_card.imported(init_from)):
     return source
   try:
     published = json.loads((Path(init_from) / checkpoint.PUBLISHED_FILE).read_text())
@@ -196,8 +201,7 @@ def card(folder: Path, cfg, repo_id: str, checkpoint_name: str, license: str | N
       library_name=LIBRARY,
       pipeline_tag="translation", tags=["translation", "jax", "haiku", "seq2seq"],
       datasets=datasets or ([cfg.data.hub] if cfg.data.hub else None),
-      base_model=base_model(base) or (source.get("source") if isinstance(
-          source.get("source"), str) and REPO_ID.fullmatch(source["source"]) else None),
+      base_model=base_model(base) or imported_from_hub(source),
       model_name=repo_id, eval_results=results or None)
   body = model_card.render(folder, name=repo_id)
   return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}").content

@@ -45,8 +45,8 @@ from pathlib import Path
 import numpy as np
 from sentencepiece import sentencepiece_model_pb2
 
-from seq2seq.config import SINUSOIDS, Config, DataConfig, ModelConfig
-from seq2seq.data.tokenizer import LANGUAGE_TOKEN, META_FILE, Tokenizer
+from seq2seq.config import SINUSOIDS, Config, ModelConfig
+from seq2seq.data.tokenizer import LANGUAGE_TOKEN, Tokenizer, write_run_files
 from seq2seq.model.layers import sinusoidal_positions
 from seq2seq.rundir import checkpoint, hub, model_card
 from seq2seq.rundir.model_formats import (
@@ -184,16 +184,12 @@ def sentencepiece_over(spm_bytes: bytes, vocab: Vocabulary, what: str) -> bytes:
 # ------------------------------------------------------------------------------ weights
 
 
-def _positions(w: Weights, side: str, d: int) -> np.ndarray | None:
-  return w.arrays.get(f"{side}/position_encodings/encodings")
-
-
 def position_options(w: Weights, d: int) -> tuple[dict, dict[str, np.ndarray]]:
   """(the positional options, learned tables by side): a stored table that is one of the
   sinusoid conventions becomes that convention, any other a learned table."""
   if w.options.get("positional") == "rotary":  # nothing added to the embeddings
     return dict(positional="rotary", max_len=w.options.get("max_len", DEFAULT_MAX_LEN)), {}
-  tables = {s: _positions(w, s, d) for s in ("encoder", "decoder")}
+  tables = {s: w.arrays.get(f"{s}/position_encodings/encodings") for s in ("encoder", "decoder")}
   if all(t is None for t in tables.values()):
     # none stored: the format's own convention (CTranslate2 computes tensor2tensor's)
     return dict(positional="sinusoidal", sinusoidal=w.options.get("sinusoidal", "tensor2tensor"),
@@ -374,7 +370,8 @@ def import_model(source: str | os.PathLike, workdir: str | os.PathLike,
   return workdir
 
 
-def _languages(w: Weights, vocab: Vocabulary, src_lang, tgt_lang) -> DataConfig:
+def _languages(w: Weights, vocab: Vocabulary, src_lang, tgt_lang) -> dict:
+  """The run's data section: its languages (and directions, for target tokens)."""
   given = w.languages or (None, None)
   src = src_lang or given[0]
   tgt = tgt_lang or (vocab.targets[0] if vocab.targets else given[1])
@@ -382,10 +379,8 @@ def _languages(w: Weights, vocab: Vocabulary, src_lang, tgt_lang) -> DataConfig:
     raise FormatError("the model's files do not say its languages: give --src-lang and "
                       "--tgt-lang")
   src, tgt = language_code(src), language_code(tgt)
-  if vocab.targets:
-    return DataConfig(src_lang=src, tgt_lang=tgt,
-                      directions=",".join(f"{src}-{t}" for t in vocab.targets))
-  return DataConfig(src_lang=src, tgt_lang=tgt)
+  directions = ",".join(f"{src}-{t}" for t in vocab.targets)
+  return {"src_lang": src, "tgt_lang": tgt, "directions": directions}
 
 
 def _write_run(w: Weights, origin: dict, workdir: Path, src_lang, tgt_lang) -> None:
@@ -393,7 +388,7 @@ def _write_run(w: Weights, origin: dict, workdir: Path, src_lang, tgt_lang) -> N
   model_cfg, tables = model_config(w, vocab)
   params = to_params(w, vocab, model_cfg, tables)
   cfg = Config.from_dict({"model": dataclasses.asdict(model_cfg),
-                          "data": dataclasses.asdict(_languages(w, vocab, src_lang, tgt_lang)),
+                          "data": _languages(w, vocab, src_lang, tgt_lang),
                           "train": w.training, "decode": w.decoding})
   source = sentencepiece_over(w.source_spm, vocab, "the source SentencePiece model")
   target = (None if w.target_spm == w.source_spm else
@@ -401,12 +396,8 @@ def _write_run(w: Weights, origin: dict, workdir: Path, src_lang, tgt_lang) -> N
   tok = Tokenizer(source, target, w.source_eos)
   workdir.mkdir(parents=True)
   checkpoint.save_config(workdir, cfg)
-  write_atomic(workdir / "spm.vocab", "\n".join(
-      f"{tok.sp.id_to_piece(i)}\t{tok.sp.get_score(i)}" for i in range(tok.vocab_size)) + "\n")
-  write_atomic(workdir / META_FILE, json.dumps(
-      {"corpus_id": f"imported:{tok.fingerprint()}", "vocab_size": tok.vocab_size,
-       "model_type": f"imported ({origin['format']})"}, indent=1))
-  tok.write(workdir)
+  write_run_files(workdir, tok, f"imported:{tok.fingerprint()}",
+                  f"imported ({origin['format']})")
   record = dict(origin, **w.card, imported=time.strftime("%Y-%m-%d %H:%M:%S"),
                 languages=list(cfg.data.languages()),
                 closed_rows=int(np.sum(vocab.source_ids < 0)))

@@ -155,7 +155,13 @@ def check_marian(config: dict, path: Path) -> dict[str, Any]:
 def _marian_arrays(npz, options: dict, path: Path) -> dict[str, np.ndarray]:
   """The npz's weights under CTranslate2's names (`MarianConverter`'s mapping)."""
   names = set(npz.files)
-  get = lambda key: np.asarray(npz[key], np.float32) if key in names else None
+  read: dict[str, np.ndarray] = {}  # each array read from the archive once
+
+  def get(key):
+    if key in names and key not in read:
+      read[key] = np.asarray(npz[key], np.float32)
+    return read.get(key)
+
   out: dict[str, np.ndarray] = {}
 
   def need(key):
@@ -165,11 +171,14 @@ def _marian_arrays(npz, options: dict, path: Path) -> dict[str, np.ndarray]:
                         f"{options['encoder_layers']}+{options['decoder_layers']} layers")
     return value
 
-  def linear(target, scope, suffix):
-    out[f"{target}/weight"] = need(f"{scope}_W{suffix}").T  # Marian's [in, out]
+  def weight_and_bias(scope, suffix):
+    weight = need(f"{scope}_W{suffix}").T  # Marian's [in, out]
     bias = get(f"{scope}_b{suffix}")
-    out[f"{target}/bias"] = (bias.reshape(-1) if bias is not None
-                             else np.zeros(out[f"{target}/weight"].shape[0], np.float32))
+    return weight, (bias.reshape(-1) if bias is not None
+                    else np.zeros(weight.shape[0], np.float32))
+
+  def linear(target, scope, suffix):
+    out[f"{target}/weight"], out[f"{target}/bias"] = weight_and_bias(scope, suffix)
 
   def norm(target, scope):
     suffix = "_pre" if f"{scope}_ln_scale_pre" in names else ""
@@ -177,10 +186,7 @@ def _marian_arrays(npz, options: dict, path: Path) -> dict[str, np.ndarray]:
     out[f"{target}/beta"] = need(f"{scope}_ln_bias{suffix}").reshape(-1)
 
   def attention(target, scope, fused_all):
-    parts = {}
-    for s in "qkv":
-      linear(f"_{s}", scope, s)
-      parts[s] = (out.pop(f"_{s}/weight"), out.pop(f"_{s}/bias"))
+    parts = {s: weight_and_bias(scope, s) for s in "qkv"}
     groups = [["q", "k", "v"]] if fused_all else [["q"], ["k", "v"]]
     for i, group in enumerate(groups):
       out[f"{target}/linear_{i}/weight"] = np.concatenate([parts[s][0] for s in group])
