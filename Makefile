@@ -28,6 +28,10 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	# Argos Translate for tests/serving/test_argos.py, without stanza and PyTorch, which
 	# it imports at start but which its tests do not need (the test says how).
 	$(PY) -m pip install --quiet --no-compile --no-deps argostranslate==1.11.0
+	# The German noun lexicon that glossary terms agree by (seq2seq/decoding/german.py),
+	# without the Wiktionary dump parser it brings, which pins lxml below 5 (its lookup data
+	# needs none of it).
+	$(PY) -m pip install --quiet --no-compile --no-deps german-nouns==1.2.5
 	$(PY) -m compileall -q -j 0 -x 'site-packages/.*/tests?/' $$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 	touch $@
 

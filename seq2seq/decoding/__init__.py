@@ -6,6 +6,8 @@ two engines that run them on text behind one contract.
     decode.py        greedy search, sampling and beam search (model-agnostic)
     glossary.py      glossaries: terms, the TSV file, which terms apply to a sentence
     term_placement.py glossary terms put in place of the model's words for their source terms
+    agreement.py     the words around a placed term made to agree with it, by target language
+    german.py        German's: article, contraction and adjective endings by the term's gender
     model_search.py  the searches over a `Model` or `Ensemble`, and forced decoding
     sentences.py     texts cut into sentences (and too-long ones into parts), joined back
     engine_io.py     what an engine takes (one SearchSettings) and gives (hypotheses, scores)

@@ -22,6 +22,11 @@ neither was translated, is inserted where the nearest translated source word wen
 placing costs one forced pass (the attention) and, for sentences with variants, one
 more (their scores).
 
+Where the target language has an agreement piece (`agreement.py`; German's is
+`german.py`), a term does not just replace the model's noun: its phrase is written again
+for it ("im Park" -> "in der Grünanlage"), and where the phrase reads several ways, each
+is a variant the model's scores choose among, as among alternatives.
+
 Words are runs of letters and digits (joined by `-` or an apostrophe); punctuation is
 never replaced. A term written in lower case that lands at the start of the sentence
 begins with a capital, as the sentence does.
@@ -36,6 +41,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from seq2seq.decoding.agreement import Agreement, Rewrite
 from seq2seq.decoding.engine import Alignment
 from seq2seq.decoding.engine_io import Hypothesis, PairScore
 from seq2seq.decoding.glossary import Glossary, Term
@@ -214,24 +220,33 @@ def neighbours(occ: Occurrence, aligned: np.ndarray, taken: set[int]
   return out
 
 
-def variants(text: str, options: Sequence[Sequence[tuple[int, int]]], terms: Sequence[Term]
-             ) -> list[str]:
+def variants(text: str, options: Sequence[Sequence[tuple[int, int]]], terms: Sequence[Term],
+             agreement: Agreement | None = None) -> list[str]:
   """`text` with, for each term, one of its spans (`options`, character offsets; an empty
-  span: the term inserted there) replaced by one of its alternatives: every combination
-  whose spans do not overlap (at most MOST_VARIANTS)."""
-  choices = (itertools.product(spans, t.targets) for spans, t in zip(options, terms))
+  span: the term inserted there) replaced by one of its alternatives, its phrase agreeing
+  where `agreement` (the target language's piece) can tell how: every combination whose
+  spans do not overlap (at most MOST_VARIANTS). Where agreeing phrases overlap in every
+  combination, the terms without agreement."""
+  def ways(span: tuple[int, int], target: str) -> list[Rewrite]:
+    if agreement is None or span[0] == span[1]:
+      return [Rewrite(*span, target)]
+    return agreement.rewrites(text, *span, target)
+
+  choices = [[w for span in spans for t in term.targets for w in ways(span, t)]
+             for spans, term in zip(options, terms)]
   out = []
   for choice in itertools.product(*choices):
-    spans = sorted(((span, target) for span, target in choice), reverse=True)
-    if any(a[0][0] < b[0][1] for a, b in zip(spans, spans[1:])):
-      continue  # right to left, each span must end before the one after it starts
+    ordered = sorted(choice, key=lambda w: (w.start, w.end), reverse=True)
+    if any(a.start < b.end for a, b in zip(ordered, ordered[1:])):
+      continue  # right to left, each rewrite must end before the one after it starts
     new = text
-    for (start, end), target in spans:
-      new = new[:start] + written(target, new, start, end) + new[end:]
-    out.append(new)
+    for w in ordered:
+      new = new[:w.start] + written(w.text, new, w.start, w.end) + new[w.end:]
+    if new not in out:
+      out.append(new)
     if len(out) == MOST_VARIANTS:
       break
-  return out
+  return out if out or agreement is None else variants(text, options, terms)
 
 
 def normalised(score: PairScore, alpha: float) -> float:
@@ -242,13 +257,15 @@ def normalised(score: PairScore, alpha: float) -> float:
 def place_terms(align: Callable[[Sequence[str], Sequence[Sequence[int]]], list[Alignment]],
                 score: Callable[[Sequence[str], Sequence[str]], list[PairScore]],
                 encode: Callable[[Sequence[str]], list[list[int]]], sources: Sequence[str],
-                hyps: Sequence[list[Hypothesis]], glossary: Glossary, alpha: float
-                ) -> list[list[Hypothesis]]:
+                hyps: Sequence[list[Hypothesis]], glossary: Glossary, alpha: float,
+                agreement: Agreement | None = None) -> list[list[Hypothesis]]:
   """Each source's hypotheses with the glossary's terms in place (module docstring), best
   first. `score` (forced decoding) chooses among a sentence's variants: a term's
   alternatives, and for a term whose source term no word attends to, the place of the
   word before's or the word after's translation (`neighbours`). A sentence with one
-  variant keeps the search's score, and no forced pass runs for it."""
+  variant keeps the search's score, and no forced pass runs for it. `agreement`: the
+  target language's piece (agreement.py) that makes each term's phrase agree with it;
+  None: the words around the terms stay the model's."""
   out = [list(h) for h in hyps]
   jobs = []  # (source index, its words, its term occurrences)
   for i, source in enumerate(sources):
@@ -272,7 +289,7 @@ def place_terms(align: Callable[[Sequence[str], Sequence[Sequence[int]]], list[A
         spans = [head(spot, o)] if spot else neighbours(o, aligned, taken)
         chars.append([(target_words[a][0], target_words[b][1]) for a, b in spans]
                      or [(at := insertion(o, aligned, target_words, hyp.text), at)])
-      edits.append((i, h, variants(hyp.text, chars, [o.term for o in occs])))
+      edits.append((i, h, variants(hyp.text, chars, [o.term for o in occs], agreement)))
   scored = [x for x in edits if len(x[2]) > 1]
   scores = iter(score([sources[i] for i, _, vs in scored for _ in vs],
                       [v for _, _, vs in scored for v in vs]) if scored else [])

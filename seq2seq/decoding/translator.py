@@ -30,7 +30,7 @@ from seq2seq.config import DecodeConfig, ModelConfig
 from seq2seq.data.input_pipeline import LengthBuckets
 from seq2seq.data.textfiles import one_line  # noqa: F401 (part of this module's API)
 from seq2seq.data.tokenizer import LANGUAGE_PIECES_FILE, Tokenizer
-from seq2seq.decoding import loading
+from seq2seq.decoding import agreement, loading
 from seq2seq.decoding.batching import (
   bound_search,
   encode_prefixes,
@@ -356,11 +356,12 @@ class Translator(SentenceEngine):
   def place_terms(self, texts: list[str], hyps: list[list[Hypothesis]], glossary: Glossary,
                   settings: SearchSettings, nonempty: list[int]) -> None:
     """Puts the glossary's terms into `hyps` (the plain search's, in place), each where the
-    model translated its source term (`term_placement`)."""
+    model translated its source term (`term_placement`), the words around it agreeing
+    with it in the target language's grammar where it has a piece (`agreement`)."""
     placed = place_terms(self.align, lambda src, tgt: self.score(src, tgt, settings),
                          self.tokenizer.encode_target,
                          [texts[i] for i in nonempty], [hyps[i] for i in nonempty],
-                         glossary, settings.alpha)
+                         glossary, settings.alpha, agreement.for_language(self.languages[1]))
     for i, options in zip(nonempty, placed):
       hyps[i] = options
 

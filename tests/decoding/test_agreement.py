@@ -1,0 +1,47 @@
+"""The agreement pieces by target language (seq2seq/decoding/agreement.py) and their use
+in term placement: a language's rewrites widen a term's replacement to its phrase, the
+model's scores choose among several, and a language without a piece keeps today's
+placement."""
+
+from seq2seq.decoding import agreement
+from seq2seq.decoding.agreement import Rewrite
+from seq2seq.decoding.german import German
+from seq2seq.decoding.glossary import Glossary
+from seq2seq.decoding.term_placement import variants
+
+
+def test_german_has_a_piece_and_a_language_without_rules_has_none():
+  assert isinstance(agreement.for_language("de"), German)
+  assert isinstance(agreement.for_language("de-CH"), German)
+  assert agreement.for_language("fr") is None
+  assert agreement.for_language(None) is None
+
+
+class Articles:
+  """A piece that writes each term with both articles (two readings)."""
+
+  def rewrites(self, text, start, end, target):
+    before = text.rfind(" ", 0, start - 1) + 1  # the word before
+    return [Rewrite(before, end, f"der {target}"), Rewrite(before, end, f"die {target}")]
+
+
+def test_each_reading_of_each_alternative_is_a_variant():
+  term = Glossary.of({"park": "Anlage|Anlagen"}).terms[0]
+  text = "Er geht in den Park."
+  got = variants(text, [[(text.index("Park"), len(text) - 1)]], [term], Articles())
+  assert got == ["Er geht in der Anlage.", "Er geht in die Anlage.",
+                 "Er geht in der Anlagen.", "Er geht in die Anlagen."]
+  assert variants(text, [[(15, 19)]], [term]) == ["Er geht in den Anlage.",
+                                                   "Er geht in den Anlagen."]
+
+
+def test_phrases_that_overlap_in_every_combination_fall_back_to_the_terms_alone():
+  glossary = Glossary.of({"red": "rot", "ball": "Kugel"})
+  text = "Er wirft den roten Ball."
+  spans = [[(13, 18)], [(19, 23)]]
+
+  class Wide:
+    def rewrites(self, text, start, end, target):
+      return [Rewrite(9, end, "x " + target)]  # every phrase from "den" on
+
+  assert variants(text, spans, list(glossary.terms), Wide()) == ["Er wirft den rot Kugel."]

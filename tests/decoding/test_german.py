@@ -1,0 +1,123 @@
+"""German phrases agreeing with a glossary term (seq2seq/decoding/german.py): the
+article, a preposition's contraction and the adjectives' endings follow the term's
+gender in the case the sentence gives the model's noun; an unknown term, or words that
+are no noun phrase, keep the model's words."""
+
+import pytest
+
+from seq2seq.decoding.german import German, Lexicon
+
+CASES = ("nominativ", "genitiv", "dativ", "akkusativ")
+NOUNS = {  # lemma: gender, singular and plural forms (nominative, genitive, dative, accusative)
+    "Park": ("m", "Park Parks Park Park", "Parks Parks Parks Parks"),
+    "Grünanlage": ("f", "Grünanlage " * 4, "Grünanlagen " * 4),
+    "Auto": ("n", "Auto Autos Auto Auto", "Autos " * 4),
+    "Karre": ("f", "Karre " * 4, "Karren " * 4),
+    "Fahrrad": ("n", "Fahrrad Fahrrads Fahrrad Fahrrad", "Fahrräder Fahrräder Fahrrädern Fahrräder"),
+    "Esel": ("m", "Esel Esels Esel Esel", "Esel Esel Eseln Esel"),
+    "Tasche": ("f", "Tasche " * 4, "Taschen " * 4),
+    "Beutel": ("m", "Beutel Beutels Beutel Beutel", "Beutel Beutel Beuteln Beutel"),
+    "Straße": ("f", "Straße " * 4, "Straßen " * 4),
+    "Weg": ("m", "Weg Wegs Weg Weg", "Wege Wege Wegen Wege"),
+    "Gelände": ("n", "Gelände Geländes Gelände Gelände", "Gelände Gelände Geländen Gelände"),
+    "Hund": ("m", "Hund Hunds Hund Hund", "Hunde Hunde Hunden Hunde"),
+    "Töle": ("f", "Töle " * 4, "Tölen " * 4),
+    "Hut": ("m", "Hut Huts Hut Hut", "Hüte Hüte Hüten Hüte"),
+    "Mütze": ("f", "Mütze " * 4, "Mützen " * 4),
+    "Mann": ("m", "Mann Manns Mann Mann", "Männer Männer Männern Männer"),
+}
+
+
+def rows():
+  header = ["lemma", "pos", "genus", "genus 1", "genus 2"] + [
+      f"{case} {number}" for number in ("singular", "plural") for case in CASES]
+  yield header
+  for lemma, (genus, singular, plural) in NOUNS.items():
+    yield [lemma, "Substantiv", genus, "", ""] + singular.split() + plural.split()
+  yield ["Müller", "Nachname,Substantiv", "", "", ""] + ["Müller"] * 8  # a name: no noun
+
+
+@pytest.fixture(scope="module")
+def german():
+  return German(Lexicon(rows()))
+
+
+def agree(german, text, word, target):
+  """Every way `german` writes `target` for the word `word` of `text`, as whole texts."""
+  start = text.index(word)
+  return [text[:w.start] + w.text + text[w.end:]
+          for w in german.rewrites(text, start, start + len(word), target)]
+
+
+@pytest.mark.parametrize("text, word, target, expected", [
+    # a contraction opens or closes: im (in dem) -> in der; in den -> ins
+    ("Ein Mann geht im Park.", "Park", "Grünanlage", "Ein Mann geht in der Grünanlage."),
+    ("Ein Mann geht in der Grünanlage.", "Grünanlage", "Park", "Ein Mann geht im Park."),
+    ("Ein Mann geht in den Park.", "Park", "Gelände", "Ein Mann geht ins Gelände."),
+    ("Im Park spielt ein Hund.", "Park", "Grünanlage", "In der Grünanlage spielt ein Hund."),
+    # the determiner and the adjectives between it and the noun
+    ("Hunde laufen durch den Park.", "Park", "Grünanlage", "Hunde laufen durch die Grünanlage."),
+    ("Sie geht an einem geparkten Auto vorbei.", "Auto", "Karre",
+     "Sie geht an einer geparkten Karre vorbei."),
+    ("Ein Hund springt über ein Fahrrad.", "Fahrrad", "Drahtesel",  # a compound: Esel's
+     "Ein Hund springt über einen Drahtesel."),
+    ("Ein Mann mit großem Hut.", "Hut", "Mütze", "Ein Mann mit großer Mütze."),
+    ("Er geht mit seinem kleinen, alten Hund.", "Hund", "Töle",
+     "Er geht mit seiner kleinen, alten Töle."),
+    # the same gender: the model's words
+    ("Ein Hund läuft auf der Straße.", "Straße", "Grünanlage",
+     "Ein Hund läuft auf der Grünanlage."),
+    # plural: no gender to follow
+    ("Zwei Männer gehen durch die Parks.", "Parks", "Grünanlagen",
+     "Zwei Männer gehen durch die Grünanlagen."),
+])
+def test_the_phrase_takes_the_term_s_gender_in_the_model_s_case(german, text, word, target,
+                                                                 expected):
+  assert agree(german, text, word, target) == [expected]
+
+
+def test_a_phrase_of_several_possible_cases_gives_each_reading_for_the_model_to_choose(german):
+  # "die Straße": nominative or accusative; for a masculine term they differ
+  assert set(agree(german, "Die Straße ist nass.", "Straße", "Weg")) == {
+      "Der Weg ist nass.", "Den Weg ist nass."}
+  # a preposition that takes the dative only settles it
+  assert agree(german, "Er spielt mit der Tasche.", "Tasche", "Beutel") == [
+      "Er spielt mit dem Beutel."]
+
+
+@pytest.mark.parametrize("word", ["eine", "blaue", "eine blaue"])
+def test_attention_on_the_article_or_an_adjective_still_replaces_the_noun(german, word):
+  got = agree(german, "Sie trägt eine blaue Tasche.", word, "Beutel")
+  assert "Sie trägt einen blauen Beutel." in got
+  assert all("Tasche" not in x and x.count("Beutel") == 1 for x in got)
+
+
+def test_an_unknown_term_or_a_word_outside_a_noun_phrase_keeps_the_model_s_words(german):
+  assert agree(german, "Ein Hund läuft im Park.", "Park", "Zorblax") == [
+      "Ein Hund läuft im Zorblax."]  # a product name the lexicon does not know
+  assert agree(german, "Ein Hund läuft im Park.", "Park", "Müller") == [
+      "Ein Hund läuft im Müller."]  # a family name has no gender here
+  assert agree(german, "Ein Hund läuft im Park.", "Park", "grün") == [
+      "Ein Hund läuft im grün."]  # no noun
+  # a verb before a bare noun keeps its ending
+  assert agree(german, "Kinder spielen Hund.", "Hund", "Töle") == ["Kinder spielen Töle."]
+  # attention on a verb: the word itself is replaced, as without agreement
+  assert agree(german, "Der Hund läuft schnell.", "läuft", "Töle") == [
+      "Der Hund Töle schnell."]
+
+
+def test_an_indefinite_article_has_no_plural_and_capitals_stay_where_they_were(german):
+  assert agree(german, "Ein Hund bellt.", "Hund", "Hunde") == ["Hunde bellt."]
+  assert agree(german, "Im Auto sitzt ein Hund.", "Auto", "Karre") == [
+      "In der Karre sitzt ein Hund."]
+
+
+def test_the_installed_lexicon_knows_the_genders_of_everyday_nouns():
+  pytest.importorskip("german_nouns", reason="the lexicon german-nouns is not installed "
+                      "(make install installs it)")
+  lexicon = Lexicon.installed()
+  genders = {w: {s for s, _ in lexicon.analyses(w)} - {"p"}
+             for w in ("Grünanlage", "Park", "Karre", "Auto", "Drahtesel", "Fahrrad")}
+  assert genders == {"Grünanlage": {"f"}, "Park": {"m"}, "Karre": {"f"}, "Auto": {"n"},
+                     "Drahtesel": {"m"}, "Fahrrad": {"n"}}
+  assert not lexicon.analyses("Zorblax")
