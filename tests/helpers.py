@@ -53,3 +53,34 @@ def lay_out_hub_cache(cache: Path, repo_id: str, staged: Path) -> None:
       link = repo / "snapshots" / HUB_COMMIT / path.relative_to(staged)
       link.parent.mkdir(parents=True, exist_ok=True)
       link.symlink_to(os.path.relpath(blob, link.parent))
+
+
+GERMAN_CASES = ("nominativ", "genitiv", "dativ", "akkusativ")
+GERMAN_NOUNS = {  # gender, singular and plural forms (nominative, genitive, dative, accusative)
+    "Park": ("m", "Park Parks Park Park", "Parks Parks Parks Parks"),
+    "Grünanlage": ("f", "Grünanlage " * 4, "Grünanlagen " * 4),
+    "Auto": ("n", "Auto Autos Auto Auto", "Autos " * 4),
+    "Karre": ("f", "Karre " * 4, "Karren " * 4),
+    "Fahrrad": ("n", "Fahrrad Fahrrads Fahrrad Fahrrad", "Fahrräder Fahrräder Fahrrädern Fahrräder"),
+    "Esel": ("m", "Esel Esels Esel Esel", "Esel Esel Eseln Esel"),
+    "Tasche": ("f", "Tasche " * 4, "Taschen " * 4),
+    "Beutel": ("m", "Beutel Beutels Beutel Beutel", "Beutel Beutel Beuteln Beutel"),
+    "Straße": ("f", "Straße " * 4, "Straßen " * 4),
+    "Weg": ("m", "Weg Wegs Weg Weg", "Wege Wege Wegen Wege"),
+    "Gelände": ("n", "Gelände Geländes Gelände Gelände", "Gelände Gelände Geländen Gelände"),
+    "Hund": ("m", "Hund Hunds Hund Hund", "Hunde Hunde Hunden Hunde"),
+    "Töle": ("f", "Töle " * 4, "Tölen " * 4),
+    "Hut": ("m", "Hut Huts Hut Hut", "Hüte Hüte Hüten Hüte"),
+    "Mütze": ("f", "Mütze " * 4, "Mützen " * 4),
+    "Mann": ("m", "Mann Manns Mann Mann", "Männer Männer Männern Männer"),
+}
+
+
+def german_rows():
+  """A small German noun lexicon in german-nouns' CSV layout (`german.Lexicon(rows)`)."""
+  header = ["lemma", "pos", "genus", "genus 1", "genus 2"] + [
+      f"{case} {number}" for number in ("singular", "plural") for case in GERMAN_CASES]
+  yield header
+  for lemma, (genus, singular, plural) in GERMAN_NOUNS.items():
+    yield [lemma, "Substantiv", genus, "", ""] + singular.split() + plural.split()
+  yield ["Müller", "Nachname,Substantiv", "", "", ""] + ["Müller"] * 8  # a name: no noun

@@ -3,11 +3,15 @@ in term placement: a language's rewrites widen a term's replacement to its phras
 model's scores choose among several, and a language without a piece keeps today's
 placement."""
 
+from test_term_placement import place
+
 from seq2seq.decoding import agreement
 from seq2seq.decoding.agreement import Rewrite
-from seq2seq.decoding.german import German
+from seq2seq.decoding.german import German, Lexicon
 from seq2seq.decoding.glossary import Glossary
 from seq2seq.decoding.term_placement import variants
+
+from helpers import german_rows
 
 
 def test_german_has_a_piece_and_a_language_without_rules_has_none():
@@ -45,3 +49,18 @@ def test_phrases_that_overlap_in_every_combination_fall_back_to_the_terms_alone(
       return [Rewrite(9, end, "x " + target)]  # every phrase from "den" on
 
   assert variants(text, spans, list(glossary.terms), Wide()) == ["Er wirft den rot Kugel."]
+
+
+def test_placed_terms_agree_and_the_model_s_scores_choose_the_reading():
+  # Ein Mann geht im Park .  /  A man walks in the park .
+  rows = {0: {0: 0.9}, 1: {1: 0.9}, 2: {2: 0.9}, 3: {3: 0.5, 5: 0.4}, 4: {5: 0.9}, 5: {6: 0.9}}
+  german = German(Lexicon(german_rows()))
+  got = place("A man walks in the park.", "Ein Mann geht im Park.", rows,
+              {"park": "Grünanlage"}, agreement=german)
+  assert got.text == "Ein Mann geht in der Grünanlage."
+  # The street is wet . / Die Straße ist nass .  ("die": nominative or accusative)
+  rows = {0: {0: 0.9}, 1: {1: 0.9}, 2: {2: 0.9}, 3: {3: 0.9}, 4: {4: 0.9}}
+  for best in ("Der Weg ist nass.", "Den Weg ist nass."):
+    got = place("The street is wet.", "Die Straße ist nass.", rows, {"street": "Weg"},
+                scores={best: -1.0}, agreement=german)
+    assert got.text == best

@@ -7,39 +7,12 @@ import pytest
 
 from seq2seq.decoding.german import German, Lexicon
 
-CASES = ("nominativ", "genitiv", "dativ", "akkusativ")
-NOUNS = {  # lemma: gender, singular and plural forms (nominative, genitive, dative, accusative)
-    "Park": ("m", "Park Parks Park Park", "Parks Parks Parks Parks"),
-    "Grünanlage": ("f", "Grünanlage " * 4, "Grünanlagen " * 4),
-    "Auto": ("n", "Auto Autos Auto Auto", "Autos " * 4),
-    "Karre": ("f", "Karre " * 4, "Karren " * 4),
-    "Fahrrad": ("n", "Fahrrad Fahrrads Fahrrad Fahrrad", "Fahrräder Fahrräder Fahrrädern Fahrräder"),
-    "Esel": ("m", "Esel Esels Esel Esel", "Esel Esel Eseln Esel"),
-    "Tasche": ("f", "Tasche " * 4, "Taschen " * 4),
-    "Beutel": ("m", "Beutel Beutels Beutel Beutel", "Beutel Beutel Beuteln Beutel"),
-    "Straße": ("f", "Straße " * 4, "Straßen " * 4),
-    "Weg": ("m", "Weg Wegs Weg Weg", "Wege Wege Wegen Wege"),
-    "Gelände": ("n", "Gelände Geländes Gelände Gelände", "Gelände Gelände Geländen Gelände"),
-    "Hund": ("m", "Hund Hunds Hund Hund", "Hunde Hunde Hunden Hunde"),
-    "Töle": ("f", "Töle " * 4, "Tölen " * 4),
-    "Hut": ("m", "Hut Huts Hut Hut", "Hüte Hüte Hüten Hüte"),
-    "Mütze": ("f", "Mütze " * 4, "Mützen " * 4),
-    "Mann": ("m", "Mann Manns Mann Mann", "Männer Männer Männern Männer"),
-}
-
-
-def rows():
-  header = ["lemma", "pos", "genus", "genus 1", "genus 2"] + [
-      f"{case} {number}" for number in ("singular", "plural") for case in CASES]
-  yield header
-  for lemma, (genus, singular, plural) in NOUNS.items():
-    yield [lemma, "Substantiv", genus, "", ""] + singular.split() + plural.split()
-  yield ["Müller", "Nachname,Substantiv", "", "", ""] + ["Müller"] * 8  # a name: no noun
+from helpers import german_rows
 
 
 @pytest.fixture(scope="module")
 def german():
-  return German(Lexicon(rows()))
+  return German(Lexicon(german_rows()))
 
 
 def agree(german, text, word, target):

@@ -33,8 +33,9 @@ def attention(source, target, rows):
                    [target[a:b] for a, b in tgt] + ["</s>"])
 
 
-def place(source, target, rows, glossary, scores=None):
-  """place_terms on one sentence whose translation's attention is `rows`."""
+def place(source, target, rows, glossary, scores=None, agreement=None):
+  """place_terms on one sentence whose translation's attention is `rows`, the words
+  around the terms agreeing by `agreement` (a language's piece; None: none)."""
   def align(sources, ids):
     return [attention(source, target, rows)] * len(sources)
 
@@ -42,7 +43,8 @@ def place(source, target, rows, glossary, scores=None):
     return [PairScore((scores or {}).get(text, -10.0), 8) for text in texts]
 
   found = place_terms(align, score, lambda texts: [[len(t)] for t in texts], [source],
-                      [[Hypothesis(target, -1.0, [1, 2, 3])]], Glossary.of(glossary), 1.0)
+                      [[Hypothesis(target, -1.0, [1, 2, 3])]], Glossary.of(glossary), 1.0,
+                      agreement)
   return found[0][0]
 
 
