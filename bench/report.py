@@ -424,6 +424,52 @@ def glossary_sets(runs):
                 "sentences/s without / with", "speed with / without", "commit"], rows)
 
 
+def glossary_agreement(runs):
+  """Terms of another gender than the model's word (bench/glossary_agreement.py), the
+  newest row of each CPU class: each way against plain search on the same sentences."""
+  found = [r for r in runs if r["kind"] == "measurement"
+           and r.get("benchmark") == "glossary_agreement"]
+  newest = {r["cpu"]: r["name"] for r in found}
+  ways = {"placed": "placed, no agreement", "lexicon": "agreeing: german-nouns (default)",
+          "model": "agreeing: the model's scores choose the gender"}
+  rows = []
+  for r in found:
+    if newest[r["cpu"]] != r["name"]:
+      continue
+    f = r["figures"]
+    for x in f["ways"]:
+      rows.append([r["cpu"], f"{f['model']}, {f['checkpoint']}", ways[x["way"]],
+                   f"{f['sentences']:,}", fmt(100 * x["term_use"], 1) if x["term_use"] is not None
+                   else "—", fmt(100 * x["in_place"], 1) if x["in_place"] is not None else "—",
+                   f"{fmt(100 * x['agreement'], 1)} (of {x['judged']:,})"
+                   if x["agreement"] is not None else "—", str(x["appended"]),
+                   f"{fmt(f['plain']['bleu'])} / {fmt(x['bleu'])}",
+                   f"{fmt(f['plain']['chrf'])} / {fmt(x['chrf'])}",
+                   f"{fmt(f['plain']['sentences_per_s'], 1)} / {fmt(x['sentences_per_s'], 1)}",
+                   fmt(x["speed_ratio"]), r["commit"]])
+  return table(["CPU", "model", "way", "sentences", "term use (%)", "in place (%)",
+                "agreement (%)", "appended", "BLEU plain / with", "chrF plain / with",
+                "sentences/s plain / with", "speed with / plain", "commit"], rows)
+
+
+def glossary_example(runs):
+  """The example glossary of docs/translating.md on its six sentences, from the newest
+  bench/glossary_agreement.py row: plain search, the terms placed without agreement, and
+  agreeing (the default)."""
+  found = [r for r in runs if r["kind"] == "measurement"
+           and r.get("benchmark") == "glossary_agreement"]
+  if not found:
+    return table(["source", "plain", "placed, no agreement", "agreeing"], [])
+  r = found[-1]
+  e = r["figures"]["example"]
+  rows = [[s, p, placed, agreeing] for s, p, placed, agreeing
+          in zip(e["sources"], e["plain"], e["placed"], e["lexicon"])]
+  terms = ", ".join(f"`{a} → {b}`" for a, b in e["glossary"].items())
+  return (f"Glossary {terms}; {r['figures']['model']}, {r['figures']['checkpoint']}, beam "
+          f"{r['figures']['beam']}, commit {r['commit']}:\n\n"
+          + table(["source", "plain", "placed, no agreement", "agreeing"], rows))
+
+
 def detection(runs):
   """Language detection (bench/detection.py), the newest row of each detector and CPU
   class: accuracy on whole captions and on 1-3 words, and time per text."""
@@ -712,7 +758,8 @@ TABLES = {"multilingual": multilingual, "multilingual_zero_shot": multilingual_z
           "first_minutes": first_minutes, "decode_memory": decode_memory,
           "paragraphs": paragraphs, "batch_rows": batch_rows, "soak": soak,
           "unpunctuated": unpunctuated, "styled_documents": styled_documents,
-          "decoding_imported": decoding_imported, "import_round_trips": import_round_trips}
+          "decoding_imported": decoding_imported, "import_round_trips": import_round_trips,
+          "glossary_agreement": glossary_agreement, "glossary_example": glossary_example}
 BENCH_README = ROOT / "bench" / "README.md"
 BENCH_INTRO = r"""Each script measures one thing on the machine at hand and prints its figures with a
 last JSON line. Run them from a checkout after `make install`, with `.venv/bin/python`

@@ -168,6 +168,14 @@ def test_glossary(trained_run, tmp_path):
              "--passes", "1", "--most", "5", results=tmp_path / "r.jsonl")
 
 
+def test_glossary_agreement(trained_run, tmp_path):
+  multi30k()
+  pytest.importorskip("german_nouns", reason="the lexicon german-nouns is not installed "
+                      "(make install installs it)")
+  run_script("glossary_agreement", "--workdir", trained_run, "--checkpoint", "best",
+             "--beam", "2", "--passes", "1", "--most", "5", results=tmp_path / "r.jsonl")
+
+
 def test_profile_decode(trained_run, tmp_path):
   multi30k()
   run_script("profile_decode", "--workdir", trained_run, "--checkpoint", "best", "--beam", "2",
