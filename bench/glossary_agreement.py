@@ -258,6 +258,7 @@ def main():
     run()
   seconds, plain_seconds = {}, {}
   for name in WAYS:  # each in alternation with plain search, the alternative last
+    runs[name]()  # its programs compiled again if another way's pushed them out
     timed = alternate({"plain": runs["plain"], name: runs[name]}, rounds=args.passes)
     seconds[name], plain_seconds[name] = timed[name], timed["plain"]
   for name in WAYS:  # (untimed)

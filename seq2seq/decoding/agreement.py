@@ -16,7 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import re
 from typing import Protocol
+
+# A word of a translation: letters and digits, joined by `-` or an apostrophe (the unit
+# terms replace and phrases are read in).
+WORD = re.compile(r"\w+(?:[-'\u2019]\w+)*")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,10 +26,9 @@ import dataclasses
 import functools
 import itertools
 import logging
-import re
 from typing import Iterable
 
-from seq2seq.decoding.agreement import Rewrite
+from seq2seq.decoding.agreement import WORD, Rewrite
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +73,6 @@ DEGREE = {"sehr", "ganz", "besonders", "recht", "ziemlich", "relativ", "extrem",
 FIXED = {"lila", "rosa", "beige", "orange", "oliv", "pink", "zwei", "drei", "vier", "fünf",
          "sechs", "sieben", "acht", "neun", "zehn", "elf", "zwölf", "paar"}
 ENDINGS = ("en", "em", "er", "es", "e")
-WORD = re.compile(r"\w+(?:[-'\u2019]\w+)*")
 
 
 # --- the lexicon ------------------------------------------------------------------------

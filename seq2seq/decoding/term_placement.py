@@ -36,17 +36,15 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import re
 from typing import Callable, Sequence
 
 import numpy as np
 
-from seq2seq.decoding.agreement import Agreement, Rewrite
+from seq2seq.decoding.agreement import WORD, Agreement, Rewrite
 from seq2seq.decoding.engine import Alignment
 from seq2seq.decoding.engine_io import Hypothesis, PairScore
 from seq2seq.decoding.glossary import Glossary, Term
 
-WORD = re.compile(r"\w+(?:[-'\u2019]\w+)*")
 MOST_VARIANTS = 32  # alternative combinations scored per hypothesis
 
 
