@@ -182,9 +182,7 @@ class ModelChooses(German):
   """The alternative: no lexicon; every gender is a reading, the model's scores choose."""
 
   def term_analyses(self, target: str) -> frozenset:
-    last = words(target)[-1:]
-    return frozenset((s, c) for s in "mfn" for c in CASES) if last and last[0][:1].isupper() \
-        else frozenset()
+    return frozenset((s, c) for s in "mfn" for c in CASES)
 
 
 WAYS = {"placed": None, "lexicon": "seq2seq.decoding.german:German",

@@ -72,6 +72,7 @@ GERMAN_NOUNS = {  # gender, singular and plural forms (nominative, genitive, dat
     "Töle": ("f", "Töle " * 4, "Tölen " * 4),
     "Hut": ("m", "Hut Huts Hut Hut", "Hüte Hüte Hüten Hüte"),
     "Mütze": ("f", "Mütze " * 4, "Mützen " * 4),
+    "Hemd": ("n", "Hemd Hemds Hemd Hemd", "Hemden Hemden Hemden Hemden"),
     "Mann": ("m", "Mann Manns Mann Mann", "Männer Männer Männern Männer"),
 }
 

@@ -3,8 +3,8 @@
 A term that replaces the model's noun may be of another gender than it ("im Park" with
 `park -> Grünanlage`): the words around it (articles, contractions, adjective endings)
 then agree with the model's noun, not with the term. A language's piece rewrites them
-(`rewrites(text, start, end, target)`: the ways to write the target in place of
-`text[start:end]` with its phrase agreeing, each a `Rewrite` of a span that holds the
+(`rewrites(text, start, end, target, takeable)`: the ways to write the target in place
+of `text[start:end]` with its phrase agreeing, each a `Rewrite` of a span that holds the
 replaced words); where the phrase can be read several ways, each way is a rewrite, and
 the model's scores choose (term_placement.py). A language without a piece keeps the
 model's words around the term.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import re
-from typing import Protocol
+from typing import Callable, Protocol
 
 # A word of a translation: letters and digits, joined by `-` or an apostrophe (the unit
 # terms replace and phrases are read in).
@@ -33,7 +33,10 @@ class Rewrite:
 
 
 class Agreement(Protocol):
-  def rewrites(self, text: str, start: int, end: int, target: str) -> list[Rewrite]:
+  def rewrites(self, text: str, start: int, end: int, target: str,
+               takeable: Callable[[int, int], bool] | None = None) -> list[Rewrite]:
+    """`takeable(start, end)`: whether the piece may replace those characters instead
+    of `text[start:end]` (the noun after an article the attention landed on); None: any."""
     ...
 
 

@@ -26,7 +26,7 @@ import dataclasses
 import functools
 import itertools
 import logging
-from typing import Iterable
+from typing import Callable, Iterable
 
 from seq2seq.decoding.agreement import WORD, Rewrite
 
@@ -101,6 +101,8 @@ class Lexicon:
     columns = []  # (column, case, plural, its genus's index among `genus` or None)
     for k, name in enumerate(header):
       parts = name.replace("*", "").split()
+      if name.startswith("dativ singular*"):
+        continue  # the archaic dative in -e ("dem Hunde"), which reads plurals as singular
       if len(parts) >= 2 and parts[0] in GERMAN_CASES:
         number = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else None
         columns.append((k, GERMAN_CASES[parts[0]], parts[1] == "plural", number))
@@ -279,8 +281,8 @@ def read_phrase(words: list[str], gaps: list[str], head: int) -> Phrase:
       NONE, None, None, None, None)
   if k >= 0 and not gaps[k + 1].strip():
     w = words[k].lower()
-    if w in CONTRACTIONS:
-      contraction_at, preposition = k, CONTRACTIONS[w][0]
+    if w in CONTRACTIONS:  # a preposition and the definite article
+      contraction_at, preposition, determiner = k, CONTRACTIONS[w][0], Determiner("def")
     elif (found := Determiner.read(w)) is not None:
       determiner, determiner_at = found, k
       if k > 0 and not gaps[k].strip() and words[k - 1].lower() in GOVERNS:
@@ -305,26 +307,30 @@ class German:
     self.lexicon = lexicon
 
   def term_analyses(self, target: str) -> frozenset:
-    """The (slot, case) pairs the term's last word may be; empty where it is no noun the
-    lexicon knows (the phrase stays the model's)."""
-    found = WORD.findall(target)
-    if not found or not found[-1][:1].isupper():
-      return frozenset()
-    return self.lexicon.analyses(found[-1])
+    """The (slot, case) pairs the term's last word (a noun) may be; empty where the
+    lexicon does not know it (the phrase stays the model's)."""
+    return self.lexicon.analyses(WORD.findall(target)[-1])
 
-  def rewrites(self, text: str, start: int, end: int, target: str) -> list[Rewrite]:
+  def rewrites(self, text: str, start: int, end: int, target: str,
+               takeable: Callable[[int, int], bool] | None = None) -> list[Rewrite]:
     """The ways to write `target` in place of the model's noun at `text[start:end]` with
     its phrase agreeing (module docstring), one per reading of the phrase that gives
-    other words; the plain replacement where nothing can be told."""
+    other words; the plain replacement where nothing can be told. A noun target whose
+    span holds only a determiner or adjectives takes the noun after them instead, where
+    `takeable(start, end)` allows that noun's characters (not another source word's only
+    translation)."""
+    plain = [Rewrite(start, end, target)]
     spans = [m.span() for m in WORD.finditer(text)]
     inside = [k for k, (s, e) in enumerate(spans) if s < end and start < e]
-    if not inside:
-      return [Rewrite(start, end, target)]
+    last = WORD.findall(target)[-1:]
+    if not inside or not last or not last[0][:1].isupper():
+      return plain  # (a term that is no noun stays where the model's words were)
     words = [text[s:e] for s, e in spans]
     gaps = [text[spans[k - 1][1] if k else 0:spans[k][0]] for k in range(len(spans))]
     noun = find_noun(words, gaps, inside)
-    if noun is None:
-      return [Rewrite(start, end, target)]
+    if noun is None or (noun != inside[-1] and takeable is not None
+                        and not takeable(*spans[noun])):
+      return plain
     replaced = range(inside[0], noun + 1) if noun == inside[-1] else range(noun, noun + 1)
     plain = [Rewrite(spans[replaced.start][0], spans[noun][1], target)]
     if self.lexicon is None:
@@ -336,8 +342,11 @@ class German:
     cases = self.cases(phrase, words, noun)
     numbers = {(s == "p", c) for s, c in cases}
     options = sorted((s, c) for s, c in term if (s == "p", c) in numbers)
-    if not options:  # the term's form is of another number than the phrase's (`Hund`
-      options = sorted({(s, c) for s, _ in term for _, c in cases})  # for "Hunde")
+    if not options:  # the term's form is not one of the phrase's number and case (the
+      # genitive "Fensters" written `Fenster`): the phrase's number, the term's gender
+      genders = {s for s, _ in term if s != "p"} or {"p"}
+      options = sorted({("p", c) if s == "p" else (g, c) for s, c in cases
+                        for g in genders})
     out = {self.write(phrase, words, gaps, slot, case, target, replaced.start): None
            for slot, case in options}
     first = min(phrase.first, replaced.start)

@@ -219,19 +219,21 @@ def neighbours(occ: Occurrence, aligned: np.ndarray, taken: set[int]
 
 
 def variants(text: str, options: Sequence[Sequence[tuple[int, int]]], terms: Sequence[Term],
-             agreement: Agreement | None = None) -> list[str]:
+             agreement: Agreement | None = None,
+             takeable: Sequence[Callable[[int, int], bool]] | None = None) -> list[str]:
   """`text` with, for each term, one of its spans (`options`, character offsets; an empty
   span: the term inserted there) replaced by one of its alternatives, its phrase agreeing
-  where `agreement` (the target language's piece) can tell how: every combination whose
-  spans do not overlap (at most MOST_VARIANTS). Where agreeing phrases overlap in every
-  combination, the terms without agreement."""
-  def ways(span: tuple[int, int], target: str) -> list[Rewrite]:
+  where `agreement` (the target language's piece) can tell how, within what each term's
+  `takeable` allows: every combination whose spans do not overlap (at most
+  MOST_VARIANTS). Where agreeing phrases overlap in every combination, the terms without
+  agreement."""
+  def ways(k: int, span: tuple[int, int], target: str) -> list[Rewrite]:
     if agreement is None or span[0] == span[1]:
       return [Rewrite(*span, target)]
-    return agreement.rewrites(text, *span, target)
+    return agreement.rewrites(text, *span, target, takeable[k] if takeable else None)
 
-  choices = [[w for span in spans for t in term.targets for w in ways(span, t)]
-             for spans, term in zip(options, terms)]
+  choices = [[w for span in spans for t in term.targets for w in ways(k, span, t)]
+             for k, (spans, term) in enumerate(zip(options, terms))]
   out = []
   for choice in itertools.product(*choices):
     ordered = sorted(choice, key=lambda w: (w.start, w.end), reverse=True)
@@ -245,6 +247,18 @@ def variants(text: str, options: Sequence[Sequence[tuple[int, int]]], terms: Seq
     if len(out) == MOST_VARIANTS:
       break
   return out if out or agreement is None else variants(text, options, terms)
+
+
+def only_translations(occ: Occurrence, weights: np.ndarray, aligned: np.ndarray,
+                      target_words: Sequence[tuple[int, int]]) -> Callable[[int, int], bool]:
+  """Whether a term may take the characters [start, end) beyond the words aligned to it:
+  not where they hold the only word aligned to another source word (the model's
+  translation of it), unless that word attends more to punctuation and EOS."""
+  counts = np.bincount(aligned, minlength=weights.shape[1]) if len(aligned) else []
+  others = [target_words[t] for t in range(len(aligned))
+            if aligned[t] not in occ.words and counts[aligned[t]] == 1
+            and weights[t, aligned[t]] >= weights[t, -1]]
+  return lambda start, end: not any(s < end and start < e for s, e in others)
 
 
 def normalised(score: PairScore, alpha: float) -> float:
@@ -287,7 +301,9 @@ def place_terms(align: Callable[[Sequence[str], Sequence[Sequence[int]]], list[A
         spans = [head(spot, o)] if spot else neighbours(o, aligned, taken)
         chars.append([(target_words[a][0], target_words[b][1]) for a, b in spans]
                      or [(at := insertion(o, aligned, target_words, hyp.text), at)])
-      edits.append((i, h, variants(hyp.text, chars, [o.term for o in occs], agreement)))
+      takeable = [only_translations(o, weights, aligned, target_words) for o in occs]
+      edits.append((i, h, variants(hyp.text, chars, [o.term for o in occs], agreement,
+                                   takeable)))
   scored = [x for x in edits if len(x[2]) > 1]
   scores = iter(score([sources[i] for i, _, vs in scored for _ in vs],
                       [v for _, _, vs in scored for v in vs]) if scored else [])

@@ -24,7 +24,7 @@ def test_german_has_a_piece_and_a_language_without_rules_has_none():
 class Articles:
   """A piece that writes each term with both articles (two readings)."""
 
-  def rewrites(self, text, start, end, target):
+  def rewrites(self, text, start, end, target, takeable=None):
     before = text.rfind(" ", 0, start - 1) + 1  # the word before
     return [Rewrite(before, end, f"der {target}"), Rewrite(before, end, f"die {target}")]
 
@@ -45,7 +45,7 @@ def test_phrases_that_overlap_in_every_combination_fall_back_to_the_terms_alone(
   spans = [[(13, 18)], [(19, 23)]]
 
   class Wide:
-    def rewrites(self, text, start, end, target):
+    def rewrites(self, text, start, end, target, takeable=None):
       return [Rewrite(9, end, "x " + target)]  # every phrase from "den" on
 
   assert variants(text, spans, list(glossary.terms), Wide()) == ["Er wirft den rot Kugel."]
@@ -64,3 +64,25 @@ def test_placed_terms_agree_and_the_model_s_scores_choose_the_reading():
     got = place("The street is wet.", "Die Straße ist nass.", rows, {"street": "Weg"},
                 scores={best: -1.0}, agreement=german)
     assert got.text == best
+
+
+def test_a_term_takes_the_noun_after_its_article_only_where_that_is_no_other_word_s_translation():
+  german = German(Lexicon(german_rows()))
+  # A woman carries a blue bag . / Eine Frau trägt eine blaue Tasche .  (attention on the
+  # article and the adjective, the noun's on the full stop)
+  rows = {0: {0: 0.9}, 1: {1: 0.9}, 2: {2: 0.9}, 3: {5: 0.9}, 4: {5: 0.9}, 5: {6: 0.9}}
+  got = place("A woman carries a blue bag.", "Eine Frau trägt eine blaue Tasche.", rows,
+              {"bag": "Beutel"}, scores={"Eine Frau trägt einen blauen Beutel.": -1.0},
+              agreement=german)
+  assert got.text == "Eine Frau trägt einen blauen Beutel."
+  # A man holds the boy shoulder . / Ein Mann hält den Jungen .  ("Jungen": the only
+  # translation of "boy"; the article attends to "shoulder")
+  rows = {0: {0: 0.9}, 1: {1: 0.9}, 2: {2: 0.9}, 3: {5: 0.9}, 4: {4: 0.9}, 5: {6: 0.9}}
+  got = place("A man holds the boy shoulder.", "Ein Mann hält den Jungen.", rows,
+              {"shoulder": "Schulter"}, agreement=german)
+  assert got.text == "Ein Mann hält Schulter Jungen."  # the article's place, as without
+  # a term that is no noun stays where its source term's translation was
+  rows = {0: {0: 0.9}, 1: {1: 0.9}, 2: {2: 0.9}, 3: {3: 0.9}, 4: {4: 0.9}, 5: {5: 0.9}}
+  got = place("A girl skis a snowy mountain.", "Ein Mädchen fährt einen verschneiten Berg.",
+              rows, {"snowy": "schneebedeckten"}, agreement=german)
+  assert got.text == "Ein Mädchen fährt einen schneebedeckten Berg."

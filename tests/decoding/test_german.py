@@ -35,6 +35,8 @@ def agree(german, text, word, target):
     ("Ein Hund springt über ein Fahrrad.", "Fahrrad", "Drahtesel",  # a compound: Esel's
      "Ein Hund springt über einen Drahtesel."),
     ("Ein Mann mit großem Hut.", "Hut", "Mütze", "Ein Mann mit großer Mütze."),
+    ("Die Frau im gestreiften Hemd sitzt.", "Hemd", "Mütze",  # after a contraction: weak
+     "Die Frau in der gestreiften Mütze sitzt."),
     ("Er geht mit seinem kleinen, alten Hund.", "Hund", "Töle",
      "Er geht mit seiner kleinen, alten Töle."),
     # the same gender: the model's words
