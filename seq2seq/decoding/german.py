@@ -283,7 +283,8 @@ def read_phrase(words: list[str], gaps: list[str], head: int) -> Phrase:
     w = words[k].lower()
     if w in CONTRACTIONS:  # a preposition and the definite article
       contraction_at, preposition, determiner = k, CONTRACTIONS[w][0], Determiner("def")
-    elif (found := Determiner.read(w)) is not None:
+    elif (found := Determiner.read(w)) is not None and not (
+        found.stem == "ein" and words[k + 1] == "paar"):  # "ein paar": a few, not "ein"
       determiner, determiner_at = found, k
       if k > 0 and not gaps[k].strip() and words[k - 1].lower() in GOVERNS:
         preposition = words[k - 1].lower()
@@ -355,7 +356,7 @@ class German:
   def cases(self, phrase: Phrase, words: list[str], noun: int) -> frozenset:
     """The (slot, case) pairs the model's phrase may be: what its determiner, its
     preposition, its adjectives' endings and its noun allow together (dropped in that
-    order from the end where they disagree)."""
+    order from the end where they disagree); nominative where it opens the sentence."""
     constraints = []
     if phrase.contraction_at is not None:
       _, article = CONTRACTIONS[words[phrase.contraction_at].lower()]
@@ -372,9 +373,15 @@ class German:
     while constraints:
       found = functools.reduce(frozenset.intersection, constraints, ALL)
       if found:
-        return found
+        break
       constraints.pop()
-    return ALL
+    else:
+      found = ALL
+    if phrase.first == 0 and not phrase.preposition:
+      # The phrase before the verb, which in German is one phrase, and in a sentence
+      # that opens with a noun phrase its subject: nominative ("Ein Kind planscht").
+      return frozenset(x for x in found if x[1] == "nom") or found
+    return found
 
   def write(self, phrase: Phrase, words: list[str], gaps: list[str], slot: str,
             case: str, target: str, head: int) -> str:

@@ -58,10 +58,10 @@ def test_placed_terms_agree_and_the_model_s_scores_choose_the_reading():
   got = place("A man walks in the park.", "Ein Mann geht im Park.", rows,
               {"park": "Grünanlage"}, agreement=german)
   assert got.text == "Ein Mann geht in der Grünanlage."
-  # The street is wet . / Die Straße ist nass .  ("die": nominative or accusative)
+  # He sees the street . / Er sieht die Straße .  ("die": nominative or accusative)
   rows = {0: {0: 0.9}, 1: {1: 0.9}, 2: {2: 0.9}, 3: {3: 0.9}, 4: {4: 0.9}}
-  for best in ("Der Weg ist nass.", "Den Weg ist nass."):
-    got = place("The street is wet.", "Die Straße ist nass.", rows, {"street": "Weg"},
+  for best in ("Er sieht der Weg.", "Er sieht den Weg."):
+    got = place("He sees the street.", "Er sieht die Straße.", rows, {"street": "Weg"},
                 scores={best: -1.0}, agreement=german)
     assert got.text == best
 

@@ -53,8 +53,13 @@ def test_the_phrase_takes_the_term_s_gender_in_the_model_s_case(german, text, wo
 
 def test_a_phrase_of_several_possible_cases_gives_each_reading_for_the_model_to_choose(german):
   # "die Straße": nominative or accusative; for a masculine term they differ
-  assert set(agree(german, "Die Straße ist nass.", "Straße", "Weg")) == {
-      "Der Weg ist nass.", "Den Weg ist nass."}
+  assert set(agree(german, "Er sieht die Straße.", "Straße", "Weg")) == {
+      "Er sieht der Weg.", "Er sieht den Weg."}
+  # opening the sentence, before its verb: the subject
+  assert agree(german, "Die Straße ist nass.", "Straße", "Weg") == ["Der Weg ist nass."]
+  # "ein paar": a few, no article
+  assert agree(german, "Er läuft über ein paar Straßen.", "Straßen", "Wege") == [
+      "Er läuft über ein paar Wege."]
   # a preposition that takes the dative only settles it
   assert agree(german, "Er spielt mit der Tasche.", "Tasche", "Beutel") == [
       "Er spielt mit dem Beutel."]
