@@ -39,6 +39,10 @@ class Agreement(Protocol):
     of `text[start:end]` (the noun after an article the attention landed on); None: any."""
     ...
 
+  def prepare(self) -> None:
+    """Reads what it needs (a lexicon) now, not at its first term (a server's warm-up)."""
+    ...
+
 
 # Each language's piece, by the class that makes it ("module:Class", imported at its first
 # use: a piece imports this module for `Rewrite`).

@@ -307,6 +307,10 @@ class German:
   def __init__(self, lexicon: Lexicon | None = None):
     self.lexicon = lexicon
 
+  def prepare(self) -> None:
+    if self.lexicon is None:
+      self.lexicon = Lexicon.installed()
+
   def term_analyses(self, target: str) -> frozenset:
     """The (slot, case) pairs the term's last word (a noun) may be; empty where the
     lexicon does not know it (the phrase stays the model's)."""
@@ -334,8 +338,7 @@ class German:
       return plain
     replaced = range(inside[0], noun + 1) if noun == inside[-1] else range(noun, noun + 1)
     plain = [Rewrite(spans[replaced.start][0], spans[noun][1], target)]
-    if self.lexicon is None:
-      self.lexicon = Lexicon.installed()
+    self.prepare()
     term = self.term_analyses(target) if self.lexicon is not None else frozenset()
     if not term:
       return plain

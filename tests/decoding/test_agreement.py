@@ -3,6 +3,7 @@ in term placement: a language's rewrites widen a term's replacement to its phras
 model's scores choose among several, and a language without a piece keeps today's
 placement."""
 
+import pytest
 from test_term_placement import place
 
 from seq2seq.decoding import agreement
@@ -86,3 +87,13 @@ def test_a_term_takes_the_noun_after_its_article_only_where_that_is_no_other_wor
   got = place("A girl skis a snowy mountain.", "Ein Mädchen fährt einen verschneiten Berg.",
               rows, {"snowy": "schneebedeckten"}, agreement=german)
   assert got.text == "Ein Mädchen fährt einen schneebedeckten Berg."
+
+
+def test_a_piece_reads_its_lexicon_when_prepared_not_at_its_first_term():
+  pytest.importorskip("german_nouns", reason="the lexicon german-nouns is not installed "
+                      "(make install installs it)")
+  piece = agreement.for_language("de")
+  assert piece.lexicon is None
+  piece.prepare()
+  assert piece.lexicon is Lexicon.installed()
+  assert piece.lexicon.analyses("Grünanlage")
