@@ -353,8 +353,7 @@ class German:
                         for g in genders})
     out = {self.write(phrase, words, gaps, slot, case, target, replaced.start): None
            for slot, case in options}
-    first = min(phrase.first, replaced.start)
-    return [Rewrite(spans[first][0], spans[noun][1], written) for written in out] or plain
+    return [Rewrite(spans[phrase.first][0], spans[noun][1], written) for written in out] or plain
 
   def cases(self, phrase: Phrase, words: list[str], noun: int) -> frozenset:
     """The (slot, case) pairs the model's phrase may be: what its determiner, its
@@ -363,7 +362,7 @@ class German:
     constraints = []
     if phrase.contraction_at is not None:
       _, article = CONTRACTIONS[words[phrase.contraction_at].lower()]
-      constraints.append(Determiner("def").analyses(article))
+      constraints.append(phrase.determiner.analyses(article))
     elif phrase.determiner_at is not None:
       constraints.append(phrase.determiner.analyses(words[phrase.determiner_at]))
     if phrase.preposition:

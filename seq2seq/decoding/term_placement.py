@@ -301,7 +301,8 @@ def place_terms(align: Callable[[Sequence[str], Sequence[Sequence[int]]], list[A
         spans = [head(spot, o)] if spot else neighbours(o, aligned, taken)
         chars.append([(target_words[a][0], target_words[b][1]) for a, b in spans]
                      or [(at := insertion(o, aligned, target_words, hyp.text), at)])
-      takeable = [only_translations(o, weights, aligned, target_words) for o in occs]
+      takeable = [only_translations(o, weights, aligned, target_words) for o in occs
+                  ] if agreement is not None else None
       edits.append((i, h, variants(hyp.text, chars, [o.term for o in occs], agreement,
                                    takeable)))
   scored = [x for x in edits if len(x[2]) > 1]
