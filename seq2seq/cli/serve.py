@@ -11,7 +11,6 @@ import dataclasses
 import logging
 import sys
 import threading
-import time
 from pathlib import Path
 
 from seq2seq import runtime
@@ -132,14 +131,11 @@ def main(argv=None) -> None:
   shown = args.model[0] if args.from_hub else served[0][0]
   info = {"engine": args.engine, "model": shown, "checkpoint": args.checkpoint}
 
-  def load():
+  def load():  # the app warms them (`TranslationService.warm_up`)
     engines = []
     for name, folder, kind in served:
       engine, _ = parsing.load_engine(argparse.Namespace(**{**vars(args), "workdir": folder,
                                                             "engine": kind}))
-      started = time.perf_counter()
-      engine.warm_up(limits.max_batch)
-      log.info("%s: compiled the batch shapes in %.1f s", name, time.perf_counter() - started)
       if args.reload_every:
         follow_checkpoint(engine, args.reload_every, info, threading.Event())
       engines.append((name, engine))

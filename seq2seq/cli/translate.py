@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 from typing import Iterator
 
 from seq2seq.cli import parsing
 from seq2seq.data.textfiles import decode_line, one_line, split_lines
 from seq2seq.decoding.attention import plot_attention
 from seq2seq.decoding.engine_io import Sampling
-from seq2seq.documents import CONVERT
+from seq2seq.documents.formats import FORMATS, NOT_TRANSLATED, for_extension, listed
 from seq2seq.rundir import checkpoint
 
 log = logging.getLogger(__name__)
@@ -93,12 +94,13 @@ def parser() -> argparse.ArgumentParser:
                  "batch's alone, so that output starts after one search)")
   p.add_argument("--input", default="-", help="input file; - = stdin")
   p.add_argument("--output", default="-", help="output file; - = stdout")
-  p.add_argument("--format", default=None, choices=("lines",) + DOCUMENT_FORMATS,
-                 help="lines: each input line translated to one output line; txt, md, "
-                 "html, srt, vtt, docx, odt, odp, pptx, epub: --input is a document, "
-                 "translated whole into --output with its structure kept "
-                 "(docs/translating.md). Default: from --input's extension (.md, .html, "
-                 ".srt, .vtt, .docx, .odt, .odp, .pptx, .epub), else lines")
+  p.add_argument("--format", default=None, choices=("lines", *FORMATS),
+                 help="lines: each input line translated to one output line; "
+                 f"{', '.join(FORMATS)}: --input is a document, translated whole into "
+                 "--output with its structure kept (docs/translating.md). Default: from "
+                 "--input's extension ("
+                 f"{', '.join(e for f in FORMATS.values() if f.whole_by_default for e in f.extensions)}"
+                 "), else lines")
   p.add_argument("--strict", action="store_true",
                  help="reject invalid UTF-8 (whole input checked before any output) "
                  "instead of replacing it with U+FFFD")
@@ -233,11 +235,6 @@ def main(argv=None) -> None:
   progress.close()
 
 
-DOCUMENT_FORMATS = ("txt", "md", "html", "srt", "vtt", "docx", "odt", "odp", "pptx", "epub")
-# Document formats of other tools, named as such rather than read as lines of text.
-OTHER_DOCUMENTS = frozenset("ods ppt xlsx xls pdf doc rtf".split())
-
-
 def binary(path: str) -> bool:
   """Whether a file is a document container rather than text: a zip (OpenDocument,
   Office, EPUB) or a PDF."""
@@ -254,17 +251,17 @@ def document_format(p: argparse.ArgumentParser, args) -> str | None:
   line-by-line translation."""
   if args.format == "lines":
     return None
-  suffix = "" if args.input == "-" else args.input.lower().rsplit(".", 1)[-1]
-  fmt = args.format or {"md": "md", "markdown": "md", "html": "html", "htm": "html",
-                        "srt": "srt", "vtt": "vtt", "docx": "docx", "odt": "odt",
-                        "odp": "odp", "pptx": "pptx", "epub": "epub"}.get(suffix)
+  suffix = "" if args.input == "-" else Path(args.input).suffix.lower()
+  by_extension = for_extension(suffix)
+  fmt = args.format or (by_extension.name if by_extension and by_extension.whole_by_default
+                        else None)
   if fmt is None:
-    if args.input != "-" and (suffix in OTHER_DOCUMENTS or binary(args.input)):
-      kind = f".{suffix} document" if suffix in OTHER_DOCUMENTS else "zip or PDF file"
-      advice = CONVERT.get("." + suffix, "")
+    if args.input != "-" and (suffix in NOT_TRANSLATED or binary(args.input)):
+      kind = f"{suffix} document" if suffix in NOT_TRANSLATED else "zip or PDF file"
+      advice = NOT_TRANSLATED.get(suffix)
       p.error(f"{args.input}: a {kind} is not a format translated here"
               f"{' (' + advice + ')' if advice else ''}; documents: "
-              f"{', '.join('.' + f for f in DOCUMENT_FORMATS)} (or text, a sentence a line)")
+              f"{', '.join(listed())} (or text, a sentence a line)")
     return None
   if args.input == "-":
     p.error(f"--format {fmt} translates a file: give --input FILE")
@@ -273,7 +270,7 @@ def document_format(p: argparse.ArgumentParser, args) -> str | None:
                                     ("--attention-plot", args.attention_plot)) if on]
   if clashing:
     p.error(f"a document ({fmt}) is translated whole: {clashing[0]} is for lines")
-  if fmt in ("docx", "odt", "odp", "pptx", "epub") and args.output == "-":
+  if FORMATS[fmt].zipped and args.output == "-":
     p.error(f"a .{fmt} document is written to a file: give --output FILE")
   return fmt
 

@@ -138,9 +138,12 @@ class CTranslate2Translator(SentenceEngine):
     so documents place styles by relative position."""
     return self.alignments(sources, target_ids, [None] * len(sources))
 
-  def warm_up(self, max_batch: int, longest: int = 64) -> None:
-    """CTranslate2 compiles nothing: one translation loads what it loads lazily."""
-    self.translate(["A man in a blue shirt is standing on a ladder."])
+  def warm_up(self, max_batch: int, longest: int = 64,
+              also: Sequence[SearchSettings] = ()) -> None:
+    """CTranslate2 compiles nothing: one translation (at the defaults and at each of
+    `also`) loads what it loads lazily."""
+    for settings in (None, *also):
+      self.translate(["A man in a blue shirt is standing on a ladder."], settings)
 
   def reload(self) -> int | None:
     return None  # an export holds one checkpoint

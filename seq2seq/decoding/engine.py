@@ -132,8 +132,10 @@ class Engine(Protocol):
     """Raises ValueError naming a text no cut brings within the limits, or a prefix too
     long: a request is refused before it joins a batch that it would fail."""
 
-  def warm_up(self, max_batch: int, longest: int = 64) -> None:
-    """Prepares what the first requests run (the JAX engine compiles their searches)."""
+  def warm_up(self, max_batch: int, longest: int = 64,
+              also: Sequence[SearchSettings] = ()) -> None:
+    """Prepares what the first requests run, at the defaults and at each of `also` (the
+    JAX engine compiles their searches)."""
 
   def reload(self) -> int | None:
     """Serves the newest complete checkpoint of the kind it was loaded from, if newer;

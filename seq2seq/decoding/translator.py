@@ -231,10 +231,12 @@ class Translator(SentenceEngine):
         weights[i] = probs_BTS[row, :len(tgt_ids[i]), lead:len(src_ids[i])]
     return self.alignments(sources, target_ids, weights)
 
-  def warm_up(self, max_batch: int, longest: int = 64) -> None:
+  def warm_up(self, max_batch: int, longest: int = 64,
+              also: Sequence[SearchSettings] = ()) -> None:
     """Compiles, before a server says it is ready, the searches it runs first: batches of
     1 or `max_batch` rows of every length bucket up to `longest` pieces, at the default
-    settings, two at a time; then compiles the row counts between (2, 4, ... max_batch /
+    settings, and batches of 1 row at each of `also` (what a web page asks for first),
+    two at a time; then compiles the row counts between (2, 4, ... max_batch /
     2) on a thread, each taken into use once all its lengths are compiled, so that a batch
     of a few texts stops paying for max_batch rows. Kept in the XLA cache, a restart
     loads them in seconds. Reads, too, what glossary terms agree by in its target
@@ -247,6 +249,8 @@ class Translator(SentenceEngine):
     self.keep_programs((2 + len(between)) * len(self.buckets.boundaries)
                        + self.decode_cfg.programs)
     self._compile_rows(self.row_sizes, max_batch, longest)
+    for settings in also:
+      self._compile_rows((1,), max_batch, longest, settings)
     self.translate([WARM_UP], batch_size=max_batch)
     for _, target in self.directions:  # a glossary's first request does not read the
       piece = agreement.for_language(target)  # lexicon its terms agree by
@@ -256,13 +260,15 @@ class Translator(SentenceEngine):
       threading.Thread(target=self._add_row_sizes, args=(between, max_batch, longest),
                        daemon=True, name="compile-rows").start()
 
-  def _compile_rows(self, rows: Sequence[int], batch_size: int, longest: int) -> None:
-    """Compiles the searches of `rows`-row batches of every length bucket up to `longest`."""
+  def _compile_rows(self, rows: Sequence[int], batch_size: int, longest: int,
+                    settings: SearchSettings | None = None) -> None:
+    """Compiles the searches of `rows`-row batches of every length bucket up to `longest`
+    (at `settings`, default the translator's)."""
     pieces = self.encode_sources([WARM_UP])[0][:-1]
     sources = [np.append(np.resize(pieces, length - 1), EOS_ID).astype(np.int32)
                for length in self.buckets.boundaries if length <= longest]
     lowered = [lowered for src in sources for r in rows
-               for lowered in self.lower_searches([src] * r, batch_size=batch_size,
+               for lowered in self.lower_searches([src] * r, settings, batch_size=batch_size,
                                                   row_sizes=(r,))]
     with ThreadPoolExecutor(2) as pool:
       list(pool.map(lambda lower: lower.compile(), lowered))

@@ -4,6 +4,7 @@ kept, each format read and written with its own maintained library.
     translate_document(engine, "report.docx", "bericht.docx")
     translate_document(engine, "page.md", fmt="md")     # the translation as a string
 
+    formats.py    the formats, each once: extensions, text or zipped, handler, media type
     inline.py     formatted runs of text translated whole, styles carried by alignment
     blocks.py     blocks of runs translated in chunks with progress; runs written back
     encodings.py  a text document's encoding, BOM and line endings, read and written back
@@ -27,65 +28,31 @@ from seq2seq.decoding.engine import Engine
 from seq2seq.decoding.engine_io import SearchSettings
 from seq2seq.documents.blocks import BlockTranslator
 from seq2seq.documents.encodings import DocumentError, TextFile, read_text
+from seq2seq.documents.formats import EXTENSIONS, FORMATS, NOT_TRANSLATED, for_extension
 from seq2seq.documents.packages import check_package
-
-# Extension -> format name.
-FORMATS = {".txt": "txt", ".text": "txt", ".md": "md", ".markdown": "md", ".html": "html",
-           ".htm": "html", ".xhtml": "html", ".srt": "srt", ".vtt": "vtt", ".docx": "docx",
-           ".odt": "odt", ".odp": "odp", ".pptx": "pptx", ".epub": "epub"}
-BINARY = frozenset({"docx", "odt", "odp", "pptx", "epub"})
-# Formats of documents that are not translated here, and what to convert them to.
-CONVERT = {".pdf": "a PDF holds positioned glyphs, not paragraphs: convert it to .docx or "
-                   ".odt (LibreOffice, pdf2docx) and translate that",
-           ".doc": "convert it to .docx", ".ppt": "convert it to .pptx",
-           ".rtf": "convert it to .docx or .odt"}
 
 
 def format_of(path: str | os.PathLike, fmt: str | None = None) -> str:
-  """The format named `fmt`, else the one of `path`'s extension.
+  """The format named `fmt`, else the one of `path`'s extension (`formats.FORMATS`).
 
   Raises:
     ValueError: naming the path and the formats known.
   """
   if fmt is not None:
-    if fmt not in set(FORMATS.values()):
+    if fmt not in FORMATS:
       raise ValueError(f"unknown document format {fmt!r}: expected one of "
-                       f"{', '.join(sorted(set(FORMATS.values())))}")
+                       f"{', '.join(sorted(FORMATS))}")
     return fmt
   suffix = Path(path).suffix.lower()
-  if suffix in CONVERT:
-    raise ValueError(f"{path}: {suffix} documents are not translated ({CONVERT[suffix]}); "
-                     f"known: {', '.join(sorted(FORMATS))}")
-  if suffix not in FORMATS:
+  if suffix in NOT_TRANSLATED:
+    advice = NOT_TRANSLATED[suffix]
+    raise ValueError(f"{path}: {suffix} documents are not translated"
+                     f"{f' ({advice})' if advice else ''}; known: {', '.join(sorted(EXTENSIONS))}")
+  found = for_extension(suffix)
+  if found is None:
     raise ValueError(f"{path}: cannot tell the document format from {suffix or 'no'} "
-                     f"extension (known: {', '.join(sorted(FORMATS))}); give the format")
-  return FORMATS[suffix]
-
-
-def malformed(fmt: str) -> tuple[type[Exception], ...]:
-  """The errors by which a format's library says a file is not of that format."""
-  if fmt == "docx":
-    import zipfile
-
-    import lxml.etree
-    from docx.opc.exceptions import OpcError
-    return (zipfile.BadZipFile, zipfile.LargeZipFile, OpcError, lxml.etree.LxmlError,
-            KeyError)
-  if fmt == "srt":
-    import srt
-    return (srt.SRTParseError,)
-  if fmt == "vtt":
-    import webvtt.errors
-    return (webvtt.errors.MalformedFileError, webvtt.errors.MalformedCaptionError)
-  if fmt in ("odt", "odp", "epub"):
-    import zipfile
-
-    import lxml.etree
-    return (zipfile.BadZipFile, zipfile.LargeZipFile, lxml.etree.LxmlError)
-  if fmt == "pptx":
-    import zipfile
-    return (zipfile.BadZipFile, zipfile.LargeZipFile)
-  return ()
+                     f"extension (known: {', '.join(sorted(EXTENSIONS))}); give the format")
+  return found.name
 
 
 def translate_bytes(engine: Engine, data: bytes, fmt: str, settings: SearchSettings | None = None,
@@ -105,35 +72,16 @@ def _translate(engine: Engine, data: bytes, fmt: str, settings: SearchSettings |
                progress: bool, split_sentences: bool) -> tuple[bytes | str, TextFile | None]:
   """(the translated docx's bytes, None) or (the translated text, how its source was
   written)."""
-  from seq2seq.documents import (
-    epub,
-    html,
-    markdown,
-    opendocument,
-    plain,
-    powerpoint,
-    subtitles,
-    word,
-  )
   translate = BlockTranslator(engine, settings, progress=progress,
                               split_sentences=split_sentences)
+  document = FORMATS[fmt]
   try:
-    if fmt in BINARY:
+    if document.zipped:
       check_package(data, fmt)
-    if fmt == "docx":
-      return word.translate_docx(data, translate), None
-    if fmt in ("odt", "odp"):
-      return opendocument.translate_opendocument(data, translate, fmt), None
-    if fmt == "pptx":
-      return powerpoint.translate_pptx(data, translate), None
-    if fmt == "epub":
-      return epub.translate_epub(data, translate), None
+      return document.translator()(data, translate, fmt), None
     source = read_text(data, fmt)
-    handler = {"txt": plain.translate_text, "md": markdown.translate_markdown,
-               "html": html.translate_html, "srt": subtitles.translate_srt,
-               "vtt": subtitles.translate_vtt}[fmt]
-    return handler(source.text, translate), source
-  except malformed(fmt) as e:
+    return document.translator()(source.text, translate), source
+  except document.errors() as e:
     reason = " ".join(str(e).split())[:200] or type(e).__name__
     raise DocumentError(f"not a valid {fmt} document ({type(e).__name__}: {reason})"
                         ) from None
@@ -154,7 +102,7 @@ def translate_document(engine: Engine, source: str | os.PathLike,
     data = Path(source).read_bytes()
   except OSError as e:
     raise ValueError(f"{source}: {e.strerror}") from None
-  if target is None and fmt in BINARY:
+  if target is None and FORMATS[fmt].zipped:
     raise ValueError(f"{source}: a {fmt} document is written to a file: give a target")
   try:
     translated, text_file = _translate(engine, data, fmt, settings, progress, split_sentences)

@@ -13,13 +13,12 @@ import zipfile
 
 from seq2seq.documents.blocks import BlockTranslator
 from seq2seq.documents.encodings import DocumentError
+from seq2seq.documents.formats import FORMATS
 from seq2seq.documents.html import translate_html
 from seq2seq.documents.packages import rewrite, unreadable
 
-MIMETYPE = "application/epub+zip"
 
-
-def _documents(data: bytes) -> set[str]:
+def _documents(data: bytes, fmt: str) -> set[str]:
   """The zip entry names of the book's XHTML documents (chapters and navigation)."""
   import ebooklib
   from ebooklib import epub
@@ -27,12 +26,12 @@ def _documents(data: bytes) -> set[str]:
     book = epub.read_epub(io.BytesIO(data), options={"ignore_ncx": True})
   except Exception as e:  # noqa: BLE001 - EbookLib's reading fails in many ways on a file
     # that is not an EPUB
-    raise unreadable("epub", e) from None
+    raise unreadable(fmt, e) from None
   folder = posixpath.dirname(_package_document(data))
   kinds = (ebooklib.ITEM_DOCUMENT, ebooklib.ITEM_NAVIGATION)
   return {posixpath.normpath(posixpath.join(folder, item.file_name))
           for item in book.get_items() if item.get_type() in kinds
-          and item.file_name.lower().endswith((".xhtml", ".html", ".htm"))}
+          and item.file_name.lower().endswith(FORMATS["html"].extensions)}
 
 
 def _package_document(data: bytes) -> str:
@@ -46,9 +45,9 @@ def _package_document(data: bytes) -> str:
   return rootfile.get("full-path", "") if rootfile is not None else ""
 
 
-def translate_epub(data: bytes, translate: BlockTranslator) -> bytes:
+def translate_epub(data: bytes, translate: BlockTranslator, fmt: str) -> bytes:
   """An .epub's bytes with its chapters translated (module docstring)."""
-  documents = _documents(data)
+  documents = _documents(data, fmt)
 
   def translated(name: str, content: bytes) -> bytes:
     if name not in documents:
@@ -59,4 +58,4 @@ def translate_epub(data: bytes, translate: BlockTranslator) -> bytes:
       raise DocumentError(f"{name} is not UTF-8 (byte {e.start})") from None
     return translate_html(text, translate, parser="xml").encode("utf-8")
 
-  return rewrite(data, MIMETYPE, translated)
+  return rewrite(data, FORMATS[fmt].media_type, translated)

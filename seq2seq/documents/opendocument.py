@@ -15,6 +15,7 @@ import zipfile
 
 from seq2seq.documents.blocks import BlockTranslator
 from seq2seq.documents.encodings import DocumentError
+from seq2seq.documents.formats import FORMATS
 from seq2seq.documents.inline import Run
 from seq2seq.documents.packages import rewrite
 
@@ -25,8 +26,6 @@ PARAGRAPHS = {f"{{{TEXT}}}p", f"{{{TEXT}}}h"}
 INLINE = {f"{{{TEXT}}}span", f"{{{TEXT}}}a"}
 SPACES = f"{{{TEXT}}}s"
 PARTS = ("content.xml", "styles.xml")  # the parts that hold text
-MIMETYPES = {"odt": "application/vnd.oasis.opendocument.text",
-             "odp": "application/vnd.oasis.opendocument.presentation"}
 
 
 def _tokens(element, path: tuple) -> list:
@@ -127,8 +126,8 @@ def translate_opendocument(data: bytes, translate: BlockTranslator, fmt: str) ->
   except KeyError:
     raise DocumentError(f"not a valid {fmt} document (no mimetype entry: not an "
                         "OpenDocument package)") from None
-  if mimetype != MIMETYPES[fmt]:
+  if mimetype != FORMATS[fmt].media_type:
     raise DocumentError(f"not a valid {fmt} document (its mimetype is {mimetype!r}, "
-                        f"expected {MIMETYPES[fmt]})")
+                        f"expected {FORMATS[fmt].media_type})")
   return rewrite(data, mimetype, lambda name, content: _translate_part(content, translate)
                  if name in PARTS else content)

@@ -82,14 +82,14 @@ def _rebuild(p, segments: list) -> None:
         p.append(element)
 
 
-def translate_pptx(data: bytes, translate: BlockTranslator) -> bytes:
+def translate_pptx(data: bytes, translate: BlockTranslator, fmt: str) -> bytes:
   """A .pptx file's bytes with its prose translated (module docstring)."""
   import pptx
   try:
     presentation = pptx.Presentation(io.BytesIO(data))
   except Exception as e:  # noqa: BLE001 - python-pptx's reading fails in many ways on a
     # file that is not a presentation
-    raise unreadable("pptx", e) from None
+    raise unreadable(fmt, e) from None
   jobs = []
   for frame in _frames(presentation):
     for paragraph in frame.paragraphs:

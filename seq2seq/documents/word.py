@@ -114,14 +114,14 @@ def _replace(paragraph, elements, runs: list[Run], styles: dict) -> None:
     element.getparent().remove(element)
 
 
-def translate_docx(data: bytes, translate: BlockTranslator) -> bytes:
+def translate_docx(data: bytes, translate: BlockTranslator, fmt: str) -> bytes:
   """A .docx file's bytes with its prose translated (module docstring)."""
   import docx
   try:
     document = docx.Document(io.BytesIO(data))
   except Exception as e:  # noqa: BLE001 - python-docx's reading fails in many ways on a
     # file that is not a Word document (a zip of other parts, XML of another shape)
-    raise unreadable("docx", e) from None
+    raise unreadable(fmt, e) from None
   styles: dict = {}
   jobs = []
   for paragraph in _all_paragraphs(document):

@@ -27,9 +27,8 @@ import types
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from seq2seq.decoding.engine import Engine
 from seq2seq.decoding.engine_io import SearchSettings
-from seq2seq.serving.http_api import Limits, RequestError, TranslateRequest
+from seq2seq.serving.http_api import Limits, RequestError
 
 # While the decoders are idle after batches of several texts, a batch goes once no text has
 # arrived for this long (or after Limits.max_wait_ms, or full).
@@ -70,18 +69,27 @@ class Metrics:
 
 @dataclasses.dataclass(eq=False)
 class Job:
-  request: TranslateRequest
+  """One request's texts, decoded with its search settings (and prefixes, one per text)."""
+
+  texts: list[str]
+  settings: SearchSettings
+  prefixes: list[str] | None
   future: asyncio.Future
   results: list[Any]
   remaining: int
   number: int  # arrival order; a sampled request is batched alone
   cancelled: bool = False
 
+  @property
+  def batch_key(self) -> tuple[SearchSettings, bool]:
+    """Jobs of equal keys decode together: equal settings, prefixed or not."""
+    return self.settings, self.prefixes is not None
+
 
 class Batcher:
   """Queues the texts of requests and decodes them in batches on `workers` threads."""
 
-  def __init__(self, translate: Callable[..., list], limits: Limits, metrics: Metrics,
+  def __init__(self, translate: Callable[..., list], limits: Limits, metrics: Any,
                workers: int = 2, quiet_ms: float = QUIET_MS):
     self.translate_fn, self.limits, self.metrics = translate, limits, metrics
     self.alone = 0  # texts of run_alone requests waiting or running
@@ -114,17 +122,20 @@ class Batcher:
   def retry_after(self) -> int:
     return max(1, math.ceil(len(self.pending) / max(self.rate, 1.0)))
 
-  async def submit(self, request: TranslateRequest) -> list[Any]:
-    """The request's results (str, or a list of alternatives, per text), or RequestError."""
+  async def submit(self, texts: list[str], settings: SearchSettings,
+                   prefixes: list[str] | None = None) -> list[Any]:
+    """`translate(texts, settings, prefixes, first_index)`'s result per text (a str, or a
+    list of hypotheses), the texts decoded in batches with others of equal settings; or
+    a RequestError (429: the queue is full; 503: not answered in time)."""
     if self.closing:
       raise RequestError(503, "the server is shutting down", {"Retry-After": "5"})
-    if len(self.pending) + len(request.texts) > self.limits.max_queue:
+    if len(self.pending) + len(texts) > self.limits.max_queue:
       raise RequestError(429, f"{len(self.pending)} texts are waiting, at most "
                               f"{self.limits.max_queue}: try again later",
                          {"Retry-After": str(self.retry_after())})
-    job = Job(request, asyncio.get_running_loop().create_future(),
-              [None] * len(request.texts), len(request.texts), next(self.numbers))
-    self.pending.extend((job, i) for i in range(len(request.texts)))
+    job = Job(texts, settings, prefixes, asyncio.get_running_loop().create_future(),
+              [None] * len(texts), len(texts), next(self.numbers))
+    self.pending.extend((job, i) for i in range(len(texts)))
     self.metrics.queue.set(len(self.pending))
     self.wakeup.set()
     try:
@@ -145,12 +156,12 @@ class Batcher:
     if not self.pending:
       return []
     first = self.pending[0][0]
-    alone = first.request.settings.sampling is not None
+    alone = first.settings.sampling is not None
     limit = min(limit, self.limits.max_batch)
     batch, rest = [], collections.deque()
     for entry in self.pending:
       job = entry[0]
-      fits = job is first if alone else (job.request.batch_key == first.request.batch_key
+      fits = job is first if alone else (job.batch_key == first.batch_key
                                          and not job.cancelled)
       if fits and len(batch) < limit:
         batch.append(entry)
@@ -192,15 +203,14 @@ class Batcher:
 
   async def decode(self, batch: list[tuple[Job, int]]) -> None:
     loop = asyncio.get_running_loop()
-    request = batch[0][0].request
-    texts = [job.request.texts[i] for job, i in batch]
-    prefixes = ([job.request.prefixes[i] for job, i in batch]
-                if request.prefixes is not None else None)
+    first = batch[0][0]
+    texts = [job.texts[i] for job, i in batch]
+    prefixes = [job.prefixes[i] for job, i in batch] if first.prefixes is not None else None
     first_index = batch[0][1]  # a sampled batch holds one request's texts, in order
     started = time.perf_counter()
     try:
       out = await loop.run_in_executor(self.executor, lambda: self.translate_fn(
-          texts, request.settings, prefixes, first_index))
+          texts, first.settings, prefixes, first_index))
     except Exception as e:  # a failed batch fails its requests, not the server
       for job, _ in batch:
         if not job.future.done():
@@ -246,19 +256,3 @@ class Batcher:
     finally:
       self.alone -= texts
 
-
-def engine_call(engine: Engine, batch_size: int
-                ) -> Callable[[list[str], SearchSettings, list[str] | None, int], list]:
-  """translate(texts, settings, prefixes, first_index) on an engine: a str per text, or
-  with nbest, a list of {"text", "score"} per text. `batch_size` bounds the rows of one
-  decoding batch (its rows are the next power of two of the texts: few compiled shapes)."""
-
-  def translate(texts, settings: SearchSettings, prefixes, first_index):
-    out = engine.translate(texts, settings.changed(batch_size=batch_size), prefixes=prefixes,
-                           first_index=first_index)
-    if not settings.nbest:
-      return out
-    return [[{"text": h.text, "score": round(float(h.score), 4)} for h in hyps]
-            for hyps in out]
-
-  return translate

@@ -14,18 +14,19 @@ here: its routes (`LibreTranslate`), its parameters read and checked, its answer
     GET  /download_file/NAME  that document
 
 The parameters come as JSON, as a form (application/x-www-form-urlencoded) or in the
-query string, as LibreTranslate takes them. A request goes to the model that has its
-direction, or through English with two (`models.Models`); a pair no route reaches is
-LibreTranslate's 400 naming it and the pairs served, and "auto" detects each text's
-language among the served sources (`detection.py`). With `format: "html"` the markup is kept and each run of text between tags
-is translated (script and style left as they are). Errors are LibreTranslate's shape,
-`{"error": "..."}`: 400 for a bad request, 403 for a missing or wrong API key.
+query string, as LibreTranslate takes them. The `TranslationService` (service.py)
+routes them: to the model that has the direction, or through English with two; a pair no
+route reaches is LibreTranslate's 400 naming it and the pairs served, and "auto" detects
+each text's language among the served sources. With `format: "html"` the markup is kept
+and each run of text between tags is translated (script and style left as they are).
+Errors are LibreTranslate's shape, `{"error": "..."}`: 400 for a bad request, 403 for a
+missing or wrong API key. `LibreTranslate` is the adapter: it parses, calls the service,
+renders; it holds neither the app nor the native API.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import re
 import secrets
 import shutil
@@ -35,17 +36,18 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from seq2seq.decoding.glossary import Glossary
+from seq2seq.decoding.engine_io import SearchSettings
+from seq2seq.documents.formats import EXTENSIONS, NOT_TRANSLATED, for_extension
 from seq2seq.serving.http_api import (
+  ApiKeys,
   Limits,
   RequestError,
-  TranslateRequest,
   check_texts,
   media_type,
   parse_glossary,
   read_json,
 )
-from seq2seq.serving.models import direct_model
+from seq2seq.serving.service import OneDirectionOnly, Routing, Translation, TranslationService
 
 # English names of the languages LibreTranslate offers (ISO 639-1); a code not here is its
 # own name.
@@ -61,36 +63,33 @@ LANGUAGE_NAMES = {
     "tl": "Tagalog", "tr": "Turkish", "uk": "Ukrainian", "ur": "Urdu", "vi": "Vietnamese",
     "zh": "Chinese",
 }
-FORMATS = ("text", "html")
+TEXT_FORMATS = ("text", "html")  # its `format` field's values
+# The alternatives LibreTranslate's web UI asks for (its app.js sends `alternatives: 3`):
+# the server compiles that search before it says ready (`TranslationService.warm_up`).
+WEB_UI_ALTERNATIVES = 3
 
 
 def language_name(code: str) -> str:
   return LANGUAGE_NAMES.get(code, code)
 
 
-def languages(models) -> list[dict[str, Any]]:
-  """/languages: each language with the targets it translates to (`models.Models`),
-  those through the pivot language included and, where there are some, also listed as
-  `pivots` (our field: LibreTranslate has none)."""
+def languages(served: list[tuple[str, list[str], list[str]]]) -> list[dict[str, Any]]:
+  """/languages: each language with the targets it translates to
+  (`TranslationService.languages`), those through the pivot language included and, where
+  there are some, also listed as `pivots` (our field: LibreTranslate has none)."""
   out = []
-  for code in models.languages():
-    direct, pivoted = models.targets(code)
+  for code, direct, pivoted in served:
     out.append({"code": code, "name": language_name(code), "targets": direct + pivoted})
     if pivoted:
       out[-1]["pivots"] = pivoted
   return out
 
 
-# The file extensions /translate_file takes (seq2seq.documents.FORMATS, less .text).
-FILE_FORMATS = (".txt", ".md", ".html", ".htm", ".srt", ".vtt", ".docx", ".odt", ".odp",
-                ".pptx", ".epub")
-
-
 def frontend_settings(source: str, target: str, limits: Limits, keys: bool,
                       required: bool = False) -> dict:
   return {"apiKeys": keys, "keyRequired": required, "charLimit": limits.max_chars,
           "frontendTimeout": int(limits.timeout_s * 1000), "suggestions": False,
-          "filesTranslation": True, "supportedFilesFormat": list(FILE_FORMATS),
+          "filesTranslation": True, "supportedFilesFormat": list(EXTENSIONS),
           "language": {"source": {"code": source, "name": language_name(source)},
                        "target": {"code": target, "name": language_name(target)}}}
 
@@ -128,36 +127,9 @@ def is_libretranslate(params: dict) -> bool:
   return "q" in params
 
 
-def check_key(params: dict, keys: frozenset[str] | None, required: bool = False) -> None:
-  """LibreTranslate's rule: with keys, a key given must be one of them (403); none given
-  is served unless keys are `required` (400, as LibreTranslate asks for one)."""
-  key = params.get("api_key")
-  if keys is None:
-    return
-  if key in (None, ""):
-    if required:
-      raise RequestError(400, "Please contact the server operator to get an API key")
-    return
-  if not (isinstance(key, str) and key in keys):
-    raise RequestError(403, "Invalid API key")
-
-
-# LibreTranslate's codes that name another one (its languages' aliases), lower-cased.
-ALIASES = {"zh": "zh-hans", "zt": "zh-hant", "pb": "pt-br", "nb": "no"}
-
-
-def same_language(given: Any, code: str) -> bool:
-  """Whether a request's language code names `code`: compared as LibreTranslate does,
-  case-insensitively and through its aliases."""
-  if not isinstance(given, str):
-    return False
-  norm = lambda c: ALIASES.get(c.strip().lower(), c.strip().lower())  # noqa: E731
-  return norm(given) == norm(code)
-
-
 def parse(params: dict, limits: Limits) -> tuple[list[str], bool, str, int]:
   """(texts, whether q was one string, format, alternatives) of a /translate request;
-  its languages are the server's to route (`http_server.Server.route`)."""
+  its languages are the service's to route (`TranslationService.routing`)."""
   q = params.get("q")
   if q is None or q == "" or q == []:
     raise RequestError(400, "Invalid request: missing q parameter")
@@ -175,7 +147,7 @@ def parse(params: dict, limits: Limits) -> tuple[list[str], bool, str, int]:
     if not params.get(name) or not isinstance(params[name], str):
       raise RequestError(400, f"Invalid request: missing {name} parameter")
   fmt = params.get("format") or "text"
-  if fmt not in FORMATS:
+  if fmt not in TEXT_FORMATS:
     raise RequestError(400, f"Invalid request: format {fmt!r}; expected text or html")
   alternatives = params.get("alternatives") or 0
   if isinstance(alternatives, str) and alternatives.strip().isdigit():
@@ -187,23 +159,37 @@ def parse(params: dict, limits: Limits) -> tuple[list[str], bool, str, int]:
   return texts, single, fmt, alternatives
 
 
-def answer(translations: list[str], single: bool, detected: list[dict] | None,
-           alternatives: list[list[str]] | None = None, routes: list | None = None
-           ) -> dict[str, Any]:
-  """LibreTranslate's answer; `detected`: each text's {"language", "confidence"} where the
-  source was "auto"; `routes`: each text's route, named in `route` (our field) where one
-  went through a pivot."""
+def answer(found: Translation | list[str], single: bool, routing: Routing) -> dict[str, Any]:
+  """LibreTranslate's answer: translatedText (a string or a list, as q was); the other
+  hypotheses where alternatives were asked for, each different from the translation and
+  from the others; detectedLanguage where the source was "auto"; and `route` (our field)
+  naming each text's route where one went through a pivot."""
+  translations = found if isinstance(found, list) else found.translations
   out: dict[str, Any] = {"translatedText": translations[0] if single else translations}
-  if alternatives is not None:  # each different from the translation and from the others
-    alternatives = [list(dict.fromkeys(a for a in found if a != best))
-                    for found, best in zip(alternatives, translations)]
+  if not isinstance(found, list) and found.alternatives is not None:
+    alternatives = [list(dict.fromkeys(h.text for h in hyps[1:] if h.text != best))
+                    for hyps, best in zip(found.alternatives, translations)]
     out["alternatives"] = alternatives[0] if single else alternatives
-  if detected is not None:
+  if routing.detected is not None:
+    detected = [{"language": code, "confidence": confidence}
+                for code, confidence in routing.detected]
     out["detectedLanguage"] = detected[0] if single else detected
-  if routes is not None and any(len(r) > 1 for r in routes):
-    names = ["→".join([r[0].source] + [h.target for h in r]) for r in routes]
+  names = routing.names()
+  if names is not None:
     out["route"] = names[0] if single else names
   return out
+
+
+def search_settings(defaults: SearchSettings, alternatives: int) -> SearchSettings:
+  """A request's search: the model's defaults, with a beam wide enough for the
+  translation and `alternatives` others."""
+  nbest = alternatives + 1 if alternatives else 0
+  return defaults.changed(beam_size=max(defaults.beam_size, nbest), nbest=nbest)
+
+
+def web_ui_settings(defaults: SearchSettings) -> SearchSettings:
+  """The search of LibreTranslate's web UI's first request (`WEB_UI_ALTERNATIVES`)."""
+  return search_settings(defaults, WEB_UI_ALTERNATIVES)
 
 
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")  # LibreTranslate's
@@ -246,19 +232,20 @@ class TranslatedFiles:
 
 
 class LibreTranslate:
-  """LibreTranslate's routes over the server's state (`http_server.Server`: its engine,
-  batcher, limits, keys and glossary)."""
+  """LibreTranslate's dialect over a `TranslationService`: each route's parameters read
+  and checked, the service called, the answer rendered. Translated files are kept in
+  `files` for their download."""
 
-  def __init__(self, server):
-    self.server = server
-    self.files = TranslatedFiles(server.limits.file_ttl_s)
+  def __init__(self, service: TranslationService, limits: Limits, keys: ApiKeys):
+    self.service, self.limits, self.keys = service, limits, keys
+    self.files = TranslatedFiles(limits.file_ttl_s)
 
-  @property
-  def pair(self) -> tuple[str, str]:
-    return self.server.engine.directions[0]
-
-  def check_key(self, params: dict) -> None:
-    check_key(params, self.server.api_keys, self.server.require_key)
+  @staticmethod
+  def speaks(query: dict, content_type: str | None, body: Any = None) -> bool:
+    """Whether a POST /translate is LibreTranslate's: `q` in the query string or the JSON
+    body, or a form (the native API takes JSON only)."""
+    return ("q" in query or media_type(content_type) in FORMS
+            or (isinstance(body, dict) and "q" in body))
 
   async def params(self, request, body: bytes) -> dict:
     """A request's parameters: the query's, then the body's (JSON, a form, or a multipart
@@ -275,151 +262,85 @@ class LibreTranslate:
 
   async def translate(self, params: dict) -> dict[str, Any]:
     """/translate: texts or HTML documents, with alternatives, routed by source and target
-    (`Server.route`: "auto" detects each text's language; a pair no model has goes
-    through the pivot)."""
-    server = self.server
-    self.check_key(params)
-    texts, single, fmt, alternatives = parse(params, server.limits)
-    routes, found = server.route(params["source"], params["target"], texts)
-    detected = None if found is None else [{"language": code, "confidence": confidence}
-                                           for code, confidence in found]
-    direct = direct_model(routes) is not None
-    model = routes[0][-1].model  # the last hop's: its search settings are the request's
-    if fmt == "html":  # whole sentences, tags carried onto their words (no alternatives,
-      # as LibreTranslate); one document at a time on a decoding thread
-      if not direct:
-        raise RequestError(400, "Invalid request: format html goes with one model's "
-                                "direction, not through a pivot")
-      from seq2seq.documents.blocks import BlockTranslator
-      from seq2seq.documents.html import translate_html
-      server.check_texts(texts, None, model.engine)
-      defaults = model.engine.defaults.changed(batch_size=server.limits.max_batch)
-      translate = BlockTranslator(model.engine, defaults, progress=False)
-      out = [await model.batcher.run_alone(functools.partial(translate_html, t, translate))
-             for t in texts]
-      return answer(out, single, detected, None, routes)
-    nbest = alternatives + 1 if alternatives else 0
-    glossary = server.glossary if direct else None
-    if params.get("glossary") not in (None, ""):  # ours, beside LibreTranslate's fields
-      if not direct:
-        raise RequestError(400, "Invalid request: a glossary goes with one model's direction, "
-                                "not through a pivot")
-      glossary = (server.glossary or Glossary(())).merged(
-          parse_glossary(params["glossary"], server.limits, model.engine.limits.glossary,
-                         status=400))
-    settings = model.engine.defaults.changed(
-        beam_size=max(model.engine.defaults.beam_size, nbest), nbest=nbest)
-    if glossary is not None:
-      settings = settings.changed(glossary=glossary)
-    if not texts:
-      out = []
-    elif direct:
-      server.check_texts(texts, None, model.engine)
-      out = await model.batcher.submit(TranslateRequest(texts, False, settings))
-    else:
-      out = await server.translate_routed(texts, routes, settings)
-    others = None
-    if nbest:
-      others = [[a["text"] for a in found[1:]] for found in out]
-      out = [found[0]["text"] if found else "" for found in out]
-    return answer(out, single, detected, others, routes)
+    ("auto" detects each text's language; a pair no model has goes through the pivot)."""
+    self.keys.check(params.get("api_key"))
+    texts, single, fmt, alternatives = parse(params, self.limits)
+    routing = self.service.routing(params["source"], params["target"], texts)
+    try:
+      if fmt == "html":  # whole sentences, tags carried onto their words (no alternatives,
+        # as LibreTranslate)
+        return answer(await self.service.translate_html(texts, routing), single, routing)
+      settings = search_settings(routing.engine.defaults, alternatives)
+      if params.get("glossary") not in (None, ""):  # ours, beside LibreTranslate's fields
+        routing.require_one_model("a glossary goes")
+        settings = settings.changed(glossary=parse_glossary(
+            params["glossary"], self.limits, routing.engine.limits.glossary, status=400))
+      return answer(await self.service.translate(texts, routing, settings), single, routing)
+    except OneDirectionOnly as e:
+      raise RequestError(400, f"Invalid request: {e}") from None
 
-  async def translate_file(self, request) -> dict[str, Any]:
+  async def translate_file(self, request, body: bytes) -> dict[str, Any]:
     """POST /translate_file: a multipart form with `file`, `source`, `target` (and
     `api_key`); the translation is kept for `limits.file_ttl_s` seconds at the URL
     answered."""
-    server = self.server
-    server.check_ready()
-    content_type = request.headers.get("content-type")
-    if media_type(content_type) != "multipart/form-data":
+    if media_type(request.headers.get("content-type")) != "multipart/form-data":
       raise RequestError(400, "Invalid request: send the file as multipart/form-data")
-    request._body = await server.read_body(request)  # size-checked; form() reads it
+    request._body = body  # size-checked; form() reads it
     try:
       form = await request.form(max_files=1, max_fields=16)
     except Exception as e:  # noqa: BLE001 - the multipart parser's errors have no common class
       raise RequestError(400, f"Invalid request: the form cannot be read ({e})") from None
     upload = form.get("file")
     params = {k: v for k, v in form.items() if isinstance(v, str)}
-    self.check_key(params)
-    parse({**params, "q": "-"}, server.limits)  # languages given
-    source = params["source"]  # a document's language: "auto" is the first model's source
-    if same_language(source, "auto"):
-      source = server.engine.directions[0][0]
-    hops = server.models.route(source.strip().lower(), params["target"].strip().lower())
-    if len(hops) > 1:
-      raise RequestError(400, "Invalid request: documents go with one model's direction, "
-                              "not through a pivot")
-    model = hops[0].model
+    self.keys.check(params.get("api_key"))
+    parse({**params, "q": "-"}, self.limits)  # languages given
+    try:
+      routing = self.service.document_routing(params["source"], params["target"])
+    except OneDirectionOnly as e:
+      raise RequestError(400, f"Invalid request: {e}") from None
     if upload is None or isinstance(upload, str) or not upload.filename:
       raise RequestError(400, "Invalid request: missing file parameter")
     name = Path(upload.filename).name
     suffix = Path(name).suffix.lower()
-    if suffix not in FILE_FORMATS:
-      from seq2seq.documents import CONVERT
-      advice = f" ({CONVERT[suffix]})" if suffix in CONVERT else ""
+    document = for_extension(suffix)
+    if document is None:
+      advice = f" ({NOT_TRANSLATED[suffix]})" if NOT_TRANSLATED.get(suffix) else ""
       raise RequestError(400, f"Invalid request: {name}: {suffix or 'no extension'} files "
-                         f"are not supported{advice} (supported: {', '.join(FILE_FORMATS)})")
+                         f"are not supported{advice} (supported: {', '.join(EXTENSIONS)})")
     data = await upload.read()
-    from seq2seq.documents import format_of, translate_bytes
-    settings = model.engine.defaults.changed(batch_size=server.limits.max_batch)
     try:
-      out = await model.batcher.run_alone(functools.partial(
-          translate_bytes, model.engine, data, format_of(name), settings, False))
+      out = await self.service.translate_document(data, document.name, routing)
+    except RequestError:
+      raise  # the queue's 429 or 503
     except ValueError as e:
       raise RequestError(400, f"Invalid request: {name}: {e}") from None
     return {"translatedFileUrl": str(request.url_for("download_file",
                                                      filename=self.files.put(name, out)))}
 
-  async def languages(self, params: dict) -> list:
-    return languages(self.server.models)
+  async def languages(self, request, body: bytes) -> list:
+    await self.checked_params(request, body)
+    return languages(self.service.languages())
 
-  async def detect(self, params: dict) -> list:
+  async def detect(self, request, body: bytes) -> list:
     """/detect: the served source languages, most likely first, with confidences 0-100."""
-    q = params.get("q")
+    q = (await self.checked_params(request, body)).get("q")
     if not q or not isinstance(q, str):
       raise RequestError(400, "Invalid request: missing q parameter")
     return [{"language": code, "confidence": confidence}
-            for code, confidence in self.server.detector.rank(q)]
+            for code, confidence in self.service.detect(q)]
 
-  async def frontend_settings(self, params: dict) -> dict:
-    return frontend_settings(*self.pair, self.server.limits, self.server.api_keys is not None,
-                             self.server.require_key)
+  async def frontend_settings(self, request, body: bytes) -> dict:
+    return frontend_settings(*self.service.pair, self.limits, self.keys.keys is not None,
+                             self.keys.required)
 
-  def endpoint(self, answer_of):
-    """A GET (or POST) route answering `answer_of(params)` once the engine is ready."""
-    async def endpoint(request):
-      from starlette.responses import JSONResponse
-      try:
-        self.server.check_ready()
-        params = {}
-        if request.method == "POST":
-          params = await self.params(request, await self.server.read_body(request))
-          self.check_key(params)
-        return JSONResponse(await answer_of(params))
-      except RequestError as e:
-        return JSONResponse({"error": str(e)}, status_code=e.status, headers=e.headers)
-    return endpoint
+  async def checked_params(self, request, body: bytes) -> dict:
+    """A POST's parameters, its key checked; a GET's are none."""
+    if request.method != "POST":
+      return {}
+    params = await self.params(request, body)
+    self.keys.check(params.get("api_key"))
+    return params
 
-  async def file_endpoint(self, request):
-    from starlette.responses import JSONResponse
-    answer, status, headers = await self.server.answered(self.translate_file, request)
-    return JSONResponse(answer, status_code=status, headers=headers)
-
-  async def download_file(self, request):
-    from starlette.responses import FileResponse, JSONResponse
-    path = self.files.get(request.path_params["filename"])
-    if path is None:
-      return JSONResponse({"error": "no such file: translated files are kept for "
-                                    f"{self.server.limits.file_ttl_s:g} seconds"},
-                          status_code=404)
-    return FileResponse(path, filename=path.name.split(".", 1)[1])
-
-  def routes(self) -> list:
-    from starlette.routing import Route
-    return [Route("/languages", self.endpoint(self.languages), methods=["GET", "POST"]),
-            Route("/detect", self.endpoint(self.detect), methods=["POST"]),
-            Route("/frontend/settings", self.endpoint(self.frontend_settings),
-                  methods=["GET"]),
-            Route("/translate_file", self.file_endpoint, methods=["POST"]),
-            Route("/download_file/{filename}", self.download_file, methods=["GET"],
-                  name="download_file")]
+  def download_file(self, filename: str) -> Path | None:
+    """A translated file kept (`TranslatedFiles.get`), or None."""
+    return self.files.get(filename)

@@ -139,13 +139,6 @@ class Models:
     return out
 
 
-def direct_model(routes: Sequence[Sequence[Hop]]) -> ServedModel | None:
-  """The one model that translates every text of a request directly, or None (a pivot,
-  or texts that go to several models)."""
-  first = routes[0][0].model if routes else None
-  return first if all(len(r) == 1 and r[0].model is first for r in routes) else None
-
-
 def model_folders(folder: str | Path) -> list[Path]:
   """The runs (a config.json beside checkpoints/) and CTranslate2 exports (a model.bin)
   directly inside `folder`, by name, as LibreTranslate reads its packages folder."""

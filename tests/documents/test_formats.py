@@ -364,3 +364,53 @@ def test_a_presentation_made_by_libreoffice_comes_back_in_it_translated(translat
   assert texts == [translator.translate(t) for t in ("A young man", PROSE[0], PROSE[1])]
   assert bold == [translator.translate(PROSE[1])]
   assert notes == [translator.translate(PROSE[2])]
+
+
+def _named_formats(path) -> list[str]:
+  """The lists of formats in a module's code (docstrings aside): a string that names two
+  formats' extensions or more (a help text, an error listing them), and a literal
+  collection that holds two format names or extensions or more. (One extension alone, a
+  .txt file of hypotheses, say, is no list of formats.)"""
+  import ast
+  import re
+
+  from seq2seq.documents.formats import EXTENSIONS, FORMATS
+  extension = re.compile(r"(?<![\w.])(" + "|".join(re.escape(e) for e in EXTENSIONS)
+                         + r")\b", re.IGNORECASE)
+  tree = ast.parse(path.read_text())
+  docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef,
+                                     ast.ClassDef))
+                and node.body and isinstance(node.body[0], ast.Expr)
+                and isinstance(node.body[0].value, ast.Constant)}
+  found = []
+  for node in ast.walk(tree):
+    if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and len({m.lower() for m in extension.findall(node.value)}) >= 2):
+      found.append(f"line {node.lineno}: {node.value[:60]!r}")
+    elif isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+      items = node.keys if isinstance(node, ast.Dict) else node.elts
+      names = [i.value for i in items if isinstance(i, ast.Constant)
+               and (i.value in FORMATS or i.value in EXTENSIONS)]
+      if len(names) >= 2:
+        found.append(f"line {node.lineno}: {names}")
+  return found
+
+
+def test_the_registry_is_the_only_list_of_document_formats():
+  """documents/formats.py names each format once; the command line, the server, the
+  OpenAPI document and the docs read it. The control: the pattern finds the registry's
+  own lists."""
+  package = ROOT / "seq2seq"
+  assert _named_formats(package / "documents" / "formats.py")
+  named = {str(p.relative_to(ROOT)): found for p in sorted(package.rglob("*.py"))
+           if p.name != "formats.py" and (found := _named_formats(p))}
+  assert not named, named
+
+
+def test_the_docs_table_of_formats_is_the_registry_s():
+  from seq2seq.documents.formats import docs_table
+  assert docs_table() in (ROOT / "docs" / "translating.md").read_text(), (
+      "docs/translating.md's table of formats differs from the registry's: paste "
+      "python -c 'from seq2seq.documents.formats import docs_table; print(docs_table())'")

@@ -6,7 +6,7 @@ import time
 
 from seq2seq.decoding.engine_io import SearchSettings
 from seq2seq.serving.dynamic_batching import Batcher, Metrics
-from seq2seq.serving.http_api import Limits, TranslateRequest
+from seq2seq.serving.http_api import Limits
 
 SEARCH = SearchSettings(beam_size=1, alpha=0.6)
 # Generous against a loaded machine: the clients send 1 ms apart, the batcher's quiet
@@ -36,7 +36,7 @@ def run_waves(waves: list[int], spans: list | None = None) -> tuple[list[int], l
     for n in waves:
       async def client(i):
         await asyncio.sleep(0.001 * i)
-        return await batcher.submit(TranslateRequest([f"text {i}"], True, SEARCH))
+        return await batcher.submit([f"text {i}"], SEARCH)
       start = time.perf_counter()
       answers = await asyncio.gather(*(client(i) for i in range(n)))
       seconds.append(time.perf_counter() - start)

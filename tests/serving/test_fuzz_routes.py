@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi import checks as openapi_checks
 
 from seq2seq import __version__
-from seq2seq.serving.http_api import Limits, openapi
+from seq2seq.serving.http_api import Limits
+from seq2seq.serving.openapi import openapi
 
 from serve_helpers import start_server, stop_server
 

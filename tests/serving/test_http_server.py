@@ -19,7 +19,7 @@ from seq2seq import Translator
 from seq2seq.data.textfiles import read_lines
 from seq2seq.decoding.engine_io import Sampling
 from seq2seq.numerics import speed_probe
-from seq2seq.serving import http_api
+from seq2seq.serving import native_api
 
 from helpers import ROOT, SAMPLE
 from serve_helpers import get, post, start_server, stop_server
@@ -188,7 +188,7 @@ def test_fuzzed_bodies_never_get_a_5xx(server):
       st.text(max_size=8), inner, max_size=4), max_leaves=12)
   near_valid = st.fixed_dictionaries(
       {"texts": st.lists(st.text(max_size=40), min_size=1, max_size=4)},
-      optional={k: values for k in http_api.FIELDS if k != "texts"})
+      optional={k: values for k in native_api.FIELDS if k != "texts"})
   bodies = near_valid.map(lambda b: json.dumps(b).encode()) | values.map(
       lambda v: json.dumps(v).encode()) | st.binary(max_size=200)
 
@@ -239,7 +239,7 @@ def test_openapi_schema_describes_what_the_server_accepts(server):
                                   "/languages", "/detect", "/frontend/settings"}
   request = schema["paths"]["/translate"]["post"]["requestBody"]["content"][
       "application/json"]["schema"]
-  assert set(request["properties"]) == set(http_api.FIELDS)
+  assert set(request["properties"]) == set(native_api.FIELDS)
   assert request["properties"]["texts"]["maxItems"] == 8
   # a body of every field the schema lists, each at a valid value, is accepted
   body = {"text": "A dog.", "beam_size": 2, "alpha": 0.5, "nbest": 2, "prefix": "Ein"}
