@@ -69,7 +69,7 @@ def first_clicks(args) -> dict:
         row = {"client": who}
         for name, text in (("first_ms", FIRST), ("second_ms", SECOND)):
           t = time.perf_counter()
-          status, answer = post(url + "/translate", body_of(text))
+          status, answer = post(url, body_of(text))
           row[name] = round(1000 * (time.perf_counter() - t), 1)
           assert status == 200, answer
         rows.append(row)
