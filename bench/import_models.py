@@ -67,12 +67,12 @@ def package_engine(package: Path, run: Path, checkpoint_name: str, folder: Path)
 
 def round_trip(args) -> dict:
   from seq2seq import Translator
-  from seq2seq.rundir import checkpoint
+  from seq2seq.rundir import run_files
+  from seq2seq.rundir.argos_package import export_argos
   from seq2seq.rundir.ctranslate2_model import export_ctranslate2
   from seq2seq.rundir.importing import import_model
-  from seq2seq.serving.argos_package import export_argos
   run = Path(args.workdir)
-  cfg = checkpoint.load_config(run)
+  cfg = run_files.load_config(run)
   data = Path(cfg.data.dir or MULTI30K)
   src = lines(data / f"{cfg.data.test_split}.{cfg.data.src_lang}.gz", args.sentences)
   ref = lines(data / f"{cfg.data.test_split}.{cfg.data.tgt_lang}.gz", args.sentences)
@@ -163,8 +163,8 @@ def opus_shape(args) -> dict:
     started = time.perf_counter()
     run = import_model(hf, args.output, src_lang="en", tgt_lang="pt", force=args.force)
     seconds = time.perf_counter() - started
-  from seq2seq.rundir import checkpoint
-  m = checkpoint.load_config(run).model
+  from seq2seq.rundir import run_files
+  m = run_files.load_config(run).model
   return {"run": str(run), "import_seconds": round(seconds, 1), "vocab_size": m.vocab_size,
           "d_model": m.d_model, "layers": m.encoder_layers, "activation": m.activation,
           "peak_rss_mib": peak_rss_mib()}

@@ -49,14 +49,14 @@ def score(workdir: str, spans: list[int], beam: int, alpha: float) -> dict:
   import sacrebleu
 
   from seq2seq.data import data_source
-  from seq2seq.rundir import checkpoint
+  from seq2seq.rundir import averaging, run_files
   bleu = lambda hyps, refs: sacrebleu.corpus_bleu(hyps, [refs]).score
   from seq2seq.decoding.translator import Translator
 
   rows = [json.loads(x) for x in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
   val = [r for r in rows if r["kind"] == "val"]
   train = [r for r in rows if r["kind"] == "train"]
-  cfg = checkpoint.load_config(workdir)
+  cfg = run_files.load_config(workdir)
   ds = data_source.load_split(cfg.data, cfg.data.val_split)
   sources, refs = list(ds["src"]), list(ds["tgt"])
   result = {"steps": train[-1]["step"], "epochs": train[-1]["epoch"],
@@ -65,7 +65,7 @@ def score(workdir: str, spans: list[int], beam: int, alpha: float) -> dict:
             "best_greedy": round(max(r["bleu"] for r in val), 2),
             "last_val_loss": round(val[-1]["loss"], 4)}
   for k in spans:
-    checkpoint.average(workdir, k, cfg.model)
+    averaging.average(workdir, k, cfg.model)
     hyps = Translator.load(workdir, "averaged").translate(sources, beam_size=beam, alpha=alpha)
     result[f"avg{k}"] = round(bleu(hyps, refs), 2)
   return result

@@ -22,7 +22,7 @@ from seq2seq.data import data_source
 from seq2seq.decoding import mbr
 from seq2seq.decoding.engine_io import Sampling
 from seq2seq.decoding.translator import Translator
-from seq2seq.rundir import checkpoint
+from seq2seq.rundir import run_files
 from seq2seq.runtime import setup_cli_logging
 from seq2seq.scoring import lowercase_tokenized_bleu
 
@@ -49,7 +49,7 @@ def main():
   add_results_flag(p)
   args = p.parse_args()
   setup_cli_logging()
-  cfg = checkpoint.load_config(args.workdir)
+  cfg = run_files.load_config(args.workdir)
   ds = data_source.load_split(cfg.data, cfg.data.val_split)
   sources, refs = list(ds["src"]), list(ds["tgt"])
   translator = Translator.load(args.workdir, args.checkpoint)

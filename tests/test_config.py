@@ -8,7 +8,7 @@ import pytest
 from seq2seq import recipes
 from seq2seq.cli import parsing
 from seq2seq.config import PRESETS, REMOVED_OPTIONS, Config, DataConfig, default_config
-from seq2seq.rundir import checkpoint
+from seq2seq.rundir import run_files
 
 from conftest import run_cli
 from helpers import ROOT
@@ -19,8 +19,8 @@ def test_round_trip_through_the_run_directory(tmp_path):
   cfg.train.max_steps = 7
   cfg.data.bucket_boundaries = (16, 32)
   typed = Config.from_dict(cfg)
-  checkpoint.save_config(tmp_path, typed)
-  loaded = checkpoint.load_config(tmp_path)
+  run_files.save_config(tmp_path, typed)
+  loaded = run_files.load_config(tmp_path)
   assert loaded == typed
   assert loaded.train.max_steps == 7 and loaded.data.bucket_boundaries == (16, 32)
   assert loaded.model == PRESETS["tiny"]
@@ -47,16 +47,16 @@ def test_a_run_directory_with_a_removed_option_is_refused_by_name(tmp_path, sect
                                                                    value):
   old = Config().to_dict()
   (tmp_path / "config.json").write_text(json.dumps(old))
-  assert checkpoint.load_config(tmp_path) == Config()
+  assert run_files.load_config(tmp_path) == Config()
   # Written before the options went: every removed field, at its "off" value, still loads.
   for name, off in REMOVED_OPTIONS[section].items():
     old[section][name] = off
   (tmp_path / "config.json").write_text(json.dumps(old))
-  assert checkpoint.load_config(tmp_path) == Config()
+  assert run_files.load_config(tmp_path) == Config()
   old[section][field] = value
   (tmp_path / "config.json").write_text(json.dumps(old))
   with pytest.raises(ValueError, match=rf"{section}.{field}={value!r}.*removed"):
-    checkpoint.load_config(tmp_path)
+    run_files.load_config(tmp_path)
 
 
 def test_subword_sampling_settings_are_checked():
@@ -73,7 +73,7 @@ def test_run_directories_from_before_one_vocabulary_field_still_load(tmp_path):
   old = Config().to_dict()
   old["data"]["spm_vocab_size"] = old["model"]["vocab_size"]
   (tmp_path / "config.json").write_text(json.dumps(old))
-  assert checkpoint.load_config(tmp_path) == Config()
+  assert run_files.load_config(tmp_path) == Config()
 
 
 def test_command_line_override_and_typo(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from seq2seq import recipes
 from seq2seq.config import Config, field_help
 from seq2seq.data import data_source, textfiles
-from seq2seq.rundir import checkpoint
+from seq2seq.rundir import run_files
 
 from conftest import run_cli
 from helpers import ROOT
@@ -130,7 +130,7 @@ def test_wmt14_recipe_runs_end_to_end_on_a_slice_of_the_hub_layout(tmp_path):
           "--config.data.max_train_len=48", "--config.train.max_steps=4",
           "--config.train.eval_every=4", "--config.train.eval_max_sentences=8",
           "--config.train.checkpoint_every=2", "--config.train.log_every=2")
-  saved_cfg = checkpoint.load_config(workdir)
+  saved_cfg = run_files.load_config(workdir)
   assert (saved_cfg.data.src_field, saved_cfg.data.tgt_field) == ("translation.en", "translation.de")
   assert saved_cfg.model.d_model == 32 and saved_cfg.train.learning_rate == 7e-4
   hyp = workdir.parent / "test.beam1.txt"

@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from seq2seq.cli import parsing
-from seq2seq.rundir import checkpoint, lock
+from seq2seq.rundir import averaging, checkpoint, lock, run_files
 from seq2seq.runtime import setup_cli_logging
 
 
@@ -26,10 +26,10 @@ def main(argv=None) -> None:
   args = parser.parse_args(argv)
   setup_cli_logging()
   try:
-    cfg = checkpoint.load_config(args.workdir)
+    cfg = run_files.load_config(args.workdir)
     # a writer of the run, as the trainer is: never at the same time (RunLocked names it)
     with lock.training_lock(args.workdir):
-      path = checkpoint.average(args.workdir, args.last, cfg.model, args.upto)
+      path = averaging.average(args.workdir, args.last, cfg.model, args.upto)
   except (checkpoint.CheckpointError, lock.RunLocked) as e:
     sys.exit(f"error: {e}")
   print(path)

@@ -1,5 +1,5 @@
 """`seq2seq-export`: a trained run as a CTranslate2 model (`seq2seq.rundir.ctranslate2_model`)
-or an Argos Translate package (`seq2seq.serving.argos_package`).
+or an Argos Translate package (`seq2seq.rundir.argos_package`).
 
     seq2seq-export --workdir RUN --format ctranslate2 --output DIR [--quantization int8]
 """
@@ -11,8 +11,8 @@ import sys
 
 from seq2seq.cli import parsing
 from seq2seq.rundir import checkpoint
+from seq2seq.rundir.argos_package import export_argos
 from seq2seq.rundir.ctranslate2_model import QUANTIZATIONS, ExportError, export_ctranslate2
-from seq2seq.serving.argos_package import export_argos
 
 
 def main(argv=None) -> None:

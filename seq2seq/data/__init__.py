@@ -6,7 +6,8 @@ several directions in one run, and length-bucketed batches.
     cleaning.py          the training pairs cleaned, with a report
     tokenizer.py         SentencePiece: train, load, encode, decode
     subword_sampling.py  subword regularization with the project's own random generator
-    corpus.py            a run's training data: cleaned, held out, encoded, cached
+    training_data.py     a run's data, of one pair or several directions: the entry point
+    corpus.py            one pair's training data: cleaned, held out, encoded, cached
     multilingual.py      several directions: each direction's data, language tokens, the
                          balanced vocabulary sample, the temperature's draw
     input_pipeline.py    encoded pairs -> bucketed (or packed) batches, resumable

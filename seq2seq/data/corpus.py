@@ -257,7 +257,7 @@ def training_split(cfg: Config, workdir: Path | None = None) -> TrainingSplit:
 
 def training_pairs(cfg: Config, workdir: Path | None = None) -> datasets.Dataset:
   """The pairs trained on: cleaned, the held-out validation pairs left out (a run of
-  several directions: `multilingual.training_pairs`)."""
+  several directions: `multilingual.training_pairs`; either: `training_data`)."""
   one_pair(cfg)
   return training_split(cfg, workdir).train
 
@@ -265,7 +265,7 @@ def training_pairs(cfg: Config, workdir: Path | None = None) -> datasets.Dataset
 def one_pair(cfg: Config) -> None:
   if cfg.data.multilingual:
     raise ValueError("a run of several directions (data.directions) reads its data with "
-                     "seq2seq.data.multilingual")
+                     "seq2seq.data.training_data (or multilingual)")
 
 
 def report(split: TrainingSplit, cfg: Config, workdir: Path) -> dict:
@@ -324,7 +324,8 @@ def cache_names(cfg: Config, workdir: Path, tok: Tokenizer, train_id: str
 def prepare(cfg: Config, workdir: Path
             ) -> tuple[Tokenizer, EncodedCorpus, EncodedCorpus, list[str]]:
   """A training run's tokenizer (trained or reused), encoded training and validation
-  corpora, and validation references (`multilingual.prepare` for several directions).
+  corpora, and validation references (`multilingual.prepare` for several directions;
+  either: `training_data.prepare`).
 
   The training text is read only when the tokenizer or the encoded ids are not cached
   yet: a resumed run, or a process that joins after process 0 prepared the data, maps

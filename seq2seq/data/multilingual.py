@@ -217,13 +217,3 @@ def training_pairs(cfg: Config, workdir: Path | None = None) -> "datasets.Datase
   return datasets.concatenate_datasets([corpus.training_split(c, workdir).train
                                         for c in direction_configs(cfg).values()])
 
-
-def prepare_run(cfg: Config, workdir: Path
-                ) -> tuple[Tokenizer, EncodedCorpus, EncodedCorpus, list[str]]:
-  """A training run's data, of one pair (`corpus.prepare`) or of several directions."""
-  return (prepare if cfg.data.multilingual else corpus.prepare)(cfg, workdir)
-
-
-def run_pairs(cfg: Config, workdir: Path | None = None) -> "datasets.Dataset":
-  """A training run's cleaned pairs, of one pair or of every direction (`training_pairs`)."""
-  return (training_pairs if cfg.data.multilingual else corpus.training_pairs)(cfg, workdir)

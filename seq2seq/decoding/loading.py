@@ -9,7 +9,7 @@ from typing import Any, NamedTuple, Sequence
 
 from seq2seq.config import ENGINES, Config, ModelConfig
 from seq2seq.data.tokenizer import Tokenizer
-from seq2seq.rundir import checkpoint
+from seq2seq.rundir import checkpoint, run_files
 
 
 class Run(NamedTuple):
@@ -39,18 +39,18 @@ def workdir_list(workdir: str | os.PathLike | Sequence[str | os.PathLike], engin
 def read_run(workdirs: Sequence, checkpoint_name: str = "best") -> Run:
   """The first run's config, tokenizer and parameters, and the other runs' as ensemble
   members (all must share the first run's SentencePiece model and directions)."""
-  cfg: Config = checkpoint.load_config(workdirs[0])
-  tok = checkpoint.load_tokenizer(workdirs[0])
+  cfg: Config = run_files.load_config(workdirs[0])
+  tok = run_files.load_tokenizer(workdirs[0])
   params, _ = checkpoint.load_params(workdirs[0], checkpoint_name, cfg.model)
   ensemble = []
   for other in workdirs[1:]:
-    other_tok = checkpoint.load_tokenizer(other)
+    other_tok = run_files.load_tokenizer(other)
     if other_tok.fingerprint() != tok.fingerprint():
       raise checkpoint.CheckpointError(
           f"{other} and {workdirs[0]} have different SentencePiece models (fingerprints "
           f"{other_tok.fingerprint()} and {tok.fingerprint()}): an ensemble needs one "
           "shared vocabulary (train with --config.data.spm_model=FIRST_RUN/spm.model)")
-    other_cfg = checkpoint.load_config(other)
+    other_cfg = run_files.load_config(other)
     if other_cfg.data.direction_pairs() != cfg.data.direction_pairs():
       listed = lambda c: ", ".join(f"{s}-{t}" for s, t in c.data.direction_pairs())
       raise checkpoint.CheckpointError(

@@ -18,15 +18,14 @@ from pathlib import Path
 
 from seq2seq.config import Config
 from seq2seq.data.tokenizer import MODEL_FILE
-from seq2seq.rundir import checkpoint, model_card
+from seq2seq.rundir import minisbd_splitter, model_card, run_files
 from seq2seq.rundir.ctranslate2_model import (
   EXPORT_FILE,
   ExportError,
   export_ctranslate2,
   one_direction,
 )
-from seq2seq.serving import minisbd_splitter
-from seq2seq.serving.libretranslate import language_name
+from seq2seq.rundir.languages import language_name
 from seq2seq.version import __version__
 
 log = logging.getLogger(__name__)
@@ -50,7 +49,7 @@ def export_argos(workdir: str | Path, output: str | Path, checkpoint_name: str =
     raise ExportError(f"{output}: an Argos package's name ends in {ARGOS_SUFFIX}")
   if output.exists() and not force:
     raise ExportError(f"{output} exists (add --force to replace it)")
-  cfg: Config = checkpoint.load_config(workdir)
+  cfg: Config = run_files.load_config(workdir)
   if cfg.data.multilingual and direction is None:
     raise ExportError(f"{workdir} translates {', '.join(f'{s}-{t}' for s, t in cfg.data.direction_pairs())}"
                       ": an Argos package holds one direction; choose it with --src-lang and "

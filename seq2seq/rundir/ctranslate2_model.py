@@ -33,7 +33,7 @@ import numpy as np
 from seq2seq.config import NOT_ARCHITECTURE, SINUSOIDS, Config, ModelConfig
 from seq2seq.data.tokenizer import LANGUAGE_TOKEN, MODEL_FILE, Tokenizer
 from seq2seq.model.layers import sinusoidal_positions
-from seq2seq.rundir import checkpoint
+from seq2seq.rundir import checkpoint, run_files
 
 log = logging.getLogger(__name__)
 
@@ -213,8 +213,8 @@ def export_ctranslate2(workdir: str | Path, output: str | Path, checkpoint_name:
   if output.exists() and any(output.iterdir()) and not (output / EXPORT_FILE).is_file():
     raise ExportError(f"{output} is not an export (it has no {EXPORT_FILE}): --force "
                       "replaces an earlier export only; give another --output")
-  cfg: Config = checkpoint.load_config(workdir)
-  tok = checkpoint.load_tokenizer(workdir)
+  cfg: Config = run_files.load_config(workdir)
+  tok = run_files.load_tokenizer(workdir)
   cfg, source_token = one_direction(cfg, direction, workdir)
   params, meta = checkpoint.load_params(workdir, checkpoint_name, cfg.model)
   pieces = tok.pieces(range(tok.vocab_size))
@@ -240,14 +240,14 @@ def export_ctranslate2(workdir: str | Path, output: str | Path, checkpoint_name:
 def is_run(path: str | Path) -> bool:
   """Whether `path` is a training run directory (config.json beside checkpoints/)."""
   path = Path(path)
-  return (path / checkpoint.CONFIG_FILE).is_file() and (path / "checkpoints").is_dir()
+  return (path / run_files.CONFIG_FILE).is_file() and (path / "checkpoints").is_dir()
 
 
 def model_config(path: str | Path, engine: str) -> Config:
   """The config of what `engine` loads from `path`: a run's own, or an export's."""
   if engine == "ctranslate2" and not is_run(path):
     return load_export(path)[1]
-  return checkpoint.load_config(path)
+  return run_files.load_config(path)
 
 
 def export_of_run(workdir: str | Path, checkpoint_name: str = "best") -> Path:
@@ -302,7 +302,7 @@ def load_export(path: str | Path) -> tuple[dict, Config, Tokenizer]:
   info_path = path / EXPORT_FILE
   if not info_path.exists():
     hint = (" (it is a run directory: export it first with seq2seq-export --format ctranslate2)"
-            if (path / checkpoint.CONFIG_FILE).exists() and (path / "checkpoints").exists()
+            if (path / run_files.CONFIG_FILE).exists() and (path / "checkpoints").exists()
             else "")
     raise checkpoint.CheckpointError(
         f"{info_path} not found: {path} is not a model written by seq2seq-export{hint}")

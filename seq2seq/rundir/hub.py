@@ -28,14 +28,14 @@ import tempfile
 from pathlib import Path
 
 from seq2seq.data import tokenizer
-from seq2seq.rundir import checkpoint, model_card
+from seq2seq.rundir import checkpoint, model_card, run_files
 from seq2seq.version import __version__
 
 log = logging.getLogger(__name__)
 
 LIBRARY = "seq2seq"
 # The files of a run that inference reads (the checkpoint is added by name).
-INFERENCE_FILES = (checkpoint.CONFIG_FILE, tokenizer.MODEL_FILE, tokenizer.TARGET_MODEL_FILE,
+INFERENCE_FILES = (run_files.CONFIG_FILE, tokenizer.MODEL_FILE, tokenizer.TARGET_MODEL_FILE,
                    tokenizer.SETTINGS_FILE,
                    "spm.vocab", tokenizer.META_FILE,
                    model_card.TRAINING_FILE, model_card.EVALUATIONS_FILE,
@@ -107,7 +107,7 @@ def stage(workdir: str | os.PathLike, folder: str | os.PathLike, repo_id: str,
   if checkpoint_name not in checkpoint.KINDS:
     raise HubError(f"--checkpoint {checkpoint_name!r}: publish one of "
                    f"{', '.join(checkpoint.KINDS)}")
-  cfg = checkpoint.load_config(workdir)  # a CheckpointError names a non-run directory
+  cfg = run_files.load_config(workdir)  # a CheckpointError names a non-run directory
   step_dir = checkpoint.checkpoint_path(workdir, checkpoint_name)
   if step_dir.parent.name != checkpoint_name:  # 'best' fell back to 'latest'
     raise HubError(f"{workdir} has no '{checkpoint_name}' checkpoint yet")

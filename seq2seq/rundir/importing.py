@@ -48,7 +48,7 @@ from sentencepiece import sentencepiece_model_pb2
 from seq2seq.config import SINUSOIDS, Config, ModelConfig
 from seq2seq.data.tokenizer import LANGUAGE_TOKEN, Tokenizer, write_run_files
 from seq2seq.model.layers import sinusoidal_positions
-from seq2seq.rundir import checkpoint, hub, model_card
+from seq2seq.rundir import checkpoint, hub, model_card, run_files
 from seq2seq.rundir.model_formats import (
   DEFAULT_MAX_LEN,
   FormatError,
@@ -395,7 +395,7 @@ def _write_run(w: Weights, origin: dict, workdir: Path, src_lang, tgt_lang) -> N
             sentencepiece_over(w.target_spm, vocab, "the target SentencePiece model"))
   tok = Tokenizer(source, target, w.source_eos)
   workdir.mkdir(parents=True)
-  checkpoint.save_config(workdir, cfg)
+  run_files.save_config(workdir, cfg)
   write_run_files(workdir, tok, f"imported:{tok.fingerprint()}",
                   f"imported ({origin['format']})")
   record = dict(origin, **w.card, imported=time.strftime("%Y-%m-%d %H:%M:%S"),

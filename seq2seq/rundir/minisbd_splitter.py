@@ -78,7 +78,7 @@ def write(path: str | Path, language: str) -> Path:
             "max_seqlen": 1000, "batch_size": 1, "skip_newline": False, "no_ssplit": False}
   for key, value in (("lang_code", language), ("config", json.dumps(config)),
                      ("vocab", json.dumps(vocab)), ("lexicon", json.dumps(lexicon)),
-                     ("producer", "seq2seq: rules, see seq2seq/serving/minisbd_splitter.py")):
+                     ("producer", "seq2seq: rules, see seq2seq/rundir/minisbd_splitter.py")):
     entry = model.metadata_props.add()
     entry.key, entry.value = key, value
   onnx.checker.check_model(model)

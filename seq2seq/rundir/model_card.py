@@ -23,7 +23,7 @@ import jax
 from seq2seq.config import PRESETS, Config, DataConfig
 from seq2seq.data import data_source, textfiles
 from seq2seq.data.tokenizer import META_FILE, TARGET_MODEL_FILE
-from seq2seq.rundir import checkpoint
+from seq2seq.rundir import checkpoint, run_files
 from seq2seq.runtime import write_atomic
 from seq2seq.version import __version__
 
@@ -145,7 +145,7 @@ def next_commands(workdir: Path, cfg, hub_id: str | None = None) -> list[str]:
 def render(workdir: Path, name: str | None = None) -> str:
   """The card of the run in `workdir`; `name`: the Hub repository it is published as."""
   workdir = Path(workdir)
-  cfg = checkpoint.load_config(workdir)
+  cfg = run_files.load_config(workdir)
   training = _read_json(workdir / TRAINING_FILE, {})
   spm = _read_json(workdir / META_FILE, {})
   recorded = evaluations(workdir)

@@ -1,5 +1,5 @@
-"""Serving: the HTTP server, the translation service under its two APIs, dynamic
-batching, and Argos Translate packages.
+"""Serving: the HTTP server, the translation service under its two APIs, and dynamic
+batching.
 
     http_server.py       the starlette app: its route table, lifespan and access log
     service.py           the translation service: routes, detects, checks, batches, answers
@@ -10,6 +10,4 @@ batching, and Argos Translate packages.
     dynamic_batching.py  the texts of concurrent requests decoded together
     models.py            the models served, and the route (direct or a pivot) of each pair
     detection.py         the language of a text, among the languages served
-    argos_package.py     a run as an Argos Translate package (LibreTranslate installs it)
-    minisbd_splitter.py  the sentence splitter an Argos package ships, in MiniSBD's format
 """

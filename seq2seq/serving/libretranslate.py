@@ -38,6 +38,7 @@ from typing import Any
 
 from seq2seq.decoding.engine_io import SearchSettings
 from seq2seq.documents.formats import EXTENSIONS, NOT_TRANSLATED, for_extension
+from seq2seq.rundir.languages import language_name
 from seq2seq.serving.http_api import (
   ApiKeys,
   Limits,
@@ -49,28 +50,10 @@ from seq2seq.serving.http_api import (
 )
 from seq2seq.serving.service import OneDirectionOnly, Routing, Translation, TranslationService
 
-# English names of the languages LibreTranslate offers (ISO 639-1); a code not here is its
-# own name.
-LANGUAGE_NAMES = {
-    "ar": "Arabic", "az": "Azerbaijani", "bg": "Bulgarian", "bn": "Bengali", "ca": "Catalan",
-    "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
-    "eo": "Esperanto", "es": "Spanish", "et": "Estonian", "fa": "Persian", "fi": "Finnish",
-    "fr": "French", "ga": "Irish", "he": "Hebrew", "hi": "Hindi", "hu": "Hungarian",
-    "id": "Indonesian", "it": "Italian", "ja": "Japanese", "ko": "Korean",
-    "lt": "Lithuanian", "lv": "Latvian", "ms": "Malay", "nb": "Norwegian Bokmål",
-    "nl": "Dutch", "pl": "Polish", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian",
-    "sk": "Slovak", "sl": "Slovenian", "sq": "Albanian", "sv": "Swedish", "th": "Thai",
-    "tl": "Tagalog", "tr": "Turkish", "uk": "Ukrainian", "ur": "Urdu", "vi": "Vietnamese",
-    "zh": "Chinese",
-}
 TEXT_FORMATS = ("text", "html")  # its `format` field's values
 # The alternatives LibreTranslate's web UI asks for (its app.js sends `alternatives: 3`):
 # the server compiles that search before it says ready (`TranslationService.warm_up`).
 WEB_UI_ALTERNATIVES = 3
-
-
-def language_name(code: str) -> str:
-  return LANGUAGE_NAMES.get(code, code)
 
 
 def languages(served: list[tuple[str, list[str], list[str]]]) -> list[dict[str, Any]]:

@@ -25,11 +25,11 @@ import numpy as np
 
 from seq2seq import numerics
 from seq2seq.config import NOT_ARCHITECTURE, PRESETS, Config, DataConfig, ModelConfig
-from seq2seq.data import corpus, multilingual
+from seq2seq.data import corpus, multilingual, training_data
 from seq2seq.data.input_pipeline import Batch, LengthBuckets, rows_for
 from seq2seq.model import flops
 from seq2seq.model.transformer import Model
-from seq2seq.rundir import checkpoint
+from seq2seq.rundir import run_files
 from seq2seq.runtime import write_atomic
 from seq2seq.training import distributed
 from seq2seq.training.train_step import DataParallelSteps
@@ -262,7 +262,7 @@ def measure_corpus(cfg: Config, workdir: Path) -> tuple[int, float, int, float, 
   target characters, the distinct words of both sides and the PACK_QUANTILE of the
   longer side's characters; the distinct sentences of each language, summed, for
   several directions (0 for one))."""
-  ds = multilingual.run_pairs(cfg, workdir)
+  ds = training_data.training_pairs(cfg, workdir)
   sentences = 0
   if cfg.data.multilingual:  # a reversed direction repeats its pair's sentences
     seen: dict[str, set] = {}
@@ -384,7 +384,7 @@ def complete(cfg: ml_collections.ConfigDict, given: set[str], workdir: Path) -> 
         long_pair_chars=long_chars, directions=len(typed.data.direction_pairs()),
         sentences=sentences))
     if cfg.train.init_from:
-      choices, reasons = plan_fine_tune(m, checkpoint.load_config(cfg.train.init_from))
+      choices, reasons = plan_fine_tune(m, run_files.load_config(cfg.train.init_from))
     else:
       choices, reasons = plan(m)
     updates = estimated_updates(m, "compact", TIMED_TOKENS)

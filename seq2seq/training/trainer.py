@@ -23,10 +23,10 @@ import numpy as np
 
 from seq2seq import numerics, recipes, runtime
 from seq2seq.config import NOT_ARCHITECTURE, Config
-from seq2seq.data import corpus, input_pipeline, multilingual
+from seq2seq.data import corpus, input_pipeline, training_data
 from seq2seq.decoding.translator import Translator
 from seq2seq.model.transformer import Model
-from seq2seq.rundir import checkpoint, lock, model_card
+from seq2seq.rundir import averaging, checkpoint, lock, model_card, run_files
 from seq2seq.training import distributed, metrics
 from seq2seq.training.compiling import BackgroundCompiler
 from seq2seq.training.optimizer import ema_params
@@ -90,9 +90,9 @@ def differences(old, new, ignore: tuple[str, ...] = ()) -> dict[str, tuple[Any, 
 
 def check_resumable(workdir: Path, cfg: Config) -> None:
   """A run directory may be resumed with other train/decode settings, never another model."""
-  if not (workdir / checkpoint.CONFIG_FILE).exists():
+  if not (workdir / run_files.CONFIG_FILE).exists():
     return
-  old = checkpoint.load_config(workdir)
+  old = run_files.load_config(workdir)
   for section in ("model", "data"):
     if diff := differences(getattr(old, section), getattr(cfg, section)):
       raise checkpoint.CheckpointError(
@@ -103,10 +103,10 @@ def check_resumable(workdir: Path, cfg: Config) -> None:
 def check_fine_tune_source(cfg: Config) -> None:
   """train.init_from must be a run whose model has this run's architecture."""
   source = Path(cfg.train.init_from)
-  if not (source / checkpoint.CONFIG_FILE).is_file():
+  if not (source / run_files.CONFIG_FILE).is_file():
     raise checkpoint.CheckpointError(
-        f"train.init_from={source} is not a run directory (no {checkpoint.CONFIG_FILE})")
-  diff = differences(checkpoint.load_config(source).model, cfg.model, NOT_ARCHITECTURE)
+        f"train.init_from={source} is not a run directory (no {run_files.CONFIG_FILE})")
+  diff = differences(run_files.load_config(source).model, cfg.model, NOT_ARCHITECTURE)
   if diff:
     fields = ", ".join(f"model.{k} {old!r} there, {new!r} here" for k, (old, new) in diff.items())
     raise checkpoint.CheckpointError(
@@ -129,8 +129,8 @@ def resolve_precision(cfg: Config, workdir: Path) -> Config:
   if cfg.model.matmul_dtype != "auto":
     return cfg
   why = None  # None: the resolver chose here, and logged why
-  if (workdir / checkpoint.CONFIG_FILE).exists():
-    dtype, why = checkpoint.load_config(workdir).model.matmul_dtype, "this run's choice"
+  if (workdir / run_files.CONFIG_FILE).exists():
+    dtype, why = run_files.load_config(workdir).model.matmul_dtype, "this run's choice"
   elif distributed.is_primary():
     dtype = numerics.resolve("auto").operand_dtype
   else:  # process 0 times it; the others take its choice
@@ -229,11 +229,11 @@ class Trainer:
     # Process 0 trains the tokenizer and encodes the corpus into the run's cache; the
     # others wait for it, then load both from disk.
     if self.primary:
-      data = multilingual.prepare_run(cfg, workdir)
-      checkpoint.save_config(workdir, cfg)
+      data = training_data.prepare(cfg, workdir)
+      run_files.save_config(workdir, cfg)
     distributed.barrier("seq2seq:data")
     if not self.primary:
-      data = multilingual.prepare_run(cfg, workdir)
+      data = training_data.prepare(cfg, workdir)
     self.tok, self.train_corpus, val_corpus, val_refs = data
     self.steps = DataParallelSteps(cfg, Model(cfg.model), devices)
     self.state, self.progress, self.ckpt = restore(cfg, workdir, self.steps)
@@ -329,7 +329,7 @@ class Trainer:
     t, p = self.cfg.train, self.progress
     sampler = None
     if self.cfg.data.sampling_alpha:  # subword regularization: text needed every epoch
-      sampler = corpus.SubwordSampler(self.tok, multilingual.run_pairs(self.cfg, self.workdir),
+      sampler = corpus.SubwordSampler(self.tok, training_data.training_pairs(self.cfg, self.workdir),
                                         self.cfg.data, self.train_corpus)
     batches = input_pipeline.TrainBatches(self.train_corpus, self.cfg.data,
                                           self.steps.num_devices, sampler)
@@ -411,7 +411,7 @@ class Trainer:
     self.ckpt.close()
     self.writer.close()
     if t.average_last > 1:
-      checkpoint.average(self.workdir, t.average_last, self.cfg.model)
+      averaging.average(self.workdir, t.average_last, self.cfg.model)
     if t.ema_decay:
       checkpoint.save_params(self.workdir, "ema", p.step,
                              distributed.local_copy(ema_params(self.state.opt_state)),

@@ -88,7 +88,7 @@ def test_a_language_code_that_is_a_path_is_refused_and_nothing_is_left(trained_r
   import json
   import shutil
 
-  from seq2seq.serving.argos_package import ExportError, export_argos
+  from seq2seq.rundir.argos_package import ExportError, export_argos
   run = tmp_path / "run"
   shutil.copytree(trained_run, run)
   config = json.loads((run / "config.json").read_text())

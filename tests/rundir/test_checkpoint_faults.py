@@ -242,3 +242,17 @@ def test_a_read_only_directory_is_one_line(pristine, tmp_path):
     with pytest.raises(checkpoint.CheckpointError, match="read-only file system") as e:
       checkpoint.save_params(ro / "run", "averaged", 3, params_like(3), {"step": 3})
     assert "\n" not in str(e.value)
+
+
+def test_the_crc_of_a_tree_changes_with_any_byte_dtype_or_shape():
+  """atomic_checkpoints.crc32, which every checkpoint's meta carries: a flipped byte, the
+  same bytes as another dtype, or another shape each read as damage."""
+  import numpy as np
+
+  from seq2seq.rundir.atomic_checkpoints import crc32
+  tree = {"w": np.arange(12, dtype=np.float32).reshape(3, 4)}
+  flipped = {"w": tree["w"].copy()}
+  flipped["w"].view(np.uint8)[5] ^= 1
+  assert crc32(tree) == crc32({"w": tree["w"].copy()})
+  for other in (flipped, {"w": tree["w"].view(np.int32)}, {"w": tree["w"].reshape(4, 3)}):
+    assert crc32(other) != crc32(tree)

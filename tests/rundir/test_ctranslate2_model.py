@@ -11,7 +11,7 @@ import sacrebleu
 from seq2seq.data.textfiles import read_lines
 from seq2seq.decoding.engines import load_engine
 from seq2seq.decoding.translator import Translator
-from seq2seq.rundir import checkpoint, ctranslate2_model
+from seq2seq.rundir import ctranslate2_model, run_files
 from seq2seq.training.trainer import Trainer, train
 
 from conftest import run_cli
@@ -179,7 +179,7 @@ def test_options_without_a_conversion_are_refused_by_name():
 def test_the_export_records_its_source(trained_run, exported):
   info = json.loads((exported["int8"] / ctranslate2_model.EXPORT_FILE).read_text())
   assert info["quantization"] == "int8" and info["checkpoint"] == "best"
-  assert info["spm_fingerprint"] == checkpoint.load_tokenizer(trained_run).fingerprint()
+  assert info["spm_fingerprint"] == run_files.load_tokenizer(trained_run).fingerprint()
   assert (exported["int8"] / "spm.model").read_bytes() == (trained_run / "spm.model").read_bytes()
 
 

@@ -20,7 +20,7 @@ import foreign_models as fm  # noqa: E402
 
 from seq2seq.config import NOT_ARCHITECTURE  # noqa: E402
 from seq2seq.decoding.translator import Translator  # noqa: E402
-from seq2seq.rundir import checkpoint, importing  # noqa: E402
+from seq2seq.rundir import checkpoint, importing, run_files  # noqa: E402
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 from ctranslate2.converters import OpusMTConverter  # noqa: E402
@@ -89,7 +89,7 @@ def test_an_opus_mt_release_scores_and_searches_as_ctranslate2(release, release_
   assert_scores_match(release_run, release_ct2, release / "source.spm", release / "target.spm")
   assert_searches_match(release_run, release_ct2, release / "source.spm",
                         release / "target.spm", beams=(1,))
-  cfg = checkpoint.load_config(release_run).model
+  cfg = run_files.load_config(release_run).model
   assert (cfg.activation, cfg.pre_norm, cfg.decoder_start, cfg.sinusoidal) == (
       "swish", False, "zeros", "halves")
   assert cfg.tied_embeddings and cfg.output_bias
@@ -103,7 +103,7 @@ def test_marian_variants_score_as_ctranslate2(tmp_path, variant):
   OpusMTConverter(str(release)).convert(str(reference))
   run = importing.import_model(release, tmp_path / "run")
   assert_scores_match(run, reference, release / "source.spm", release / "target.spm")
-  cfg = checkpoint.load_config(run).model
+  cfg = run_files.load_config(run).model
   assert cfg.pre_norm == variant.get("pre_norm", False)
   assert cfg.tied_embeddings == variant.get("tied", True)
 
@@ -114,8 +114,8 @@ def test_a_zipped_release_imports_as_its_folder(release, release_run, tmp_path):
     for f in release.iterdir():
       z.write(f, f.name)
   run = importing.import_model(archive, tmp_path / "run")
-  a = checkpoint.load_params(run, "best", checkpoint.load_config(run).model)[0]
-  b = checkpoint.load_params(release_run, "best", checkpoint.load_config(release_run).model)[0]
+  a = checkpoint.load_params(run, "best", run_files.load_config(run).model)[0]
+  b = checkpoint.load_params(release_run, "best", run_files.load_config(release_run).model)[0]
   assert all(np.array_equal(a[k][n], b[k][n]) for k in a for n in a[k])
 
 
@@ -124,9 +124,9 @@ def test_the_hugging_face_folder_of_the_same_weights_imports_the_same_model(
   folder = fm.huggingface_from_marian(release, tmp_path / "hf")
   run = importing.import_model(folder, tmp_path / "run")
   assert_scores_match(run, release_ct2, release / "source.spm", release / "target.spm")
-  ours = checkpoint.load_params(run, "best", checkpoint.load_config(run).model)[0]
+  ours = checkpoint.load_params(run, "best", run_files.load_config(run).model)[0]
   theirs = checkpoint.load_params(release_run, "best",
-                                  checkpoint.load_config(release_run).model)[0]
+                                  run_files.load_config(release_run).model)[0]
   assert all(np.array_equal(ours[k][n], theirs[k][n]) for k in ours for n in ours[k])
 
 
@@ -137,10 +137,10 @@ def test_an_opennmt_style_ctranslate2_model_scores_as_itself(tmp_path, source_eo
   joint = tmp_path / "onmt" / "sentencepiece.model"
   assert_scores_match(run, model, joint, joint)
   assert_searches_match(run, model, joint, joint, beams=(1,))
-  cfg = checkpoint.load_config(run).model
+  cfg = run_files.load_config(run).model
   assert (cfg.pre_norm, cfg.decoder_start, cfg.layer_norm_epsilon, cfg.sinusoidal) == (
       True, "bos", 1e-6, "halves")
-  assert checkpoint.load_tokenizer(run).source_eos == source_eos
+  assert run_files.load_tokenizer(run).source_eos == source_eos
   # exported back, CTranslate2 reads its sources as the original does
   from seq2seq.rundir.ctranslate2_model import export_ctranslate2
   back = export_ctranslate2(run, tmp_path / "back")
@@ -171,7 +171,7 @@ def test_an_argos_package_imports_with_its_languages(tmp_path):
     for f in package.rglob("*"):
       z.write(f, f.relative_to(tmp_path))
   run = importing.import_model(archive, tmp_path / "run")
-  cfg = checkpoint.load_config(run)
+  cfg = run_files.load_config(run)
   assert (cfg.data.src_lang, cfg.data.tgt_lang) == ("en", "de")
   joint = package / "sentencepiece.model"
   assert_scores_match(run, model, joint, joint)
@@ -227,7 +227,7 @@ def test_the_real_tc_big_files_with_random_weights(name, tmp_path):
   reference = tmp_path / "ct2"
   OpusMTConverter(str(release)).convert(str(reference))
   run = importing.import_model(hf, tmp_path / "run")
-  cfg = checkpoint.load_config(run)
+  cfg = run_files.load_config(run)
   assert set(cfg.data.direction_pairs()) == directions
   translator = Translator.load(run)
   assert set(translator.directions) == directions
@@ -249,7 +249,7 @@ def test_the_real_tc_big_files_with_random_weights(name, tmp_path):
 
 
 def params_of(run):
-  return checkpoint.load_params(run, "best", checkpoint.load_config(run).model)[0]
+  return checkpoint.load_params(run, "best", run_files.load_config(run).model)[0]
 
 
 def test_a_trained_run_exported_float32_imports_back_to_the_same_parameters(trained_run,
@@ -262,7 +262,7 @@ def test_a_trained_run_exported_float32_imports_back_to_the_same_parameters(trai
   for k in original:
     for n in original[k]:
       assert np.array_equal(np.asarray(original[k][n]), np.asarray(imported[k][n])), (k, n)
-  imported, source = checkpoint.load_config(run), checkpoint.load_config(trained_run)
+  imported, source = run_files.load_config(run), run_files.load_config(trained_run)
   assert (imported.model, imported.decode) == (source.model, source.decode)
   sources = fm.sample_lines("en", 400)[300:330]
   assert (Translator.load(run).translate(sources, beam_size=4)
@@ -308,10 +308,10 @@ def test_an_argos_package_of_a_trained_run_imports_close_to_its_int8_model(argos
 
 def test_the_fine_tuning_plan_keeps_the_source_architecture(release_run):
   from seq2seq.training import auto_recipe
-  source = checkpoint.load_config(release_run).model
+  source = run_files.load_config(release_run).model
   m = auto_recipe.Measurements(pairs=29_000, mean_target_chars=60.0, minutes=10.0,
                                update_seconds=0.1)
-  choices, reasons = auto_recipe.plan_fine_tune(m, checkpoint.load_config(release_run))
+  choices, reasons = auto_recipe.plan_fine_tune(m, run_files.load_config(release_run))
   for field in ("d_model", "vocab_size", "activation", "decoder_start", "sinusoidal",
                 "output_bias", "tied_embeddings", "pre_norm"):
     assert choices[f"model.{field}"] == getattr(source, field), field
@@ -329,10 +329,10 @@ def test_an_imported_model_fine_tunes_with_the_automatic_recipe(release_run, tmp
           f"--config.train.init_from={release_run}", f"--config.data.dir={SAMPLE}",
           "--config.train.max_steps=12", "--config.train.eval_every=6",
           "--config.train.checkpoint_every=6", "--config.train.eval_max_sentences=20")
-  cfg, source = checkpoint.load_config(out), checkpoint.load_config(release_run)
+  cfg, source = run_files.load_config(out), run_files.load_config(release_run)
   assert dataclasses_equal_architecture(cfg.model, source.model)
-  tok = checkpoint.load_tokenizer(out)
-  assert tok.separate and tok.fingerprint() == checkpoint.load_tokenizer(release_run).fingerprint()
+  tok = run_files.load_tokenizer(out)
+  assert tok.separate and tok.fingerprint() == run_files.load_tokenizer(release_run).fingerprint()
   before, after = params_of(release_run), params_of(out)
   assert any(not np.array_equal(before[k][n], after[k][n]) for k in before for n in before[k])
   bias = after["transformer"]["output_bias"]
@@ -368,6 +368,6 @@ def test_a_rotary_run_exported_imports_back(trained_run, tmp_path):
   (rotary / "config.json").write_text(json.dumps(config))
   export = export_ctranslate2(rotary, tmp_path / "ct2", "best", "float32")
   run = importing.import_model(export, tmp_path / "run")
-  assert checkpoint.load_config(run).model == checkpoint.load_config(rotary).model
+  assert run_files.load_config(run).model == run_files.load_config(rotary).model
   sources = fm.sample_lines("en", 400)[300:320]
   assert Translator.load(run).translate(sources) == Translator.load(rotary).translate(sources)

@@ -1,11 +1,11 @@
-"""The sentence splitter an Argos package ships (seq2seq/serving/minisbd_splitter.py), run
+"""The sentence splitter an Argos package ships (seq2seq/rundir/minisbd_splitter.py), run
 by MiniSBD's own code as Argos Translate and LibreTranslate run it: it cuts where the
 package's own splitter (sentencex, in seq2seq.decoding.sentences) cuts."""
 
 import pytest
 import sentencex
 
-from seq2seq.serving import minisbd_splitter
+from seq2seq.rundir import minisbd_splitter
 
 pytest.importorskip("onnx", reason="onnx comes with the [ctranslate2] extra")
 minisbd = pytest.importorskip("minisbd", reason="MiniSBD is a test extra")

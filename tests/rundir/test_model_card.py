@@ -8,7 +8,7 @@ from pathlib import Path
 import jax
 
 from seq2seq import Translator, __version__
-from seq2seq.rundir import checkpoint, model_card
+from seq2seq.rundir import model_card, run_files
 from seq2seq.training import metrics
 
 from conftest import in_process, run_cli
@@ -21,7 +21,7 @@ def test_training_writes_a_card_that_matches_the_run(trained_run):
   last = [r for r in metrics.read(trained_run) if r["kind"] == "train"][-1]
   assert training["step"] == last["step"] == 300
   assert f"{training['step']:,} updates, {last['epoch']} epochs" in card
-  cfg = checkpoint.load_config(trained_run)
+  cfg = run_files.load_config(trained_run)
   params = Translator.from_pretrained(trained_run).params
   count = sum(x.size for x in jax.tree_util.tree_leaves(params))
   assert f"parameters: {count:,}" in card
@@ -49,7 +49,7 @@ def test_card_names_subword_sampling_when_on(tmp_path):
   for alpha in (0.0, 0.3):
     run = tmp_path / f"alpha{alpha}"
     run.mkdir()
-    checkpoint.save_config(run, dataclasses.replace(cfg, data=dataclasses.replace(
+    run_files.save_config(run, dataclasses.replace(cfg, data=dataclasses.replace(
         cfg.data, sampling_alpha=alpha)))
     card = model_card.render(run)  # a run that has not finished: only its settings
     assert ("subword sampling (alpha 0.3, n-best -1)" in card) == bool(alpha), card
@@ -60,7 +60,7 @@ def test_training_ends_with_the_commands_that_use_the_run_and_they_run(trained_r
   """The log's last lines give the commands for this run, the card's "Use" section the
   same for PATH, for the checkpoint the docs use ('averaged' where training averages);
   they work."""
-  cfg = checkpoint.load_config(trained_run)
+  cfg = run_files.load_config(trained_run)
   name = "averaged" if cfg.train.average_last > 1 else "best"
   log = (trained_run / "train.log").read_text()
   logged = log.split("next: evaluate, translate, serve:\n")[1].splitlines()[:3]

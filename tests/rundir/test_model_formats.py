@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import foreign_models as fm  # noqa: E402
 
-from seq2seq.rundir import checkpoint, importing  # noqa: E402
+from seq2seq.rundir import checkpoint, importing, run_files  # noqa: E402
 from seq2seq.rundir.model_formats import FormatError, marian_vocab  # noqa: E402
 
 pytest.importorskip("ctranslate2")
@@ -23,7 +23,7 @@ def release(tmp_path_factory):
 
 
 def params_of(run):
-  return checkpoint.load_params(run, "best", checkpoint.load_config(run).model)[0]
+  return checkpoint.load_params(run, "best", run_files.load_config(run).model)[0]
 
 
 def test_a_marian_vocabulary_reads_as_marian_writes_it(tmp_path):

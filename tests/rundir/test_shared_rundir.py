@@ -154,10 +154,10 @@ def refuse(name, fn):  # a reader that renames or removes anything in the run fa
 for name in ("rename", "replace", "remove", "unlink", "rmdir"):
   setattr(os, name, refuse(name, getattr(os, name)))
 shutil.rmtree, shutil.move = refuse("rmtree", shutil.rmtree), refuse("move", shutil.move)
-from seq2seq.rundir import checkpoint
+from seq2seq.rundir import checkpoint, run_files
 while not (run / "config.json").exists():
   time.sleep(0.1)
-cfg = checkpoint.load_config(run)
+cfg = run_files.load_config(run)
 steps, errors, done = [], [], False
 while not done:  # from before the trainer's first save to one load after its end
   done = (run / "DONE").exists()

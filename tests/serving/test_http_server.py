@@ -315,11 +315,11 @@ def test_reload_every_serves_a_newer_checkpoint_without_dropping_requests(traine
 
   import jax
 
-  from seq2seq.rundir import checkpoint
+  from seq2seq.rundir import checkpoint, run_files
 
   run = tmp_path / "run"
   shutil.copytree(trained_run, run)
-  cfg = checkpoint.load_config(run)
+  cfg = run_files.load_config(run)
   proc, url = start_server("--workdir", run, "--checkpoint", "latest", "--reload-every", "0.5")
   try:
     step = get(url + "/health")[1]["step"]

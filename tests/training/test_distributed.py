@@ -18,7 +18,7 @@ import jax
 import numpy as np
 import pytest
 
-from seq2seq.rundir import checkpoint
+from seq2seq.rundir import checkpoint, run_files
 
 from conftest import run_cli, xla_flags
 from helpers import ROOT
@@ -78,7 +78,7 @@ def _run_cluster(workdir) -> list[tuple[int, str, str]]:
 
 
 def _params(workdir):
-  cfg = checkpoint.load_config(workdir)
+  cfg = run_files.load_config(workdir)
   params, meta = checkpoint.load_params(workdir, "latest", cfg.model)
   assert meta["step"] == STEPS
   return jax.tree_util.tree_leaves(params)

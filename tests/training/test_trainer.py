@@ -14,7 +14,7 @@ from seq2seq.data import data_source, input_pipeline, tokenizer
 from seq2seq.data.textfiles import read_lines
 from seq2seq.decoding.translator import Translator
 from seq2seq.numerics import speed_probe
-from seq2seq.rundir import checkpoint
+from seq2seq.rundir import checkpoint, run_files
 from seq2seq.training import metrics
 from seq2seq.training.compiling import BackgroundCompiler
 from seq2seq.training.trainer import Trainer, resolve_precision, train
@@ -36,7 +36,7 @@ def test_smoke_run_writes_a_loadable_checkpoint_and_metrics(trained_run):
       sacrebleu.corpus_bleu(best.translate(val_src, beam_size=1), [val_ref]).score, abs=1e-9)
   for name in ("config.json", "spm.model", "metrics.jsonl", "train.log", "curves.png"):
     assert (trained_run / name).exists(), name
-  cfg = checkpoint.load_config(trained_run)
+  cfg = run_files.load_config(trained_run)
   assert cfg.train.max_steps == 300  # the command-line override reached the run
   for name in ("best", "latest"):
     params, meta = checkpoint.load_params(trained_run, name, cfg.model)
@@ -74,7 +74,7 @@ def test_average_checkpoints(trained_run, tmp_path):
   # On a copy: the shared run stays as trained (other tests expect no 'averaged' in it).
   run = tmp_path / "run"
   shutil.copytree(trained_run, run)
-  cfg = checkpoint.load_config(run)
+  cfg = run_files.load_config(run)
   # --upto: what the run would have averaged had it stopped at that step
   run_cli("-m", "seq2seq.cli.average", "--workdir", run, "--last", "2", "--upto", "250")
   assert checkpoint.load_params(run, "averaged", cfg.model)[1]["averaged_steps"] == [
@@ -198,7 +198,7 @@ def test_automatic_precision_is_timed_once_and_kept_by_the_run(tmp_path, monkeyp
   run = Trainer(cfg, tmp_path / "run")  # what train() builds before its first update
   assert run.steps.model.numerics.operand_dtype == "bfloat16"
   run.save()
-  assert checkpoint.load_config(tmp_path / "run").model.matmul_dtype == "bfloat16"
+  assert run_files.load_config(tmp_path / "run").model.matmul_dtype == "bfloat16"
   # Resuming where the timing would now choose float32: the run's choice stands (and
   # check_resumable would refuse another model config).
   numerics.clear_cache()
