@@ -2,23 +2,28 @@
 
 `--config tiny` and `--config multi30k` name a file of the top-level `configs/` folder,
 which the wheel ships as `seq2seq/configs/` (pyproject.toml maps it there, and
-`data/sample/` to `seq2seq/sample_data/`). Any other value is the path of a user's own
-config file. Both forms take ml_collections' `:ARG`, passed to `get_config(ARG)`.
+`data/sample/` to `seq2seq/sample_data/`); a model preset of `config.PRESETS` that no
+file is named after (`--config small`) is that model with the default data and training.
+`presets()` is the one list of the names `--config` takes, each with what it is
+(`seq2seq-train --list-presets`). Any other value is the path of a user's own config
+file. Both forms take ml_collections' `:ARG`, passed to `get_config(ARG)`.
 `training_config` loads one with `SECTION.FIELD` overrides into a typed `Config`: for
 train.py's `--config` and for `seq2seq.train`.
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib.util
 import os
+import types
 from pathlib import Path
 from typing import Any
 
 import ml_collections
 
-from seq2seq.config import Config
+from seq2seq.config import PRESETS, Config, default_config
 
 _PACKAGE = Path(__file__).resolve().parent
 _CHECKOUT = _PACKAGE.parent  # the repository root when running from a checkout
@@ -45,14 +50,30 @@ def names() -> list[str]:
   return sorted(p.stem for p in configs_dir().glob("*.py") if not p.stem.startswith("_"))
 
 
+def presets() -> dict[str, str]:
+  """Every name `--config NAME` takes, with what it is: the recipes of configs/ (their
+  docstring's first sentence), then the model presets no recipe is named after."""
+  out = {}
+  for name in names():
+    doc = ast.get_docstring(ast.parse((configs_dir() / f"{name}.py").read_text())) or ""
+    out[name] = " ".join(doc.split("\n\n")[0].split()).split(". ")[0].rstrip(".")
+  for name, model in PRESETS.items():
+    out.setdefault(name, f"the {name} model (d_model {model.d_model}, {model.num_heads} "
+                         f"heads, d_ff {model.d_ff}, {model.encoder_layers} + "
+                         f"{model.decoder_layers} layers) with the default data and "
+                         "training: give --config.data.dir or --config.data.hub")
+  return out
+
+
 def config_file(value: str) -> str:
-  """The config file that `--config VALUE` means: a preset name or a path, with any `:ARG`."""
+  """The config file that `--config VALUE` means: a recipe's name or a path, with any
+  `:ARG` (a model preset's name has none: `load_config_module` makes its config)."""
   path, sep, arg = value.partition(":")
   if not Path(path).exists() and path in names():
     return str(configs_dir() / f"{path}.py") + sep + arg
   if not Path(path).is_file():
     raise ValueError(f"--config {value!r}: no such config file, and not a preset name "
-                     f"(presets: {', '.join(names())})")
+                     f"(presets: {', '.join(presets())})")
   return value
 
 
@@ -77,7 +98,10 @@ def multi30k_dir(arg: str | None = None) -> Path | None:
 
 
 def load_config_module(value: str):
-  """The module of a preset or config file (`VALUE` or `VALUE:ARG`) and its `ARG`."""
+  """The module of a preset or config file (`VALUE` or `VALUE:ARG`) and its `ARG`; a
+  model preset's is made here (`get_config()`: `config.default_config(NAME)`)."""
+  if value in PRESETS and value not in names() and not Path(value).exists():
+    return types.SimpleNamespace(get_config=lambda: default_config(value)), ""
   path, _, arg = config_file(value).partition(":")  # checks that the file exists
   spec = importlib.util.spec_from_file_location("seq2seq_user_config", path)
   module = importlib.util.module_from_spec(spec)

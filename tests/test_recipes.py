@@ -139,3 +139,27 @@ def test_wmt14_recipe_runs_end_to_end_on_a_slice_of_the_hub_layout(tmp_path):
   assert "BLEU" in out.decode()
   hyps = hyp.read_text().splitlines()
   assert len(hyps) == len(textfiles.read_lines(ROOT / "data" / "sample" / "test.en"))
+
+
+def test_every_name_config_takes_is_listed_once_with_what_it_is():
+  """recipes.presets() is the one list: each recipe file of configs/, then each model
+  preset no recipe is named after, which --config takes as that model with the default
+  data and training; docs/training.md's table of model shapes is config.PRESETS'."""
+  from seq2seq.config import PRESETS
+  listed = recipes.presets()
+  assert list(listed)[:len(recipes.names())] == recipes.names()
+  assert set(listed) == set(recipes.names()) | set(PRESETS) and all(listed.values())
+  assert "multi30k" in listed and "Multi30k" in listed["multi30k"]
+  small = recipes.training_config("small", [("data.dir", "x")])
+  assert small.model == PRESETS["small"] and small.data.dir == "x"
+  tiny = recipes.training_config("tiny", [])  # the recipe file wins over the model preset
+  assert tiny.model.vocab_size == 400
+  with pytest.raises(ValueError, match="presets: auto, multi30k.*small, base"):
+    recipes.config_file("smal")
+  out = run_cli("train.py", "--list-presets").stdout.decode()
+  assert [line.split()[0] for line in out.splitlines()] == list(listed)
+  docs = (ROOT / "docs" / "training.md").read_text()
+  for name, model in PRESETS.items():
+    row = (f"| `{name}` | {model.d_model} | {model.num_heads} | {model.d_ff} | "
+           f"{model.encoder_layers} + {model.decoder_layers} |")
+    assert row in docs, row

@@ -23,13 +23,16 @@ def parser(prog: str) -> argparse.ArgumentParser:
       description="Train a translation model (re-running the same command resumes from DIR).",
       epilog=parsing.config_epilog())
   p.add_argument("--config", metavar="NAME|FILE[:ARG]",
-                 help=f"a preset ({', '.join(recipes.names())}) or a .py file with "
+                 help=f"a preset ({', '.join(recipes.presets())}: --list-presets says "
+                 "what each is) or a .py file with "
                  "get_config(); NAME:ARG passes ARG to get_config (multi30k:FOLDER reads "
                  "Multi30k there). Then --config.SECTION.FIELD=VALUE overrides one field, "
                  "e.g. --config.train.max_steps=2000; overriding data.dir or data.hub "
                  "replaces the config's data source")
   p.add_argument("--workdir", help="run directory: config, tokenizer, checkpoints, "
                  "metrics.jsonl (created)")
+  p.add_argument("--list-presets", action="store_true",
+                 help="list the names --config takes, each with what it is, and exit")
   p.add_argument("--print-config", action="store_true",
                  help="print the config that --config and the overrides resolve to, as "
                  "JSON, and exit without training (--workdir not needed; --config auto "
@@ -57,6 +60,11 @@ def main(argv=None) -> None:
   except ValueError as e:
     parsing.usage_error(prog, e)
   args = p.parse_args(rest)
+  if args.list_presets:
+    presets = recipes.presets()
+    width = max(map(len, presets))
+    print("\n".join(f"{name:<{width}}  {what}" for name, what in presets.items()))
+    return
   if args.print_config:
     if args.config is None:
       parsing.usage_error(prog, "--print-config needs --config")
