@@ -3,7 +3,7 @@ across a change of the serving code (the same answers, byte for byte, or the cha
 not a refactor).
 
   python bench/serve_identity.py --workdir MULTI_RUN --out answers.json
-  python bench/serve_identity.py --compare before.json after.json
+  python bench/serve_identity.py --compare before.json after.json [--changed NAME ...]
 
 MULTI_RUN: a run of several directions with English among them (configs/tiny_multilingual.py
 trained briefly will do: en-de, de-en, en-fr, fr-en), served alone with an API key file,
@@ -11,24 +11,26 @@ so that a request can go direct, through the pivot (de→fr) or to "auto". The r
 the native API (plain, several texts, n-best, a glossary, source and target, auto, a
 pivot, attention, sampling, prefixes), LibreTranslate's (JSON, a form, the query string,
 alternatives, html, auto, a pivot, a glossary), /languages, /detect, /frontend/settings,
-a document of every format /translate_file takes (made here with pandoc where it is a
-package: its translation compared by its members, a zip's dates aside), and the errors
-of the hostile-input tests and their kin. /health and /openapi.json are left out: they
+a document of every format /translate_file takes (made here; a package's translation
+compared by its members, a zip's dates aside), and the errors
+of the hostile-input tests and their kin (each named "error ...": a 4xx; every other
+answer is a 200). /health and /openapi.json are left out: they
 describe the server, and saying more there is no change of an answer.
 """
 
 import argparse
+import datetime
 import hashlib
 import io
 import json
-import shutil
-import subprocess
 import sys
 import tempfile
 import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
+
+from common import add_results_flag, report
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from serve_helpers import start_server, stop_server  # noqa: E402
@@ -64,7 +66,7 @@ REQUESTS = [
     ("lt alternatives list", "/translate", {"q": EN, **LT, "alternatives": 3}),
     ("lt html", "/translate", {"q": f"<p>{EN[0]} <b>{EN[1]}</b></p><script>x()</script>",
                                **LT, "format": "html"}),
-    ("lt auto", "/translate", {"q": [EN[2], DE], "source": "auto", "target": "en"}),
+    ("lt auto", "/translate", {"q": [EN[2], DE], "source": "auto", "target": "fr"}),
     ("lt auto one", "/translate", {"q": DE, "source": "auto", "target": "fr"}),
     ("lt pivot", "/translate", {"q": DE, "source": "de", "target": "fr", "alternatives": 1}),
     ("lt glossary", "/translate", {"q": EN[0], **LT, "glossary": {"park": "Garten"}}),
@@ -124,50 +126,71 @@ REQUESTS = [
     ("error method", "/health", {"q": "a"}),
 ]
 
-# The documents /translate_file is given: (name, pandoc's output format or None: the text)
-PROSE = "# A dog\n\nA dog runs in the park.\n\nTwo men play *football* in the street.\n"
-DOCUMENTS = {
-    "a.txt": PROSE.replace("# ", "").replace("*", ""),
-    "a.md": PROSE,
+# The documents /translate_file is given, made here with each format's own library
+PROSE = ["A dog runs in the park.", "Two men play football in the street.",
+         "A woman reads a book."]
+TEXTS = {
+    "a.txt": "A dog\n\n" + "\n\n".join(PROSE) + "\n",
+    "a.md": f"# A dog\n\n{PROSE[0]}\n\n{PROSE[1].replace('football', '*football*')}\n",
     "a.html": f"<html><body><h1>A dog</h1><p>{EN[0]} <i>{EN[1]}</i></p></body></html>",
     "a.htm": f"<p>{EN[2]}</p>",
     "a.srt": f"1\n00:00:01,000 --> 00:00:02,500\n{EN[0]}\n\n2\n00:00:03,000 --> "
              f"00:00:04,000\n{EN[1]}\n",
     "a.vtt": f"WEBVTT\n\n00:01.000 --> 00:02.500\n{EN[0]}\n\n00:03.000 --> 00:04.000\n{EN[2]}\n",
-    "a.docx": "docx", "a.odt": "odt", "a.pptx": "pptx", "a.epub": "epub",
 }
+ODF = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+       'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+       'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"')
 
 
-def make_documents(folder: Path) -> dict[str, bytes]:
-  """Each document's bytes, made once into `folder` (pandoc's packages carry a date) and
-  read from there after."""
-  folder.mkdir(parents=True, exist_ok=True)
-  out = {}
-  for name, made in DOCUMENTS.items():
-    path = folder / name
-    if not path.exists():
-      if name.rsplit(".", 1)[1] == made:
-        if not shutil.which("pandoc"):
-          sys.exit("pandoc makes the .docx, .odt, .pptx and .epub documents: install it")
-        subprocess.run(["pandoc", "-f", "markdown", "-t", made, "-o", str(path)],
-                       input=PROSE.encode(), check=True)
-      else:
-        path.write_text(made, encoding="utf-8")
-    out[name] = path.read_bytes()
-  odp = folder / "a.odp"  # pandoc writes no .odp: its presentation XML, as in test_formats
-  if not odp.exists():
-    ns = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
-          'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
-          'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"')
-    content = (f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {ns} '
-               'office:version="1.3"><office:body><office:presentation><draw:page>'
-               f'<draw:frame><draw:text-box><text:p>{EN[0]}</text:p><text:p>{EN[1]}</text:p>'
-               '</draw:text-box></draw:frame></draw:page></office:presentation></office:body>'
-               '</office:document-content>')
-    with zipfile.ZipFile(odp, "w") as z:
-      z.writestr(zipfile.ZipInfo("mimetype"), "application/vnd.oasis.opendocument.presentation")
-      z.writestr("content.xml", content)
-  out["a.odp"] = odp.read_bytes()
+def opendocument(kind: str, body: str) -> bytes:
+  """An OpenDocument package of `kind` (text, presentation) holding `body`."""
+  out = io.BytesIO()
+  with zipfile.ZipFile(out, "w") as z:
+    z.writestr(zipfile.ZipInfo("mimetype"), f"application/vnd.oasis.opendocument.{kind}")
+    z.writestr("content.xml", f'<?xml version="1.0" encoding="UTF-8"?><office:document-content '
+                              f'{ODF} office:version="1.3"><office:body><office:{kind}>{body}'
+                              f'</office:{kind}></office:body></office:document-content>')
+  return out.getvalue()
+
+
+def make_documents() -> dict[str, bytes]:
+  """A document of every format /translate_file takes, and one it does not."""
+  import docx
+  import pptx
+  from ebooklib import epub
+  out = {name: text.encode() for name, text in TEXTS.items()}
+  document = docx.Document()
+  document.add_heading("A dog", 1)
+  paragraph = document.add_paragraph(PROSE[0] + " ")
+  paragraph.add_run(PROSE[1]).bold = True
+  buffer = io.BytesIO()
+  document.save(buffer)
+  out["a.docx"] = buffer.getvalue()
+  deck = pptx.Presentation()
+  slide = deck.slides.add_slide(deck.slide_layouts[1])
+  slide.shapes.title.text = "A dog"
+  slide.placeholders[1].text = PROSE[2]
+  buffer = io.BytesIO()
+  deck.save(buffer)
+  out["a.pptx"] = buffer.getvalue()
+  book = epub.EpubBook()
+  book.set_identifier("serve-identity")
+  book.set_title("A dog")
+  book.set_language("en")
+  chapter = epub.EpubHtml(title="A dog", file_name="chapter.xhtml", lang="en")
+  chapter.content = f"<h1>A dog</h1><p>{PROSE[0]}</p><p>{PROSE[1]}</p>"
+  book.add_item(chapter)
+  book.add_item(epub.EpubNcx())
+  book.add_item(epub.EpubNav())
+  book.spine = ["nav", chapter]
+  buffer = io.BytesIO()
+  epub.write_epub(buffer, book, {"mtime": datetime.datetime(2026, 1, 1)})
+  out["a.epub"] = buffer.getvalue()
+  out["a.odt"] = opendocument("text", f"<text:h>A dog</text:h><text:p>{PROSE[0]}</text:p>")
+  out["a.odp"] = opendocument("presentation", "<draw:page><draw:frame><draw:text-box>"
+                              f"<text:p>{EN[0]}</text:p><text:p>{EN[1]}</text:p>"
+                              "</draw:text-box></draw:frame></draw:page>")
   out["a.pdf"] = b"%PDF-1.4 not translated here"
   return out
 
@@ -232,8 +255,8 @@ def translate_file(url: str, name: str, data: bytes, fields: dict) -> dict:
   return answer
 
 
-def answers(workdir: str, documents: Path) -> dict:
-  files = make_documents(documents)
+def answers(workdir: str) -> dict:
+  files = make_documents()
   with tempfile.TemporaryDirectory() as tmp:
     keys = Path(tmp) / "keys.txt"
     keys.write_text(f"{KEY}\n")
@@ -241,47 +264,63 @@ def answers(workdir: str, documents: Path) -> dict:
     try:
       out = {name: call(url, path, body) for name, path, body in REQUESTS}
       for name, data in files.items():
-        out[f"file {name}"] = translate_file(url, name, data, LT)
-      out["file pivot"] = translate_file(url, "a.txt", files["a.txt"],
-                                         {"source": "de", "target": "fr"})
+        out[f"{'error ' if name == 'a.pdf' else ''}file {name}"] = translate_file(
+            url, name, data, LT)
       out["file auto"] = translate_file(url, "a.txt", files["a.txt"],
                                         {"source": "auto", "target": "de"})
-      out["file bad key"] = translate_file(url, "a.txt", files["a.txt"],
-                                           {**LT, "api_key": "nope"})
-      out["file no file"] = call(url, "/translate_file", multipart(LT, "", b""))
-      out["file malformed"] = translate_file(url, "b.docx", b"PK\x03\x04" + bytes(60), LT)
+      out["error file pivot"] = translate_file(url, "a.txt", files["a.txt"],
+                                               {"source": "de", "target": "fr"})
+      out["error file bad key"] = translate_file(url, "a.txt", files["a.txt"],
+                                                 {**LT, "api_key": "nope"})
+      out["error file no file"] = call(url, "/translate_file", multipart(LT, "", b""))
+      out["error file malformed"] = translate_file(url, "b.docx", b"PK\x03\x04" + bytes(60),
+                                                   LT)
     finally:
       stop_server(proc)
   return out
 
 
-def compare(before: dict, after: dict) -> int:
+def compare(before: dict, after: dict, changed: tuple[str, ...] = ()) -> dict:
+  """Prints each answer that differs; the figures, "identical" false where one differs
+  that is not `changed` (the answers a change is meant to change, named on the command
+  line)."""
   differ = [name for name in before if before[name] != after.get(name)]
   missing = sorted(set(after) ^ set(before))
   for name in differ:
-    print(f"differs: {name}\n  before {json.dumps(before[name])[:400]}\n"
+    print(f"differs{' as meant' if name in changed else ''}: {name}\n"
+          f"  before {json.dumps(before[name])[:400]}\n"
           f"  after  {json.dumps(after.get(name))[:400]}")
   if missing:
     print("in one file only:", ", ".join(missing))
-  print(f"{len(before) - len(differ)} of {len(before)} answers the same, byte for byte")
-  return 1 if differ or missing else 0
+  print(f"{len(before) - len(differ)} of {len(before)} answers the same, byte for byte"
+        + (f"; {len(set(differ) & set(changed))} changed as meant" if changed else ""))
+  return {"answers": len(before), "same": len(before) - len(differ),
+          "changed_as_meant": sorted(set(differ) & set(changed)),
+          "differ": sorted(set(differ) - set(changed)), "missing": missing,
+          "identical": not (set(differ) - set(changed) or missing)}
 
 
 def main():
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--workdir", help="a run of several directions, English among them")
-  p.add_argument("--documents", default=str(Path(tempfile.gettempdir()) / "serve-identity-docs"),
-                 help="where the documents are made once (pandoc dates its packages)")
   p.add_argument("--out", help="write the answers here (JSON)")
   p.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
+  p.add_argument("--changed", nargs="*", default=(), metavar="NAME",
+                 help="with --compare: answers the change is meant to change")
+  add_results_flag(p)
   args = p.parse_args()
   if args.compare:
-    sys.exit(compare(*(json.loads(Path(f).read_text()) for f in args.compare)))
+    figures = compare(*(json.loads(Path(f).read_text()) for f in args.compare),
+                      tuple(args.changed))
+    report(args.results, {"compared": args.compare, **figures})
+    sys.exit(0 if figures["identical"] else 1)
   if not (args.workdir and args.out):
     p.error("give --workdir RUN and --out FILE, or --compare BEFORE AFTER")
-  result = answers(args.workdir, Path(args.documents))
+  result = answers(args.workdir)
   Path(args.out).write_text(json.dumps(result, indent=1, ensure_ascii=False))
   print(f"{len(result)} answers written to {args.out}")
+  statuses = {name: answer["status"] for name, answer in result.items()}
+  report(args.results, {"answers": len(result), "statuses": statuses})
 
 
 if __name__ == "__main__":

@@ -251,7 +251,8 @@ class Translator(SentenceEngine):
     self._compile_rows(self.row_sizes, max_batch, longest)
     for settings in also:
       self._compile_rows((1,), max_batch, longest, settings)
-    self.translate([WARM_UP], batch_size=max_batch)
+    for settings in (None, *also):  # each run once: what a first call sets up beyond
+      self.translate([WARM_UP], settings, batch_size=max_batch)  # compiling
     for _, target in self.directions:  # a glossary's first request does not read the
       piece = agreement.for_language(target)  # lexicon its terms agree by
       if piece is not None:

@@ -223,7 +223,10 @@ class TranslationService:
       return current
 
     out: list = [None] * len(texts)
-    results = await asyncio.gather(*(along(indices) for indices in groups.values()))
+    if len(groups) == 1:  # one route: awaited here (gather would make it a task of its own)
+      results = [await along(next(iter(groups.values())))]
+    else:
+      results = await asyncio.gather(*(along(indices) for indices in groups.values()))
     for indices, found in zip(groups.values(), results):
       for i, value in zip(indices, found):
         out[i] = value

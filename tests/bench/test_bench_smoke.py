@@ -133,6 +133,40 @@ def test_serve_mixed(trained_run, tmp_path):
              "--seconds", "1", "--batch-size", "8", results=tmp_path / "r.jsonl")
 
 
+def test_serve_identity(trained_multilingual, tmp_path):
+  """Every answer as the script names it (an error a 4xx, the rest 200), and the same
+  answers, byte for byte, from a server started again."""
+  answers = []
+  for name in ("a", "b"):
+    answers.append(tmp_path / f"{name}.json")
+    rows = run_script("serve_identity", "--workdir", trained_multilingual, "--out",
+                      answers[-1], results=tmp_path / f"{name}.jsonl")
+  statuses = rows[-1]["figures"]["statuses"]
+  assert {n for n, s in statuses.items() if s >= 400} == {n for n in statuses
+                                                           if n.startswith("error")}
+  assert set(statuses.values()) - {200} <= {400, 403, 404, 405, 413, 415, 422}
+  rows = run_script("serve_identity", "--compare", *answers, results=tmp_path / "c.jsonl")
+  assert rows[-1]["figures"]["identical"] and rows[-1]["figures"]["same"] == len(statuses)
+
+
+def test_request_walk(tmp_path):
+  """The way down enters each serving module once."""
+  rows = run_script("request_walk", results=tmp_path / "r.jsonl")
+  for name, walk in rows[-1]["figures"].items():
+    for down in walk["down"]:
+      assert len(down) == len(set(down)) and down[0] == "http_server", (name, down)
+      assert down[-1] == "service", (name, down)
+
+
+def test_first_click(trained_run, tmp_path):
+  rows = run_script("first_click", "--workdir", trained_run, "--cores", "",
+                    results=tmp_path / "r.jsonl")
+  figures = rows[-1]["figures"]
+  assert [c["client"] for c in figures["clients"]] == ["the page", "LibreTranslate's web UI"]
+  assert {w["for"] for w in figures["warm"]} == {"defaults", "the page",
+                                                 "LibreTranslate's web UI"}
+
+
 def test_decode_memory(trained_run, tmp_path):
   run_script("decode_memory", "--workdir", trained_run, "--src", SAMPLE / "test.en",
              "--beams", "1,2", "--batch-size", "8", results=tmp_path / "r.jsonl")
