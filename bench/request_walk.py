@@ -8,10 +8,12 @@ Serves a stand-in engine (it answers at once) in process and sends the requests 
 serving modules on the stack when the texts reach a batcher (the way down: each module
 should be there once) and every call from one serving module into another while the
 request is answered (the stays: how often the request enters each module, side calls to
-shared helpers included). The last line is the JSON of all of it.
+shared helpers included; a coroutine resumed after an await is no new entry). The last
+line is the JSON of all of it.
 """
 
 import argparse
+import inspect
 import sys
 import threading
 import time
@@ -80,8 +82,19 @@ def walk(body: dict) -> dict:
   stays: list[str] = []
   answering = threading.Event()
 
+  # A coroutine that awaits returns to the event loop and is called again when it resumes:
+  # its frame is held here (so that no new frame takes its id) and its resumption is no
+  # new entry.
+  suspended: dict[int, object] = {}
+  resumable = inspect.CO_COROUTINE | inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
+
   def profile(frame, event, arg):
-    if event != "call" or not answering.is_set():
+    if not answering.is_set():
+      return
+    if event == "return" and frame.f_code.co_flags & resumable:
+      suspended[id(frame)] = frame
+      return
+    if event != "call" or suspended.pop(id(frame), None) is frame:
       return
     module = frame.f_globals.get("__name__", "")
     caller = frame.f_back.f_globals.get("__name__", "") if frame.f_back else ""

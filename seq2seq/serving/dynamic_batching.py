@@ -256,3 +256,15 @@ class Batcher:
     finally:
       self.alone -= texts
 
+
+def engine_call(engine, batch_size: int
+                ) -> Callable[[list[str], SearchSettings, list[str] | None, int], list]:
+  """translate(texts, settings, prefixes, first_index) on an `Engine`: a str per text, or
+  with nbest a list of hypotheses. `batch_size` bounds the rows of one decoding batch
+  (its rows are the next power of two of the texts: few compiled shapes)."""
+
+  def translate(texts, settings: SearchSettings, prefixes, first_index):
+    return engine.translate(texts, settings.changed(batch_size=batch_size), prefixes=prefixes,
+                            first_index=first_index)
+
+  return translate

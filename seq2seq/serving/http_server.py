@@ -38,8 +38,8 @@ from typing import Any, Callable, Sequence
 from seq2seq.decoding.engine import Engine
 from seq2seq.decoding.glossary import Glossary
 from seq2seq.serving.dynamic_batching import Metrics
-from seq2seq.serving.http_api import ApiKeys, Limits, RequestError, read_json
-from seq2seq.serving.libretranslate import LibreTranslate, web_ui_settings
+from seq2seq.serving.http_api import ApiKeys, Limits, RequestError, media_type, read_json
+from seq2seq.serving.libretranslate import FORMS, LibreTranslate, web_ui_settings
 from seq2seq.serving.native_api import NativeAPI, page_settings
 from seq2seq.serving.openapi import openapi
 from seq2seq.serving.service import TranslationService
@@ -121,11 +121,11 @@ class Server:
     """POST /translate: LibreTranslate's API when the request has `q` or is a form, else
     the native API's."""
     query, content_type = dict(request.query_params), request.headers.get("content-type")
-    if LibreTranslate.speaks(query, content_type):
+    if "q" in query or media_type(content_type) in FORMS:  # the native API takes JSON only
       return await self.libretranslate.translate(
           await self.libretranslate.params(request, body))
     value = read_json(body, content_type)
-    if LibreTranslate.speaks({}, None, value):
+    if isinstance(value, dict) and "q" in value:
       return await self.libretranslate.translate({**query, **value})
     return await self.native.translate(value, request.headers.get("authorization", ""))
 
@@ -134,11 +134,10 @@ class Server:
     return status, {"status": body.pop("status"), **self.info, **body}
 
   async def answered(self, handler, request) -> tuple[Any, int, dict]:
-    """(JSON answer, status, headers) of `await handler(request, body)` once the service is
-    ready (a POST's body read within the limits): a RequestError's own, and a bug's 500,
-    logged, never a hang."""
-    try:
-      self.service.check_ready()
+    """(JSON answer, status, headers) of `await handler(request, body)` (a POST's body read
+    within the limits): a RequestError's own (the service's 503 while it loads), and a
+    bug's 500, logged, never a hang."""
+    try:  # the service refuses with 503 until it is ready
       body = await self.read_body(request) if request.method == "POST" else b""
       return await handler(request, body), 200, {}
     except RequestError as e:

@@ -223,13 +223,6 @@ class LibreTranslate:
     self.service, self.limits, self.keys = service, limits, keys
     self.files = TranslatedFiles(limits.file_ttl_s)
 
-  @staticmethod
-  def speaks(query: dict, content_type: str | None, body: Any = None) -> bool:
-    """Whether a POST /translate is LibreTranslate's: `q` in the query string or the JSON
-    body, or a form (the native API takes JSON only)."""
-    return ("q" in query or media_type(content_type) in FORMS
-            or (isinstance(body, dict) and "q" in body))
-
   async def params(self, request, body: bytes) -> dict:
     """A request's parameters: the query's, then the body's (JSON, a form, or a multipart
     form as LibreTranslate's page sends it)."""

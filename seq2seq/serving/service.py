@@ -27,7 +27,7 @@ from seq2seq.decoding.engine import Engine
 from seq2seq.decoding.engine_io import Hypothesis, SearchSettings
 from seq2seq.decoding.glossary import Glossary
 from seq2seq.serving.detection import LanguageDetector
-from seq2seq.serving.dynamic_batching import Batcher, Metrics
+from seq2seq.serving.dynamic_batching import Batcher, Metrics, engine_call
 from seq2seq.serving.http_api import Limits, RequestError
 from seq2seq.serving.models import Hop, Models, ServedModel, served_models
 
@@ -120,7 +120,7 @@ class TranslationService:
       engines = [(name, engines)]
     models = Models(served_models(engines))
     for model in models.models:
-      model.batcher = Batcher(functools.partial(decode, model.engine, self.limits.max_batch),
+      model.batcher = Batcher(engine_call(model.engine, self.limits.max_batch),
                               self.limits, self.metrics.for_model(model.name),
                               self.workers or model.engine.limits.parallel_batches)
       model.batcher.start()
@@ -138,7 +138,9 @@ class TranslationService:
 
   @property
   def pair(self) -> tuple[str, str]:
-    """The first model's direction: a request's source and target where it names none."""
+    """The first model's direction: a request's source and target where it names none
+    (503 before the models are ready)."""
+    self.check_ready()
     return self.models.first.engine.directions[0]
 
   # ---------------------------------------------------------------- routing
@@ -166,6 +168,7 @@ class TranslationService:
   def document_routing(self, source: str, target: str) -> Routing:
     """A document's one route: "auto" is the first model's source (a document is in one
     language); a pivot is refused."""
+    self.check_ready()
     if source.strip().lower() == "auto":
       source = self.pair[0]
     hops = self.models.route(source.strip().lower(), target.strip().lower())
@@ -305,11 +308,3 @@ class TranslationService:
                  "batch_rows": list(first.engine.limits.row_sizes),
                  "models": self.models.describe(), "warm": self.warm}
 
-
-def decode(engine: Engine, batch_size: int, texts: list[str], settings: SearchSettings,
-           prefixes: list[str] | None, first_index: int) -> list:
-  """A batcher's batch on `engine`: a str per text, or with nbest a list of hypotheses.
-  `batch_size` bounds the rows of one decoding batch (its rows are the next power of two
-  of the texts: few compiled shapes)."""
-  return engine.translate(texts, settings.changed(batch_size=batch_size), prefixes=prefixes,
-                          first_index=first_index)
