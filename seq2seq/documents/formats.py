@@ -128,9 +128,9 @@ def for_extension(suffix: str) -> Format | None:
   return EXTENSIONS.get(suffix.lower())
 
 
-def listed(extensions: bool = True) -> list[str]:
-  """The formats' shown extensions (or names), in the registry's order."""
-  return [f.extension if extensions else f.name for f in _ALL]
+def listed() -> list[str]:
+  """The formats' shown extensions, in the registry's order."""
+  return [f.extension for f in _ALL]
 
 
 def docs_table() -> str:

@@ -113,11 +113,9 @@ class TranslationService:
 
   # ---------------------------------------------------------------- lifecycle
 
-  def ready(self, engines: Engine | Sequence[tuple[str, Engine]], name: str = "model") -> None:
-    """Serves one engine (called `name`), or (name, engine) pairs (`models.Models`: each
-    direction by the first that has it), each decoded by a batcher of its own."""
-    if not isinstance(engines, (list, tuple)):
-      engines = [(name, engines)]
+  def ready(self, engines: Sequence[tuple[str, Engine]]) -> None:
+    """Serves the (name, engine) pairs (`models.Models`: each direction by the first that
+    has it), each decoded by a batcher of its own."""
     models = Models(served_models(engines))
     for model in models.models:
       model.batcher = Batcher(engine_call(model.engine, self.limits.max_batch),
